@@ -1,0 +1,555 @@
+"""Every user-facing failure: one class each, with its exit code and its guidance.
+
+The exit codes are part of the interface (README.md, "Exit codes"):
+
+    0  the lint ran and found nothing at or above --fail-on
+    1  the lint ran and found something at or above --fail-on
+    2  usage or configuration error
+    3  refused: a preflight check, the sandbox, or a run that could not produce a
+       report that can be trusted (no report ever calls such a tree clean)
+    4  internal error (a bug: one line, and where the log is)
+    130 interrupted
+
+Each class names the thing it is about (an image, a path, a command) in its constructor
+arguments, and turns them into a `Guidance` in one place, so a test can build every
+refusal with distinctive values and check that each value comes out the other side.
+Values from outside are passed through `printable()` first, and values that go into a
+command line through `shlex.quote`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import ClassVar
+
+from roteiro_py.guidance import Guidance, printable
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130
+
+#: The number of lines of `Dockerfile.clippy`, stated here and nowhere else; a test
+#: checks it against the file and against the first dockerfile block of
+#: SANDBOXED_LINTING.md.
+DOCKERFILE_LINES = 2
+
+_DIGEST_PLACEHOLDER = "sha256:<64 hex>"
+
+
+def _q(value: str | Path) -> str:
+    return shlex.quote(printable(str(value)))
+
+
+def _p(value: object) -> str:
+    return printable(str(value))
+
+
+def prefetch_command(reference: str | None = None) -> str:
+    if reference is None:
+        return "pylint-sandbox prefetch --analyzer clippy --allow-download"
+    return f"pylint-sandbox prefetch --analyzer clippy --image {_q(reference)} --allow-download"
+
+
+def fetch_deps_command(tree: Path) -> str:
+    return f"pylint-sandbox fetch-deps {_q(tree)}"
+
+
+class RoteiroError(Exception):
+    """Base of every failure the command line turns into an exit code and a message."""
+
+    exit_code: ClassVar[int] = EXIT_INTERNAL
+    #: A stable identifier for machines (JSON output, tests); never reworded.
+    code: ClassVar[str] = "internal"
+
+    def guidance(self) -> Guidance:
+        return Guidance(summary=_p(self) or type(self).__name__ + ".")
+
+    def __str__(self) -> str:
+        if type(self).guidance is not RoteiroError.guidance:
+            return self.guidance().summary
+        return super().__str__()
+
+
+# -- exit 2: usage and configuration ---------------------------------------------------
+
+
+class UsageError(RoteiroError):
+    exit_code = EXIT_USAGE
+    code = "usage"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def guidance(self) -> Guidance:
+        return Guidance(summary=_p(self.message), notes=(self.hint,) if self.hint else ())
+
+
+class ConfigError(RoteiroError):
+    """A configuration file (or variable) that cannot be used, named to the key and line."""
+
+    exit_code = EXIT_USAGE
+    code = "config"
+
+    def __init__(
+        self,
+        source: str | Path,
+        problem: str,
+        *,
+        key: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(problem)
+        self.source = source
+        self.problem = problem
+        self.key = key
+        self.line = line
+        self.column = column
+
+    def guidance(self) -> Guidance:
+        where = _p(self.source)
+        if self.line is not None:
+            where += f", line {self.line}"
+            if self.column is not None:
+                where += f", column {self.column}"
+        about = f"key `{_p(self.key)}` in " if self.key else ""
+        problem = _p(self.problem).rstrip(".")
+        return Guidance(
+            summary=f"Invalid configuration: {about}{where}: {problem}.",
+            notes=("Fix or remove the value; `pylint-sandbox config show` lists every "
+                   "effective value and where it came from.",),
+        )
+
+
+class MalformedReference(RoteiroError):
+    exit_code = EXIT_USAGE
+    code = "malformed-reference"
+
+    def __init__(self, reference: str, what: str) -> None:
+        super().__init__(reference)
+        self.reference = reference
+        self.what = what
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The image reference {_p(self.reference)!r} is malformed: "
+            f"{_p(self.what).rstrip('.')}.",
+            notes=("A reference looks like registry.example/team/clippy:1.95@sha256: followed "
+                   "by the 64 hex digits of the image manifest's digest.",),
+        )
+
+
+# -- exit 3: refusals ------------------------------------------------------------------
+
+
+class Refusal(RoteiroError):
+    """The sandbox cannot give what was asked for; nothing ran on the host instead."""
+
+    exit_code = EXIT_REFUSED
+    code = "refused"
+
+
+class NoImageConfigured(Refusal):
+    code = "no-image-configured"
+
+    def __init__(self, user_config: Path, repo_config: Path) -> None:
+        super().__init__()
+        self.user_config = user_config
+        self.repo_config = repo_config
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary="No linter image is configured: `[lint] image` is not set.",
+            notes=(
+                f"Set it in the repository's {_p(self.repo_config)} or in your "
+                f"{_p(self.user_config)} (or pass --image for one run).",
+                "The image is referenced by digest, never by tag: it is where the "
+                "repository's build scripts and proc macros execute.",
+                f"To build one: `docker build -f Dockerfile.clippy` (a {DOCKERFILE_LINES}-line "
+                "Dockerfile, see SANDBOXED_LINTING.md), then `pylint-sandbox prefetch "
+                "--analyzer clippy --from docker --image <tag>` prints the pinned reference.",
+            ),
+            snippet_title=f"add to {_p(self.repo_config)}",
+            snippet=f'[lint]\nimage = "registry.example/team/clippy@{_DIGEST_PLACEHOLDER}"',
+            commands=(prefetch_command(),),
+        )
+
+
+class TagNotDigest(Refusal):
+    code = "tag-not-digest"
+
+    def __init__(self, reference: str, source: str | None = None) -> None:
+        super().__init__()
+        self.reference = reference
+        self.source = source
+
+    def guidance(self) -> Guidance:
+        origin = f" (from {_p(self.source)})" if self.source else ""
+        return Guidance(
+            summary=f"The image {_p(self.reference)!r}{origin} is named by tag, not by digest.",
+            notes=(
+                "A tag is a mutable pointer: whoever can push to it decides what runs the "
+                "repository's build scripts. Pin the image by its manifest digest.",
+                "`pylint-sandbox prefetch --analyzer clippy --from docker --image "
+                "<tag>` prints the pinned reference of an image built locally.",
+            ),
+            snippet_title="use a pinned reference",
+            snippet=f'[lint]\nimage = "{_p(self.reference)}@{_DIGEST_PLACEHOLDER}"',
+        )
+
+
+class SandboxUnavailable(Refusal):
+    """No hypervisor this run may use; never followed by running on the host."""
+
+    code = "sandbox-unavailable"
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        accel: str,
+        findings: tuple[str, ...] = (),
+        tcg_possible: bool = False,
+        install: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.reason = reason
+        self.accel = accel
+        self.findings = findings
+        self.tcg_possible = tcg_possible
+        self.install = install
+
+    def guidance(self) -> Guidance:
+        notes = [f"{_p(finding).rstrip('.')}." for finding in self.findings]
+        commands: list[str] = []
+        if self.install:
+            commands.append(self.install)
+        if self.tcg_possible:
+            notes.append(
+                "Software emulation (TCG) works on this host, but QEMU does not treat TCG as "
+                "a security boundary, so it is used only when you opt in: --accel tcg, or "
+                '`[vm] accel = "tcg"` in the configuration.'
+            )
+        notes.append("Nothing was run on the host instead.")
+        commands.append("pylint-sandbox doctor")
+        return Guidance(
+            summary=f"No usable sandbox for accel={_p(self.accel)}: "
+            f"{_p(self.reason).rstrip('.')}.",
+            notes=tuple(notes),
+            commands=tuple(commands),
+        )
+
+
+class VmAssetsMissing(Refusal):
+    code = "vm-assets-missing"
+
+    def __init__(self, what: str, path: Path) -> None:
+        super().__init__()
+        self.what = what
+        self.path = path
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The VM's {_p(self.what)} is not provisioned at {_p(self.path)}.",
+            notes=("Assets are provisioned ahead of time and verified by digest; a run never "
+                   "downloads them. Hosts that are not Debian-like can point `[vm] kernel` "
+                   "at their own.",),
+            commands=("pylint-sandbox prefetch --vm-assets --allow-download",),
+        )
+
+
+class ImageNotProvisioned(Refusal):
+    code = "image-not-provisioned"
+
+    def __init__(self, reference: str, store: Path, detail: str | None = None) -> None:
+        super().__init__()
+        self.reference = reference
+        self.store = store
+        self.detail = detail
+
+    def guidance(self) -> Guidance:
+        notes = []
+        if self.detail:
+            notes.append(f"{_p(self.detail).rstrip('.')}.")
+        notes.append(f"A lint never pulls; images are provisioned into the store at "
+                     f"{_p(self.store)} by prefetch.")
+        return Guidance(
+            summary=f"The image {_p(self.reference)} is not in the local store.",
+            notes=tuple(notes),
+            commands=(prefetch_command(self.reference),),
+        )
+
+
+class DownloadNotAllowed(Refusal):
+    code = "download-not-allowed"
+
+    def __init__(self, reference: str, source: str, what: str) -> None:
+        super().__init__()
+        self.reference = reference
+        self.source = source
+        self.what = what
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Prefetch would download {_p(self.what)} from {_p(self.source)}; "
+            "downloading was not allowed.",
+            notes=(f"Image: {_p(self.reference)}.",),
+            commands=(prefetch_command(self.reference),),
+        )
+
+
+class PrefetchFailed(Refusal):
+    code = "prefetch-failed"
+
+    def __init__(self, reference: str, source: str, reason: str) -> None:
+        super().__init__()
+        self.reference = reference
+        self.source = source
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Could not provision {_p(self.reference)} from {_p(self.source)}: "
+            f"{_p(self.reason).rstrip('.')}.",
+            notes=("Nothing partial was left in the store: the reference is not present.",),
+        )
+
+
+class NoPackageCache(Refusal):
+    code = "no-package-cache"
+
+    def __init__(self, path: Path, tree: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.tree = tree
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"No cargo package cache at {_p(self.path)}.",
+            notes=("The VM has no network: the crates the tree depends on come from the "
+                   "host's cargo registry cache, mounted read-only.",
+                   "fetch-deps fills it without running the tree's code or configuration.",),
+            commands=(fetch_deps_command(self.tree),),
+        )
+
+
+class ScratchUnavailable(Refusal):
+    code = "scratch-unavailable"
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__()
+        self.path = path
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The scratch space at {_p(self.path)} is unavailable: "
+            f"{_p(self.reason).rstrip('.')}.",
+            notes=("The build's only writable place is a scratch disk under $ROTEIRO_HOME; "
+                   "free space there or point ROTEIRO_HOME elsewhere.",),
+        )
+
+
+class ImageLacksLinter(Refusal):
+    code = "image-lacks-linter"
+
+    def __init__(self, reference: str, output: str) -> None:
+        super().__init__()
+        self.reference = reference
+        self.output = output
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
+            notes=(f"`cargo clippy --version` in the guest said: "
+                   f"{_p(self.output.strip()[:300]) or '(nothing)'}.",
+                   f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
+                   "base plus `rustup component add clippy`) and pin the new digest.",),
+        )
+
+
+class ProbeFailed(Refusal):
+    code = "probe-failed"
+
+    def __init__(self, what: str, detail: str) -> None:
+        super().__init__()
+        self.what = what
+        self.detail = detail
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Probing the guest's toolchain failed: {_p(self.what)}.",
+            notes=(f"What came back: {_p(self.detail.strip()[:300]) or '(nothing)'}.",),
+            commands=("pylint-sandbox doctor",),
+        )
+
+
+class ColdCache(Refusal):
+    code = "cold-cache"
+
+    def __init__(self, tree: Path, package: str | None, line: str) -> None:
+        super().__init__()
+        self.tree = tree
+        self.package = package
+        self.line = line
+
+    def guidance(self) -> Guidance:
+        what = f"the package {_p(self.package)}" if self.package else "a dependency"
+        return Guidance(
+            summary=f"The package cache lacks {what} needed by {_p(self.tree)}.",
+            notes=(f"cargo said: {_p(self.line.strip()[:300])}.",
+                   "The VM has no network; fetch the dependencies on the host first (this "
+                   "reads only the manifests and the lockfile, and runs none of the tree's "
+                   "code).",),
+            commands=(fetch_deps_command(self.tree),),
+        )
+
+
+class LockfileWouldBeWritten(Refusal):
+    code = "lockfile-would-be-written"
+
+    def __init__(self, tree: Path, line: str) -> None:
+        super().__init__()
+        self.tree = tree
+        self.line = line
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Linting {_p(self.tree)} would write Cargo.lock: it is missing or out "
+            "of date.",
+            notes=(f"cargo said: {_p(self.line.strip()[:300])}.",
+                   "The worktree is mounted read-only and the lint runs --locked: what is "
+                   "linted is exactly what is committed. Generate or update the lockfile "
+                   "and commit it.",),
+            commands=(f"cargo generate-lockfile --manifest-path {_q(self.tree / 'Cargo.toml')}",
+                      fetch_deps_command(self.tree)),
+        )
+
+
+class KilledBySignal(Refusal):
+    code = "killed-by-signal"
+
+    def __init__(self, signal_name: str, memory_mib: int, command: str) -> None:
+        super().__init__()
+        self.signal_name = signal_name
+        self.memory_mib = memory_mib
+        self.command = command
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest, "
+            "with nothing on stderr.",
+            notes=(f"That is most likely the guest running out of memory: it has "
+                   f"{self.memory_mib} MiB. Raise it with --memory or `[vm] memory_mib`.",),
+            commands=(f"pylint-sandbox lint clippy --memory {self.memory_mib * 2}",),
+        )
+
+
+class UnexpectedStatus(Refusal):
+    code = "unexpected-status"
+
+    def __init__(self, command: str, status: int, expected: tuple[int, ...], stderr: str) -> None:
+        super().__init__()
+        self.command = command
+        self.status = status
+        self.expected = expected
+        self.stderr = stderr
+
+    def guidance(self) -> Guidance:
+        expected = " or ".join(str(code) for code in self.expected)
+        tail = [_p(line) for line in self.stderr.strip().splitlines()[-8:] if line.strip()]
+        return Guidance(
+            summary=f"`{_p(self.command)}` exited with status {self.status}; a completed run "
+            f"exits with {expected}.",
+            notes=("No report was made: a build that failed is never reported as a clean "
+                   "tree.",),
+            details=tuple(tail),
+        )
+
+
+class OutputTooLarge(Refusal):
+    code = "output-too-large"
+
+    def __init__(self, stream: str, limit_bytes: int) -> None:
+        super().__init__()
+        self.stream = stream
+        self.limit_bytes = limit_bytes
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The guest's {_p(self.stream)} passed the limit of {self.limit_bytes} "
+            "bytes; the run was stopped.",
+            notes=("Output from the guest is untrusted and bounded. Raise the limit with "
+                   "`[vm] output_limit_mib` if the tree really produces that much.",),
+        )
+
+
+class BuildProducedNothing(Refusal):
+    code = "build-produced-nothing"
+
+    def __init__(self, reference: str, stderr: str) -> None:
+        super().__init__()
+        self.reference = reference
+        self.stderr = stderr
+
+    def guidance(self) -> Guidance:
+        tail = [_p(line) for line in self.stderr.strip().splitlines()[-8:] if line.strip()]
+        return Guidance(
+            summary="The build produced no lint results: cargo reported no finished build.",
+            notes=(f"The image {_p(self.reference)} must be able to build the tree, not just "
+                   "lint it: native build dependencies (a C compiler, pkg-config, -dev "
+                   "libraries) must be in the image.",
+                   "No report was made: a build that failed is never reported as a clean "
+                   "tree.",),
+            details=tuple(tail),
+        )
+
+
+class Unenforceable(Refusal):
+    """A sandbox asked for a grant it cannot confine the command to; refused before running."""
+
+    code = "unenforceable"
+
+    def __init__(self, atom: str, command: str, why: str | None = None) -> None:
+        super().__init__()
+        self.atom = atom
+        self.command = command
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        notes = [f"{_p(self.why).rstrip('.')}."] if self.why else []
+        notes.append("Nothing was run.")
+        return Guidance(
+            summary=f"The sandbox cannot enforce the grant `{_p(self.atom)}` for "
+            f"`{_p(self.command)}`.",
+            notes=tuple(notes),
+        )
+
+
+class SpawnFailed(Refusal):
+    code = "spawn-failed"
+
+    def __init__(self, program: str, reason: str) -> None:
+        super().__init__()
+        self.program = program
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Could not start {_p(self.program)}: {_p(self.reason).rstrip('.')}.",
+            commands=("pylint-sandbox doctor",),
+        )
+
+
+# -- exit 4 ----------------------------------------------------------------------------
+
+
+class InternalError(RoteiroError):
+    exit_code = EXIT_INTERNAL
+    code = "internal"

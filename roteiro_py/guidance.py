@@ -1,0 +1,141 @@
+"""Refusal text as a structured value that checks its own shape.
+
+A refusal is the whole interface to a failed state: the user sees nothing else. So the
+text is not assembled ad hoc where an error is raised; it is a `Guidance` value (one
+sentence, then notes, an optional config snippet, and runnable command lines), and the
+value can say what is wrong with itself (`defects()`). Rendering asserts there are none,
+so a refusal whose "command" spans two lines or whose note is an empty string fails in
+the test that renders it rather than in front of a user.
+
+Values that came from outside (a path, an image reference, a line of guest stderr) are
+made printable with `printable()` before they are put into a guidance value: a guest
+can put escape sequences in a crate name as easily as in a diagnostic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """Return `text` with every control character shown as an escape, never emitted raw.
+
+    Without this a string from a hostile guest (ESC ] 8 ; ; hyperlinks, ESC [ 2 J, a bidi
+    override that reorders what the reader sees) reaches the user's terminal as commands
+    to it. Newlines survive only where the caller says a multi-line block is expected.
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        ch = match.group(0)
+        if keep_newlines and ch == "\n":
+            return ch
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    if keep_newlines:
+        text = text.replace("\r\n", "\n")
+        return re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", escape, text)
+    return _CONTROL.sub(escape, text.replace("\n", "\\n").replace("\t", "\\t"))
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """What went wrong, in one sentence, and the way forward.
+
+    summary:  one sentence naming the thing it is about (an image, a path, a command).
+    notes:    further sentences: why, what was found, what is and is not guaranteed.
+    snippet:  an optional block to paste into a file (a config table), shown verbatim.
+    commands: runnable command lines, one per entry, in the order to run them.
+    """
+
+    summary: str
+    notes: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    snippet: str | None = None
+    snippet_title: str | None = None
+    details: tuple[str, ...] = field(default=())
+
+    def defects(self) -> list[str]:
+        """Everything about this value that would make it a bad message; empty when sound."""
+        found: list[str] = []
+        if not self.summary.strip():
+            found.append("the summary is empty")
+        elif "\n" in self.summary:
+            found.append("the summary spans more than one line")
+        elif not self.summary.rstrip().endswith((".", "?", "!", ":")):
+            found.append(f"the summary is not a sentence: {self.summary!r}")
+        for note in self.notes:
+            if not note.strip():
+                found.append("a note is empty")
+            elif not note[0].isupper() and not note[0].isdigit() and note[0] not in "`'\"(":
+                found.append(f"a note does not start a sentence: {note!r}")
+            elif not note.rstrip().endswith((".", "?", "!", ":")):
+                found.append(f"a note is not a sentence: {note!r}")
+        for command in self.commands:
+            if not command.strip():
+                found.append("a command is empty")
+            elif "\n" in command or "\r" in command:
+                found.append(f"a command is not one runnable line: {command!r}")
+            elif command != command.strip():
+                found.append(f"a command has surrounding whitespace: {command!r}")
+            elif command.startswith("$"):
+                found.append(f"a command carries a prompt: {command!r}")
+        if self.snippet is not None and not self.snippet.strip():
+            found.append("the snippet is empty")
+        if self.snippet_title is not None and self.snippet is None:
+            found.append("a snippet title without a snippet")
+        for detail in self.details:
+            if not detail.strip():
+                found.append("a detail line is empty")
+        for text in (self.summary, *self.notes, *self.commands, *self.details):
+            if _CONTROL.search(text.replace("\n", "")):
+                found.append(f"raw control characters in {text!r}")
+        return found
+
+    def _check(self) -> None:
+        defects = self.defects()
+        assert not defects, f"malformed guidance: {'; '.join(defects)}"
+
+    def render_text(self) -> str:
+        """Plain text, for logs, pipes and CI: no colour, no markup, stable layout."""
+        self._check()
+        lines = [f"error: {self.summary}"]
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        for detail in self.details:
+            lines.append(f"  | {detail}")
+        if self.snippet is not None:
+            lines.append(f"  {self.snippet_title or 'add this'}:")
+            lines.extend(f"    {line}" for line in self.snippet.splitlines())
+        if self.commands:
+            lines.append("  run:" if len(self.commands) == 1 else "  run, in order:")
+            lines.extend(f"    {command}" for command in self.commands)
+        return "\n".join(lines) + "\n"
+
+    def render_rich(self) -> RenderableType:
+        """The same content for a terminal; text is never parsed as markup."""
+        from rich.console import Group
+        from rich.text import Text
+
+        self._check()
+        parts: list[Text] = [Text.assemble(("error", "bold red"), ": ", (self.summary, "bold"))]
+        for note in self.notes:
+            parts.append(Text.assemble("  ", ("note", "cyan"), ": ", note))
+        for detail in self.details:
+            parts.append(Text.assemble("  | ", (detail, "dim")))
+        if self.snippet is not None:
+            parts.append(Text.assemble("  ", (self.snippet_title or "add this", "cyan"), ":"))
+            for line in self.snippet.splitlines():
+                parts.append(Text.assemble("    ", (line, "green")))
+        if self.commands:
+            parts.append(Text("  run:" if len(self.commands) == 1 else "  run, in order:"))
+            for command in self.commands:
+                parts.append(Text.assemble("    ", (command, "bold green")))
+        return Group(*parts)

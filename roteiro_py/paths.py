@@ -1,0 +1,40 @@
+"""Where the tool keeps its state: everything lives under $ROTEIRO_HOME (default ~/.roteiro).
+
+One function per location, so a reader finds where the store, the VM assets and the
+build caches are by name, and tests relocate all of them with one variable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def roteiro_home() -> Path:
+    value = os.environ.get("ROTEIRO_HOME")
+    return Path(value).expanduser() if value else Path.home() / ".roteiro"
+
+
+def user_config_path() -> Path:
+    return roteiro_home() / "config.toml"
+
+
+def store_root() -> Path:
+    """The OCI image layout that `prefetch` fills and a lint only reads."""
+    return roteiro_home() / "store"
+
+
+def vm_assets_root() -> Path:
+    """Guest kernel, busybox, modules and initramfs, provisioned by `prefetch --vm-assets`."""
+    return roteiro_home() / "vm"
+
+
+def cache_root() -> Path:
+    """Derived data that can be rebuilt: root filesystem images, probe verdicts, build caches."""
+    return roteiro_home() / "cache"
+
+
+def cargo_home() -> Path:
+    """The host's cargo home, whose registry/ and git/ (never the root) the guest reads."""
+    value = os.environ.get("CARGO_HOME")
+    return Path(value).expanduser() if value else Path.home() / ".cargo"
