@@ -48,6 +48,11 @@ def _p(value: object) -> str:
     return printable(str(value))
 
 
+def _sentence(text: str) -> str:
+    """End a value-bearing phrase as a sentence, whatever punctuation the value carried."""
+    return text.rstrip().rstrip(".") + "."
+
+
 def prefetch_command(reference: str | None = None) -> str:
     if reference is None:
         return "pylint-sandbox prefetch --analyzer clippy --allow-download"
@@ -66,7 +71,7 @@ class RoteiroError(Exception):
     code: ClassVar[str] = "internal"
 
     def guidance(self) -> Guidance:
-        return Guidance(summary=_p(self) or type(self).__name__ + ".")
+        return Guidance(summary=_sentence(_p(Exception.__str__(self)) or type(self).__name__))
 
     def __str__(self) -> str:
         if type(self).guidance is not RoteiroError.guidance:
@@ -226,7 +231,7 @@ class SandboxUnavailable(Refusal):
         self.install = install
 
     def guidance(self) -> Guidance:
-        notes = [f"{_p(finding).rstrip('.')}." for finding in self.findings]
+        notes = [_sentence(f"Found: {_p(finding)}") for finding in self.findings]
         commands: list[str] = []
         if self.install:
             commands.append(self.install)
@@ -276,7 +281,7 @@ class ImageNotProvisioned(Refusal):
     def guidance(self) -> Guidance:
         notes = []
         if self.detail:
-            notes.append(f"{_p(self.detail).rstrip('.')}.")
+            notes.append(_sentence(f"Found: {_p(self.detail)}"))
         notes.append(f"A lint never pulls; images are provisioned into the store at "
                      f"{_p(self.store)} by prefetch.")
         return Guidance(
@@ -334,7 +339,7 @@ class NoPackageCache(Refusal):
             summary=f"No cargo package cache at {_p(self.path)}.",
             notes=("The VM has no network: the crates the tree depends on come from the "
                    "host's cargo registry cache, mounted read-only.",
-                   "fetch-deps fills it without running the tree's code or configuration.",),
+                   "`pylint-sandbox fetch-deps` fills it without running the tree's code or configuration.",),
             commands=(fetch_deps_command(self.tree),),
         )
 
@@ -403,7 +408,7 @@ class ColdCache(Refusal):
         what = f"the package {_p(self.package)}" if self.package else "a dependency"
         return Guidance(
             summary=f"The package cache lacks {what} needed by {_p(self.tree)}.",
-            notes=(f"cargo said: {_p(self.line.strip()[:300])}.",
+            notes=(_sentence(f"Cargo said: {_p(self.line.strip()[:300])}"),
                    "The VM has no network; fetch the dependencies on the host first (this "
                    "reads only the manifests and the lockfile, and runs none of the tree's "
                    "code).",),
@@ -423,7 +428,7 @@ class LockfileWouldBeWritten(Refusal):
         return Guidance(
             summary=f"Linting {_p(self.tree)} would write Cargo.lock: it is missing or out "
             "of date.",
-            notes=(f"cargo said: {_p(self.line.strip()[:300])}.",
+            notes=(_sentence(f"Cargo said: {_p(self.line.strip()[:300])}"),
                    "The worktree is mounted read-only and the lint runs --locked: what is "
                    "linted is exactly what is committed. Generate or update the lockfile "
                    "and commit it.",),
@@ -523,7 +528,7 @@ class Unenforceable(Refusal):
         self.why = why
 
     def guidance(self) -> Guidance:
-        notes = [f"{_p(self.why).rstrip('.')}."] if self.why else []
+        notes = [_sentence(f"Why: {_p(self.why)}")] if self.why else []
         notes.append("Nothing was run.")
         return Guidance(
             summary=f"The sandbox cannot enforce the grant `{_p(self.atom)}` for "
@@ -551,5 +556,7 @@ class SpawnFailed(Refusal):
 
 
 class InternalError(RoteiroError):
+    """A state the code did not expect: a bug, reported as one line plus the log's path."""
+
     exit_code = EXIT_INTERNAL
-    code = "internal"
+    code = "internal-error"

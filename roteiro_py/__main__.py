@@ -1,0 +1,5 @@
+import sys
+
+from roteiro_py.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,279 @@
+"""The command line: parse, call one core function, map the result or error to an exit code.
+
+Nothing here decides anything about linting. The heavy parts (pydantic, the store, the VM
+backend, the report) are imported inside the command functions, so `--help` costs only
+Typer and rich (measured in the closing note of the foundation issue).
+
+`main()` is the one boundary that turns exceptions into exit codes (see errors.py):
+refusals render their guidance, usage errors exit 2, anything unexpected is one line plus
+the path of a log holding the traceback (shown only with --debug, never with locals).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from roteiro_py import __version__
+
+app = typer.Typer(
+    name="pylint-sandbox",
+    help="Lint a Rust repository with cargo clippy inside a disposable microVM.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+lint_app = typer.Typer(help="Lint a repository inside the sandbox.", no_args_is_help=True)
+config_app = typer.Typer(help="Show and change configuration.", no_args_is_help=True)
+app.add_typer(lint_app, name="lint")
+app.add_typer(config_app, name="config")
+
+_state = {"debug": False}
+
+
+class Format(StrEnum):
+    human = "human"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+class Accel(StrEnum):
+    auto = "auto"
+    kvm = "kvm"
+    hvf = "hvf"
+    tcg = "tcg"
+
+
+class FailOn(StrEnum):
+    warning = "warning"
+    error = "error"
+    never = "never"
+
+
+class Analyzer(StrEnum):
+    clippy = "clippy"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pylint-sandbox {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+@lint_app.command("clippy")
+def lint_clippy(
+    path: Annotated[Path, typer.Argument(help="The repository (or a crate inside it) to lint.")] = Path("."),
+    image: Annotated[str | None, typer.Option(help="Linter image, pinned by digest.")] = None,
+    format: Annotated[Format | None, typer.Option("--format", help="Report format.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the report to FILE, not stdout.")] = None,
+    all_targets: Annotated[bool | None, typer.Option(
+        "--all-targets", help="Lint tests, benches and examples too.")] = None,
+    features: Annotated[str | None, typer.Option(help="Comma-separated cargo features.")] = None,
+    all_features: Annotated[bool | None, typer.Option("--all-features", help="Enable every feature.")] = None,
+    no_default_features: Annotated[bool | None, typer.Option(
+        "--no-default-features", help="Disable the default feature.")] = None,
+    accel: Annotated[Accel | None, typer.Option(
+        help="Accelerator; tcg (software emulation, not a security boundary) only when chosen.")] = None,
+    cpus: Annotated[int | None, typer.Option(help="Guest vCPUs.")] = None,
+    memory: Annotated[int | None, typer.Option(help="Guest memory in MiB.")] = None,
+    timeout: Annotated[int | None, typer.Option(help="Deadline for the run, in seconds.")] = None,
+    fail_on: Annotated[FailOn | None, typer.Option(
+        "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
+    keep_cache: Annotated[bool | None, typer.Option(
+        "--keep-cache", help="Keep the build cache for later runs (trusted trees only).")] = None,
+) -> None:
+    """Run cargo clippy on PATH inside a disposable VM and report the findings."""
+    from roteiro_py.lint import LintRequest, run_lint_command
+
+    flags = {
+        "lint.image": (image, "--image"),
+        "lint.format": (format.value if format else None, "--format"),
+        "lint.all_targets": (all_targets, "--all-targets"),
+        "lint.features": (features, "--features"),
+        "lint.all_features": (all_features, "--all-features"),
+        "lint.no_default_features": (no_default_features, "--no-default-features"),
+        "lint.fail_on": (fail_on.value if fail_on else None, "--fail-on"),
+        "lint.keep_cache": (keep_cache, "--keep-cache"),
+        "vm.accel": (accel.value if accel else None, "--accel"),
+        "vm.cpus": (cpus, "--cpus"),
+        "vm.memory_mib": (memory, "--memory"),
+        "vm.timeout_s": (timeout, "--timeout"),
+    }
+    _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output)))
+
+
+@app.command("prefetch")
+def prefetch(
+    analyzer: Annotated[Analyzer | None, typer.Option(help="The analyzer whose image to provision.")] = None,
+    image: Annotated[str | None, typer.Option(help="Image reference (default: the configured [lint] image).")] = None,
+    allow_download: Annotated[bool, typer.Option("--allow-download", help="Permit network downloads.")] = False,
+    from_: Annotated[str, typer.Option("--from", help="registry (default), docker, or oci:PATH.")] = "registry",
+    vm_assets: Annotated[bool, typer.Option("--vm-assets", help="Provision the guest kernel and initramfs.")] = False,
+    path: Annotated[Path, typer.Option(help="Repository whose configuration names the image.")] = Path("."),
+) -> None:
+    """Provision a linter image (and the VM assets) into the local store; a lint never pulls."""
+    from roteiro_py.provision import run_prefetch
+
+    _guard(lambda: run_prefetch(analyzer=analyzer.value if analyzer else None, image=image,
+                                allow_download=allow_download, source=from_,
+                                vm_assets=vm_assets, path=path))
+
+
+@app.command("fetch-deps")
+def fetch_deps(
+    path: Annotated[Path, typer.Argument(help="The repository whose dependencies to fetch.")] = Path("."),
+) -> None:
+    """Fill the host's cargo package cache for PATH without running the tree's code or config."""
+    from roteiro_py.clippy.fetch_deps import run_fetch_deps
+
+    _guard(lambda: run_fetch_deps(path))
+
+
+@app.command("doctor")
+def doctor() -> None:
+    """Show what this host has for sandboxed linting, and what to do about what is missing."""
+    from roteiro_py.doctor import run_doctor
+
+    _guard(run_doctor)
+
+
+def _scope(user: bool, repo: bool) -> str:
+    if user and repo:
+        from roteiro_py.errors import UsageError
+
+        raise UsageError("--user and --repo cannot be used together.")
+    return "repo" if repo else "user"
+
+
+@config_app.command("show")
+def config_show(
+    path: Annotated[Path, typer.Option(help="Repository to resolve for.")] = Path("."),
+) -> None:
+    """Print every effective value and where it came from."""
+    from roteiro_py.cli.config_cmd import show
+
+    _guard(lambda: show(path))
+
+
+@config_app.command("get")
+def config_get(
+    key: Annotated[str, typer.Argument(help="section.key, e.g. lint.image")],
+    path: Annotated[Path, typer.Option(help="Repository to resolve for.")] = Path("."),
+) -> None:
+    """Print one effective value."""
+    from roteiro_py.cli.config_cmd import get
+
+    _guard(lambda: get(key, path))
+
+
+@config_app.command("set")
+def config_set(
+    key: Annotated[str, typer.Argument(help="section.key, e.g. lint.image")],
+    value: Annotated[str, typer.Argument(help="The value (TOML syntax for lists, numbers, booleans).")],
+    user: Annotated[bool, typer.Option("--user", help="Write the user's config.toml (default).")] = False,
+    repo: Annotated[bool, typer.Option("--repo", help="Write the repository's roteiro.toml.")] = False,
+    path: Annotated[Path, typer.Option(help="Repository for --repo.")] = Path("."),
+) -> None:
+    """Set a value in the user's or the repository's configuration file."""
+    from roteiro_py.cli.config_cmd import set_
+
+    _guard(lambda: set_(key, value, _scope(user, repo), path))
+
+
+@config_app.command("unset")
+def config_unset(
+    key: Annotated[str, typer.Argument(help="section.key, e.g. lint.image")],
+    user: Annotated[bool, typer.Option("--user", help="Change the user's config.toml (default).")] = False,
+    repo: Annotated[bool, typer.Option("--repo", help="Change the repository's roteiro.toml.")] = False,
+    path: Annotated[Path, typer.Option(help="Repository for --repo.")] = Path("."),
+) -> None:
+    """Remove a value from the user's or the repository's configuration file."""
+    from roteiro_py.cli.config_cmd import unset
+
+    _guard(lambda: unset(key, _scope(user, repo), path))
+
+
+def _print_error(error: BaseException) -> None:
+    from roteiro_py.errors import RoteiroError
+
+    assert isinstance(error, RoteiroError)
+    guidance = error.guidance()
+    if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+        from rich.console import Console
+
+        Console(stderr=True).print(guidance.render_rich())
+    else:
+        sys.stderr.write(guidance.render_text())
+
+
+def _log_internal(error: BaseException) -> Path | None:
+    import traceback
+
+    from roteiro_py import paths
+
+    log_dir = paths.roteiro_home() / "logs"
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"internal-{os.getpid()}.log"
+        log.write_text("".join(traceback.format_exception(error)))
+        return log
+    except OSError:
+        return None
+
+
+def _guard(call: Callable[[], int]) -> NoReturn:
+    """Run one command's core and exit with its code; the one place errors become codes."""
+    from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, RoteiroError
+
+    try:
+        code = call()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        code = EXIT_INTERRUPTED
+    except RoteiroError as error:
+        _print_error(error)
+        if _state["debug"]:
+            import traceback
+
+            traceback.print_exception(error)
+        code = error.exit_code
+    except Exception as error:
+        log = _log_internal(error)
+        where = f" (traceback in {log})" if log else ""
+        sys.stderr.write(f"internal error: {type(error).__name__}: {error}{where}\n")
+        if _state["debug"]:
+            import traceback
+
+            traceback.print_exception(error)
+        code = EXIT_INTERNAL
+    raise typer.Exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: Typer parses (usage errors exit 2), commands exit through `_guard`."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        app(args=args, prog_name="pylint-sandbox")
+    except SystemExit as exit_:
+        if exit_.code is None:
+            return 0
+        return exit_.code if isinstance(exit_.code, int) else 1
+    return 0

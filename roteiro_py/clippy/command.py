@@ -1,0 +1,85 @@
+"""The exact argv run in the guest for the probe and for the lint.
+
+Stated once here so the orchestrator, the report's `command` field and the tests agree.
+The lint runs with the working directory at the cargo workspace root inside the guest
+(no --manifest-path): rustc's `file_name`s are then relative to that root, which is the
+`workspace` clippy/parse.py resolves them against. (They are relative to the workspace
+root even when cargo is started in a member's directory; measured with cargo 1.95.)
+
+Flags and why:
+- --message-format=json: the findings are parsed, never scraped from human output.
+- --offline: the guest has no network; without it cargo tries to update the index and
+  fails with a network error instead of naming the missing package.
+- --locked: the worktree is read-only and what is linted is exactly what is committed;
+  a missing or stale Cargo.lock is refused (classify.py) rather than silently resolved.
+- --color=never: cargo's own stderr (classified by wording in classify.py) carries no
+  colour escapes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from roteiro_py.errors import UsageError
+
+#: `cargo clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`.
+PROBE_CLIPPY: tuple[str, ...] = ("cargo", "clippy", "--version")
+#: `rustc -vV` prints `key: value` lines, among them `release:` and `host:`.
+PROBE_RUSTC: tuple[str, ...] = ("rustc", "-vV")
+
+#: The statuses of a completed `cargo clippy` run, measured with cargo 1.95: 0 when the
+#: build finished (warnings only, or nothing), 101 when it did not (a deny-level lint,
+#: a compile error, a failing build script, a refused lockfile, a cold cache). cargo
+#: uses 101 for every error it reports; anything else (1 for a usage error, a signal)
+#: means the run did not complete and is refused as UnexpectedStatus.
+EXPECTED_STATUSES: tuple[int, ...] = (0, 101)
+
+# Cargo's own feature name grammar (`[A-Za-z0-9_][A-Za-z0-9_+-.]*`), plus `pkg/feat`
+# and `dep:name` forms; a value outside it could be read by cargo as another flag.
+_FEATURE = re.compile(r"^(dep:)?[A-Za-z0-9_][A-Za-z0-9_+.-]*(/[A-Za-z0-9_][A-Za-z0-9_+.-]*)?$")
+
+
+@dataclass(frozen=True)
+class ClippyOptions:
+    """The lint options that change what clippy builds."""
+
+    all_targets: bool = False
+    features: tuple[str, ...] = ()
+    all_features: bool = False
+    no_default_features: bool = False
+
+
+def validate_features(features: tuple[str, ...]) -> tuple[str, ...]:
+    """Return `features` split on commas and spaces, each checked against cargo's grammar."""
+    names: list[str] = []
+    for entry in features:
+        for name in re.split(r"[,\s]+", entry.strip()):
+            if not name:
+                continue
+            if not _FEATURE.match(name):
+                raise UsageError(
+                    f"{name!r} is not a cargo feature name.",
+                    hint="Feature names are letters, digits, `_`, `-`, `+` and `.`, "
+                    "optionally `package/feature`.",
+                )
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def clippy_argv(options: ClippyOptions) -> list[str]:
+    """The argv of the lint, to run with the guest's working directory at the workspace."""
+    features = validate_features(options.features)
+    if features and options.all_features:
+        raise UsageError("--features and --all-features cannot be used together.")
+    argv = ["cargo", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
+    if options.all_targets:
+        argv.append("--all-targets")
+    if options.all_features:
+        argv.append("--all-features")
+    elif features:
+        argv += ["--features", ",".join(features)]
+    if options.no_default_features:
+        argv.append("--no-default-features")
+    return argv

@@ -1,0 +1,324 @@
+"""The settings model, and where each effective value came from.
+
+Precedence, highest first: a command-line flag, a `ROTEIRO_<SECTION>_<KEY>` environment
+variable, the repository's `roteiro.toml` (found by walking up from the linted path), the
+user's `$ROTEIRO_HOME/config.toml`, the defaults. Every value carries its source so
+`config show` can say "lint.image = ... (from /repo/roteiro.toml)" and a refusal about a
+value can name the file to fix.
+
+Files are validated one at a time against the model, so an unknown key, a wrong type or a
+TOML syntax error is refused naming the file, the key and (for syntax) the line and
+column, before anything else happens. Writing (`config set`) parses the file, changes one
+key and writes it back with tomli-w, keeping every other key (comments are not kept:
+tomli-w writes data, not documents; `config set` says so when the file had any).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from roteiro_py import paths
+from roteiro_py.errors import ConfigError
+
+REPO_CONFIG_NAME = "roteiro.toml"
+ENV_PREFIX = "ROTEIRO_"
+
+Accel = Literal["auto", "kvm", "hvf", "tcg"]
+FailOn = Literal["warning", "error", "never"]
+Format = Literal["human", "json", "sarif", "github"]
+
+
+class LintSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    image: str | None = Field(None, description="linter image, pinned: registry/repo[:tag]@sha256:<64 hex>")
+    backend: Literal["qemu"] = Field("qemu", description="the VM backend that runs the lint")
+    fail_on: FailOn = Field("warning", description="lowest level that makes the exit status 1")
+    format: Format = Field("human", description="report format")
+    keep_cache: bool = Field(False, description="keep the build cache between runs (trusted trees only)")
+    all_targets: bool = Field(False, description="lint tests, benches and examples too")
+    features: list[str] = Field(default_factory=list, description="cargo features to enable")
+    all_features: bool = Field(False, description="enable every cargo feature")
+    no_default_features: bool = Field(False, description="do not enable the default feature")
+
+    @field_validator("features", mode="before")
+    @classmethod
+    def _split_features(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part for part in re.split(r"[,\s]+", value) if part]
+        return value
+
+
+class VmSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    accel: Accel = Field("auto", description="auto uses hardware acceleration; tcg is an explicit opt-in")
+    cpus: int = Field(2, ge=1, le=256, description="guest vCPUs")
+    memory_mib: int = Field(2048, ge=128, le=1 << 20, description="guest memory in MiB")
+    timeout_s: int = Field(1800, ge=1, le=7 * 24 * 3600, description="deadline for one run, seconds")
+    output_limit_mib: int = Field(64, ge=1, le=4096, description="cap on the guest's output per stream")
+    scratch_mib: int = Field(8192, ge=64, le=1 << 22, description="size of the writable scratch disk")
+    kernel: str | None = Field(None, description="guest kernel to use instead of the provisioned one")
+    initrd: str | None = Field(None, description="guest initramfs to use instead of the provisioned one")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lint: LintSettings = Field(default_factory=lambda: LintSettings())
+    vm: VmSettings = Field(default_factory=lambda: VmSettings())
+
+
+SECTIONS: dict[str, type[BaseModel]] = {"lint": LintSettings, "vm": VmSettings}
+
+
+def known_keys() -> list[str]:
+    return [f"{section}.{name}" for section, model in SECTIONS.items() for name in model.model_fields]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a value came from: 'default', 'flag --image', 'env ROTEIRO_LINT_IMAGE', or a file."""
+
+    kind: Literal["default", "user", "repo", "env", "flag"]
+    label: str
+
+    def __str__(self) -> str:
+        return self.label
+
+
+DEFAULT = Source("default", "default")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    settings: Settings
+    sources: dict[str, Source]
+    user_config: Path
+    repo_config: Path | None
+    repo_root: Path | None
+
+    def source_of(self, key: str) -> Source:
+        return self.sources.get(key, DEFAULT)
+
+    def value_of(self, key: str) -> Any:
+        section, name = split_key(key)
+        return getattr(getattr(self.settings, section), name)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    section, _, name = key.partition(".")
+    if section not in SECTIONS or name not in SECTIONS[section].model_fields:
+        raise ConfigError("the command line", f"unknown key; known keys: {', '.join(known_keys())}",
+                          key=key)
+    return section, name
+
+
+def find_repo_config(start: Path) -> Path | None:
+    """The nearest roteiro.toml at or above `start`, or None."""
+    here = start.resolve()
+    if here.is_file():
+        here = here.parent
+    for directory in (here, *here.parents):
+        candidate = directory / REPO_CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read one configuration file; syntax errors name the file, line and column."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise ConfigError(path, f"cannot be read: {error.strerror}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(path, "is not UTF-8 text", line=data[: error.start].count(b"\n") + 1) from None
+    except tomllib.TOMLDecodeError as error:
+        message = str(error)
+        line: int | None = getattr(error, "lineno", None)
+        column: int | None = getattr(error, "colno", None)
+        match = _TOML_POSITION.search(message)
+        if match and line is None:
+            line, column = int(match.group(1)), int(match.group(2))
+        problem = _TOML_POSITION.sub("", message).strip()
+        raise ConfigError(path, f"TOML syntax error: {problem}", line=line, column=column) from None
+
+
+def _flatten(path: Path | str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """section.key -> value for one file, refusing unknown sections and keys by name."""
+    flat: dict[str, Any] = {}
+    for section, table in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(path, f"unknown section [{section}]; known: "
+                              f"{', '.join('[' + s + ']' for s in SECTIONS)}", key=section)
+        if not isinstance(table, dict):
+            raise ConfigError(path, f"`{section}` must be a table ([{section}])", key=section)
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            if name not in SECTIONS[section].model_fields:
+                raise ConfigError(path, f"unknown key; known keys in [{section}]: "
+                                  f"{', '.join(SECTIONS[section].model_fields)}", key=key)
+            flat[key] = value
+    return flat
+
+
+def _validate(where: Path | str, flat: Mapping[str, Any]) -> Settings:
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        section, name = key.split(".", 1)
+        nested.setdefault(section, {})[name] = value
+    try:
+        return Settings.model_validate(nested)
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(str(part) for part in first["loc"][:2])
+        raise ConfigError(where, f"{first['msg']} (got {first.get('input')!r})", key=key) from None
+
+
+def env_layer(environ: Mapping[str, str]) -> dict[str, tuple[Any, Source]]:
+    layer: dict[str, tuple[Any, Source]] = {}
+    for key in known_keys():
+        name = ENV_PREFIX + key.replace(".", "_").upper()
+        if name in environ:
+            layer[key] = (environ[name], Source("env", f"env {name}"))
+    return layer
+
+
+def resolve(
+    path: Path | None = None,
+    *,
+    flags: Mapping[str, tuple[Any, str]] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Resolved:
+    """Resolve the effective settings for linting `path` (default: the working directory).
+
+    `flags` maps "section.key" to (value, flag name) for the options given on the command
+    line; None values are ignored (the flag was not given).
+    """
+    environ = os.environ if environ is None else environ
+    start = (path or Path.cwd())
+    user_path = paths.user_config_path()
+    repo_path = find_repo_config(start) if start.exists() else None
+
+    merged: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
+    layers: list[tuple[Path | str, dict[str, Any], Source]] = []
+    if user_path.is_file():
+        layers.append((user_path, _flatten(user_path, read_toml(user_path)),
+                       Source("user", str(user_path))))
+    if repo_path is not None:
+        layers.append((repo_path, _flatten(repo_path, read_toml(repo_path)),
+                       Source("repo", str(repo_path))))
+    for where, flat, source in layers:
+        _validate(where, flat)
+        for key, value in flat.items():
+            merged[key] = value
+            sources[key] = source
+    for key, (value, source) in env_layer(environ).items():
+        _validate(source.label, {key: value})
+        merged[key] = value
+        sources[key] = source
+    for key, (value, flag) in (flags or {}).items():
+        if value is None:
+            continue
+        split_key(key)
+        _validate(f"the option {flag}", {key: value})
+        merged[key] = value
+        sources[key] = Source("flag", f"flag {flag}")
+    settings = _validate("the merged configuration", merged)
+    return Resolved(
+        settings=settings,
+        sources=sources,
+        user_config=user_path,
+        repo_config=repo_path,
+        repo_root=repo_path.parent if repo_path else None,
+    )
+
+
+def config_file_for(scope: Literal["user", "repo"], start: Path) -> Path:
+    """The file `config set/unset` writes: the user's, or the repository's roteiro.toml.
+
+    For the repository, an existing roteiro.toml above `start` is used; otherwise one is
+    created at the root of the git work tree containing `start`, or in `start` itself.
+    """
+    if scope == "user":
+        return paths.user_config_path()
+    found = find_repo_config(start)
+    if found is not None:
+        return found
+    here = start.resolve()
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return directory / REPO_CONFIG_NAME
+    return here / REPO_CONFIG_NAME
+
+
+def set_value(file: Path, key: str, raw: str) -> Any:
+    """Set `key` in `file` to `raw` (parsed as TOML when it is a TOML value), keeping the rest.
+
+    Returns the stored value. The whole file is validated before it is written, and written
+    atomically, so a refused value leaves the file as it was.
+    """
+    import tomli_w
+
+    section, name = split_key(key)
+    value = _parse_cli_value(raw)
+    if key == "lint.image":
+        from roteiro_py.reference import parse_pinned
+
+        parse_pinned(str(value), source=f"config set {key}")
+    data = read_toml(file)
+    _flatten(file, data)
+    table = data.setdefault(section, {})
+    table[name] = value
+    settings = _validate(file, _flatten(file, data))
+    stored = getattr(getattr(settings, section), name)
+    table[name] = stored
+    _atomic_write(file, tomli_w.dumps(data).encode())
+    return stored
+
+
+def unset_value(file: Path, key: str) -> bool:
+    """Remove `key` from `file`; True when it was there."""
+    import tomli_w
+
+    section, name = split_key(key)
+    data = read_toml(file)
+    table = data.get(section)
+    if not isinstance(table, dict) or name not in table:
+        return False
+    del table[name]
+    if not table:
+        del data[section]
+    _atomic_write(file, tomli_w.dumps(data).encode())
+    return True
+
+
+def _parse_cli_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _atomic_write(file: Path, content: bytes) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(content)
+    os.replace(temporary, file)

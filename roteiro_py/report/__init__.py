@@ -1,0 +1,30 @@
+"""The lint report: its model (model.py), the one sanitizer for guest strings (safe.py),
+snippets read from the host's copy of the tree (snippet.py), and the renderers (human,
+json, sarif, github) behind `render()`."""
+
+from roteiro_py.report.model import (
+    SCHEMA_VERSION,
+    Finding,
+    Isolation,
+    Location,
+    Provenance,
+    Report,
+    Summary,
+    ToolInfo,
+    Toolchain,
+)
+from roteiro_py.report.render import FORMATS, render
+
+__all__ = [
+    "FORMATS",
+    "SCHEMA_VERSION",
+    "Finding",
+    "Isolation",
+    "Location",
+    "Provenance",
+    "Report",
+    "Summary",
+    "ToolInfo",
+    "Toolchain",
+    "render",
+]

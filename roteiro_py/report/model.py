@@ -1,0 +1,191 @@
+"""The lint report: what a run found, on what, and how it was isolated.
+
+The report is the interface between a lint run and everything that reads it (the
+terminal, `--format json` consumers, GitHub code scanning), so it is a versioned
+pydantic model (`schema_version`, bumped on any incompatible change) rather than a dict
+assembled by each renderer.
+
+Guarantees:
+- Every string field that came from the guest or from the repository's files is passed
+  through `safe.clean()` by a validator here, at construction and again when a report is
+  loaded from JSON: renderers receive text with no control, format or bidi character in
+  it (see safe.py for why).
+- A path is relative to the repository root, POSIX-separated, with no `..` component and
+  not absolute: the parser (clippy/parse.py) drops what it cannot make so, and the
+  validator refuses anything else, so no renderer can emit a path out of the repository.
+- Times are UTC and serialised as RFC 3339 (`2026-04-14T10:00:00Z`).
+- `summary` is derived from `findings` by `Summary.of()`; a test checks they agree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+
+from roteiro_py.report.safe import clean
+
+SCHEMA_VERSION = 1
+
+Level = Literal["error", "warning", "note", "help"]
+LEVELS: tuple[Level, ...] = ("error", "warning", "note", "help")
+
+
+def _line(text: str) -> str:
+    return clean(text)
+
+
+def _multiline(text: str) -> str:
+    return clean(text, keep_newlines=True)
+
+
+def _source(text: str) -> str:
+    return clean(text, keep_newlines=True, keep_tabs=True)
+
+
+def _repo_path(text: str) -> str:
+    text = clean(text, limit=4096)
+    path = PurePosixPath(text)
+    if not text or path.is_absolute() or ".." in path.parts or "\\" in text or text != str(path):
+        raise ValueError(f"not a normalised path relative to the repository root: {text!r}")
+    return text
+
+
+def _utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("a report time must carry its time zone")
+    return value.astimezone(UTC)
+
+
+def _rfc3339(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+SafeLine = Annotated[str, AfterValidator(_line)]
+SafeText = Annotated[str, AfterValidator(_multiline)]
+SafeSource = Annotated[str, AfterValidator(_source)]
+RepoPath = Annotated[str, AfterValidator(_repo_path)]
+UtcTime = Annotated[datetime, AfterValidator(_utc), PlainSerializer(_rfc3339, return_type=str)]
+Position = Annotated[int, Field(ge=1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Location(_Model):
+    """A span in the repository: 1-based lines, 1-based columns in Unicode code points."""
+
+    path: RepoPath
+    line: Position
+    column: Position
+    end_line: Position
+    end_column: Position
+    message: SafeText | None = None
+
+
+class Finding(_Model):
+    """One diagnostic, deduplicated across targets, located in the repository.
+
+    code:       `clippy::<lint>`, a rustc lint name (`unused_variables`), a rustc error
+                code (`E0308`), or None for an uncoded rustc diagnostic.
+    path:       None only for a diagnostic with no span at all (a crate-level one).
+    snippet:    the source lines line..end_line (bounded), read from the host's copy of
+                the tree, never from the guest; None when unreadable.
+    suggestion: the replacement text rustc or clippy proposed, if any.
+    help:       the first help message rustc attached (e.g. "try dereferencing it").
+    related:    the diagnostic's other spans (secondary labels), in the repository.
+    """
+
+    code: SafeLine | None
+    level: Level
+    message: SafeText
+    path: RepoPath | None
+    line: Position | None
+    column: Position | None
+    end_line: Position | None
+    end_column: Position | None
+    snippet: SafeSource | None = None
+    suggestion: SafeSource | None = None
+    help: SafeText | None = None
+    related: list[Location] = Field(default_factory=list)
+
+
+class Summary(_Model):
+    counts: dict[Level, int]
+    total: int
+    build_succeeded: bool
+    #: Diagnostics whose every span lay outside the repository (a registry crate, the
+    #: standard library): counted, not reported; see clippy/parse.py.
+    outside_repository: int = 0
+    #: Lines of clippy's stdout that were not JSON, or JSON that was not a cargo message.
+    ignored_lines: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        findings: list[Finding],
+        *,
+        build_succeeded: bool,
+        outside_repository: int = 0,
+        ignored_lines: int = 0,
+    ) -> Summary:
+        counted = Counter(finding.level for finding in findings)
+        return cls(
+            counts={level: counted.get(level, 0) for level in LEVELS},
+            total=len(findings),
+            build_succeeded=build_succeeded,
+            outside_repository=outside_repository,
+            ignored_lines=ignored_lines,
+        )
+
+
+class ToolInfo(_Model):
+    name: str
+    version: str
+
+
+class Provenance(_Model):
+    """The linter image, by the reference the user configured and its manifest digest."""
+
+    image_reference: SafeLine
+    image_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class Toolchain(_Model):
+    """What the guest's toolchain said it is (clippy/toolchain.py validates it)."""
+
+    clippy_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")]
+    clippy_commit: Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$")] | None = None
+    clippy_date: Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")] | None = None
+    rustc_release: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")]
+    rustc_commit: Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$")] | None = None
+    host: Annotated[str, Field(pattern=r"^[a-z0-9_]+(-[a-z0-9_.]+){1,4}$")]
+
+
+class Isolation(_Model):
+    """How the guest was isolated, as the VM backend describes itself (passed by lint.py)."""
+
+    backend: SafeLine
+    accelerator: SafeLine
+    hardware_isolated: bool
+    description: SafeLine
+
+
+class Report(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    tool: ToolInfo
+    provenance: Provenance
+    toolchain: Toolchain
+    isolation: Isolation
+    #: The cargo workspace's directory relative to the repository root ("." for the root).
+    workspace: SafeLine = "."
+    command: list[SafeLine]
+    features: list[SafeLine] = Field(default_factory=list)
+    started: UtcTime
+    ended: UtcTime
+    findings: list[Finding]
+    summary: Summary

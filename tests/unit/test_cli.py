@@ -1,0 +1,163 @@
+"""The real command line, as a user runs it: exit codes, messages, no tracebacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from roteiro_py.cli import app as cli
+
+EXE = Path(sys.executable).with_name("pylint-sandbox")
+HEX = "a" * 64
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([str(EXE), *args], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=60)
+
+
+def assert_no_traceback(result: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    result = run("--version", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.startswith("pylint-sandbox ")
+    for args in (["--help"], ["lint", "clippy", "--help"], ["prefetch", "--help"],
+                 ["config", "--help"], ["fetch-deps", "--help"], ["doctor", "--help"]):
+        result = run(*args, cwd=tmp_path)
+        assert result.returncode == 0, (args, result.stderr)
+    help_text = run("lint", "clippy", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    for option in ("--image", "--format", "--output", "--all-targets", "--features",
+                   "--all-features", "--no-default-features", "--accel", "--cpus", "--memory",
+                   "--timeout", "--fail-on", "--keep-cache"):
+        assert option in help_text
+
+
+def test_help_does_not_import_the_heavy_parts() -> None:
+    probe = (
+        "import sys\n"
+        "from roteiro_py.cli.app import main\n"
+        "code = main(['--help'])\n"
+        "heavy = [m for m in ('pydantic', 'docker', 'roteiro_py.config', 'roteiro_py.lint') "
+        "if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in result.stdout, result.stdout[-500:]
+
+
+def test_tag_reference_exits_3_naming_it(tmp_path: Path) -> None:
+    result = run("lint", "clippy", str(tmp_path), "--image", "ghcr.io/acme/clippy:1.95", cwd=tmp_path)
+    assert result.returncode == 3
+    assert "ghcr.io/acme/clippy:1.95" in result.stderr and "by tag, not by digest" in result.stderr
+    assert_no_traceback(result)
+
+
+def test_no_image_configured_exits_3_with_the_snippet(tmp_path: Path, roteiro_home: Path) -> None:
+    result = run("lint", "clippy", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 3
+    assert "[lint]" in result.stderr and 'image = "' in result.stderr
+    assert str(roteiro_home / "config.toml") in result.stderr
+    assert "pylint-sandbox prefetch --analyzer clippy" in result.stderr
+    assert_no_traceback(result)
+
+
+def test_malformed_config_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "roteiro.toml").write_text('[lint]\nimage = "x\n')
+    result = run("lint", "clippy", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert str(tmp_path / "roteiro.toml") in result.stderr and "line 2" in result.stderr
+    assert_no_traceback(result)
+
+
+def test_malformed_digest_exits_2_saying_what(tmp_path: Path) -> None:
+    result = run("lint", "clippy", str(tmp_path), "--image", "x@sha256:abc", cwd=tmp_path)
+    assert result.returncode == 2 and "3 hex digits" in result.stderr
+    assert_no_traceback(result)
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run("lint", "clippy", "--cpus", "many", cwd=tmp_path).returncode == 2
+    assert run("lint", "clippy", "--format", "xml", cwd=tmp_path).returncode == 2
+    assert run("no-such-command", cwd=tmp_path).returncode == 2
+    result = run("config", "set", "vm.cpus", "2", "--user", "--repo", cwd=tmp_path)
+    assert result.returncode == 2 and "--user and --repo" in result.stderr
+
+
+def test_config_round_trip_through_the_cli(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    assert run("config", "set", "vm.cpus", "3", "--repo", cwd=tmp_path).returncode == 0
+    assert run("config", "set", "lint.image", f"localhost:5000/c@sha256:{HEX}", cwd=tmp_path).returncode == 0
+    shown = run("config", "show", cwd=tmp_path).stdout
+    assert "vm.cpus" in shown and str(tmp_path / "roteiro.toml") in shown
+    assert f"localhost:5000/c@sha256:{HEX}" in shown and "config.toml" in shown
+    assert run("config", "get", "vm.cpus", cwd=tmp_path).stdout.strip() == "3"
+    assert run("config", "unset", "vm.cpus", "--repo", cwd=tmp_path).returncode == 0
+    assert run("config", "get", "vm.cpus", cwd=tmp_path).stdout.strip() == "2"
+    result = run("config", "get", "vm.nope", cwd=tmp_path)
+    assert result.returncode == 2 and "known keys" in result.stderr
+
+
+def _guard_exit(call: object, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(typer.Exit) as caught:
+        cli._guard(call)  # type: ignore[arg-type]
+    return caught.value.exit_code, capsys.readouterr().err
+
+
+def test_internal_error_is_one_line_and_a_log(capsys: pytest.CaptureFixture[str],
+                                               roteiro_home: Path) -> None:
+    def broken() -> int:
+        secret_local = "hunter2"  # noqa: F841 - must never be shown
+        raise RuntimeError("unexpected state 12")
+
+    code, err = _guard_exit(broken, capsys)
+    assert code == 4
+    assert err.count("\n") == 1 and "unexpected state 12" in err and "Traceback" not in err
+    log = Path(err.split("traceback in ", 1)[1].rstrip(")\n"))
+    assert log.is_relative_to(roteiro_home) and "RuntimeError" in log.read_text()
+    assert "hunter2" not in log.read_text()
+
+
+def test_debug_shows_the_traceback_without_locals(capsys: pytest.CaptureFixture[str]) -> None:
+    cli._state["debug"] = True
+    try:
+        def broken() -> int:
+            secret_local = "hunter2"  # noqa: F841
+            raise RuntimeError("boom 7")
+
+        code, err = _guard_exit(broken, capsys)
+    finally:
+        cli._state["debug"] = False
+    assert code == 4 and "Traceback" in err and "hunter2" not in err
+
+
+def test_interrupt_exits_130(capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    code, err = _guard_exit(interrupted, capsys)
+    assert code == 130 and "interrupted" in err
+
+
+def test_sigint_to_the_real_process_exits_130(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    probe = ("import time, sys\nfrom roteiro_py.cli import app\n"
+             "def slow() -> int:\n    print('ready', flush=True)\n    time.sleep(30)\n    return 0\n"
+             "try:\n    app._guard(slow)\nexcept SystemExit as e:\n    sys.exit(e.code)\n"
+             "except BaseException as e:\n    sys.exit(getattr(e, 'exit_code', 99))\n")
+    with subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        assert child.wait(timeout=10) == 130
+        assert time.monotonic() - started < 5

@@ -1,0 +1,107 @@
+"""Configuration: precedence with sources, refusals that name file/key/line, writes that keep keys."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import config
+from roteiro_py.errors import ConfigError, TagNotDigest
+
+HEX = "e" * 64
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_precedence_flag_env_repo_user_default(tmp_path: Path, roteiro_home: Path) -> None:
+    user = write(roteiro_home / "config.toml", '[vm]\ncpus = 3\nmemory_mib = 1111\ntimeout_s = 77\n')
+    repo = write(tmp_path / "repo" / "roteiro.toml", '[vm]\ncpus = 5\nmemory_mib = 2222\n')
+    crate = tmp_path / "repo" / "crates" / "a"
+    crate.mkdir(parents=True)
+    env = {"ROTEIRO_VM_MEMORY_MIB": "3333", "ROTEIRO_VM_ACCEL": "tcg"}
+    resolved = config.resolve(crate, flags={"vm.accel": ("kvm", "--accel"),
+                                            "vm.cpus": (None, "--cpus")}, environ=env)
+    vm = resolved.settings.vm
+    assert (vm.accel, vm.memory_mib, vm.cpus, vm.timeout_s, vm.output_limit_mib) == (
+        "kvm", 3333, 5, 77, 64)
+    assert resolved.source_of("vm.accel").label == "flag --accel"
+    assert resolved.source_of("vm.memory_mib").label == "env ROTEIRO_VM_MEMORY_MIB"
+    assert resolved.source_of("vm.cpus").label == str(repo)
+    assert resolved.source_of("vm.timeout_s").label == str(user)
+    assert resolved.source_of("vm.output_limit_mib").label == "default"
+    assert resolved.repo_config == repo
+
+
+def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
+    bad = write(tmp_path / "roteiro.toml", '[lint]\nfail_on = "error"\nimage = "unterminated\n')
+    with pytest.raises(ConfigError) as caught:
+        config.resolve(tmp_path)
+    text = caught.value.guidance().render_text()
+    assert str(bad) in text and "line 3" in text and "column" in text
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "fragment"),
+    [
+        ("[lint]\nimgae = 'x'\n", "lint.imgae", "unknown key"),
+        ("[lnt]\nimage = 'x'\n", "lnt", "unknown section"),
+        ("[vm]\ncpus = 'many'\n", "vm.cpus", "valid integer"),
+        ("[vm]\naccel = 'xen'\n", "vm.accel", "'auto', 'kvm', 'hvf' or 'tcg'"),
+        ("lint = 3\n", "lint", "must be a table"),
+    ],
+)
+def test_bad_values_name_file_and_key(tmp_path: Path, body: str, key: str, fragment: str) -> None:
+    path = write(tmp_path / "roteiro.toml", body)
+    with pytest.raises(ConfigError) as caught:
+        config.resolve(tmp_path)
+    text = caught.value.guidance().render_text()
+    assert str(path) in text and f"`{key}`" in text and fragment in text
+
+
+def test_bad_environment_value_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config.resolve(tmp_path, environ={"ROTEIRO_VM_CPUS": "0"})
+    assert "env ROTEIRO_VM_CPUS" in caught.value.guidance().render_text()
+
+
+def test_set_keeps_other_keys_and_validates(tmp_path: Path) -> None:
+    path = write(tmp_path / "roteiro.toml", '[lint]\nfail_on = "error"\n[vm]\ncpus = 4\n')
+    config.set_value(path, "vm.memory_mib", "4096")
+    config.set_value(path, "lint.features", '["a", "b"]')
+    config.set_value(path, "lint.image", f"localhost:5000/c@sha256:{HEX}")
+    data = tomllib.loads(path.read_text())
+    assert data == {"lint": {"fail_on": "error", "features": ["a", "b"],
+                             "image": f"localhost:5000/c@sha256:{HEX}"},
+                    "vm": {"cpus": 4, "memory_mib": 4096}}
+    before = path.read_text()
+    with pytest.raises(ConfigError):
+        config.set_value(path, "vm.cpus", "0")
+    with pytest.raises(TagNotDigest):
+        config.set_value(path, "lint.image", "rust:1.95")
+    with pytest.raises(ConfigError):
+        config.set_value(path, "vm.nope", "1")
+    assert path.read_text() == before
+    assert config.unset_value(path, "vm.cpus") is True
+    assert config.unset_value(path, "vm.cpus") is False
+    assert tomllib.loads(path.read_text())["vm"] == {"memory_mib": 4096}
+
+
+def test_repo_file_is_found_walking_up_and_created_at_git_root(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert config.find_repo_config(deep) is None
+    assert config.config_file_for("repo", deep) == tmp_path / "roteiro.toml"
+    write(tmp_path / "a" / "roteiro.toml", "")
+    assert config.find_repo_config(deep) == tmp_path / "a" / "roteiro.toml"
+
+
+def test_features_accept_a_comma_list_from_flags_and_env(tmp_path: Path) -> None:
+    resolved = config.resolve(tmp_path, flags={"lint.features": ("x, y z", "--features")})
+    assert resolved.settings.lint.features == ["x", "y", "z"]

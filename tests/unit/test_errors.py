@@ -1,0 +1,171 @@
+"""Every refusal renders, names its subject, and is a well-formed guidance value."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.guidance import Guidance, printable
+
+D = "sha256:" + "d" * 64
+
+# One factory per user-facing class, each with distinctive values, and the values that must
+# come out the other side. A class added to errors.py without a line here fails
+# test_every_class_has_a_factory.
+FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroError, list[str]]]] = {
+    errors.UsageError: lambda: (errors.UsageError("bad flag --zork.", hint="Try --help."),
+                                ["--zork", "Try --help."]),
+    errors.ConfigError: lambda: (errors.ConfigError(Path("/cfg/roteiro-7.toml"), "wrong type",
+                                                    key="vm.cpus", line=17, column=4),
+                                 ["/cfg/roteiro-7.toml", "vm.cpus", "line 17", "column 4"]),
+    errors.MalformedReference: lambda: (errors.MalformedReference("reg.example/x@sha256:zz",
+                                                                  "the digest has 2 hex digits"),
+                                        ["reg.example/x@sha256:zz", "2 hex digits"]),
+    errors.NoImageConfigured: lambda: (errors.NoImageConfigured(Path("/home/u9/.roteiro/config.toml"),
+                                                                Path("/src/r8/roteiro.toml")),
+                                       ["/home/u9/.roteiro/config.toml", "/src/r8/roteiro.toml",
+                                        "[lint]", 'image = "', "@sha256:<64 hex>",
+                                        "pylint-sandbox prefetch --analyzer clippy"]),
+    errors.TagNotDigest: lambda: (errors.TagNotDigest("ghcr.io/acme/clippy:1.95", "flag --image"),
+                                  ["ghcr.io/acme/clippy:1.95", "flag --image"]),
+    errors.SandboxUnavailable: lambda: (errors.SandboxUnavailable(
+        "the KVM canary did not boot within 5.0 s", accel="auto",
+        findings=("kvm: exit 134 after 35 ms",), tcg_possible=True,
+        install="apt-get install qemu-system-x86"),
+        ["KVM canary", "5.0 s", "accel=auto", "exit 134 after 35 ms", "--accel tcg",
+         "apt-get install qemu-system-x86", "security boundary"]),
+    errors.VmAssetsMissing: lambda: (errors.VmAssetsMissing("guest kernel", Path("/h/vm/vmlinux-6")),
+                                     ["guest kernel", "/h/vm/vmlinux-6", "prefetch --vm-assets"]),
+    errors.ImageNotProvisioned: lambda: (errors.ImageNotProvisioned(
+        "localhost:5000/t/c@" + D, Path("/h/store-3"), "blob sha256:beef is corrupt"),
+        ["localhost:5000/t/c@" + D, "/h/store-3", "sha256:beef",
+         "prefetch --analyzer clippy --image localhost:5000/t/c@" + D]),
+    errors.DownloadNotAllowed: lambda: (errors.DownloadNotAllowed(
+        "r.example/a@" + D, "https://r.example/v2/", "3 layers (41 MB)"),
+        ["r.example/a@" + D, "https://r.example/v2/", "3 layers (41 MB)", "--allow-download"]),
+    errors.PrefetchFailed: lambda: (errors.PrefetchFailed("r.example/b@" + D, "registry r.example",
+                                                          "manifest digest sha256:0f mismatch"),
+                                    ["r.example/b@" + D, "registry r.example", "sha256:0f"]),
+    errors.NoPackageCache: lambda: (errors.NoPackageCache(Path("/c/.cargo/registry"), Path("/t/tree-5")),
+                                    ["/c/.cargo/registry", "pylint-sandbox fetch-deps /t/tree-5"]),
+    errors.ScratchUnavailable: lambda: (errors.ScratchUnavailable(Path("/h/scratch-9.img"), "No space left"),
+                                        ["/h/scratch-9.img", "No space left"]),
+    errors.ImageLacksLinter: lambda: (errors.ImageLacksLinter("r/x@" + D, "error: no such command: `clippy`"),
+                                      ["r/x@" + D, "no such command", "Dockerfile.clippy",
+                                       f"{errors.DOCKERFILE_LINES} lines"]),
+    errors.ProbeFailed: lambda: (errors.ProbeFailed("rustc -vV printed no host triple", "garbage-42"),
+                                 ["rustc -vV printed no host triple", "garbage-42"]),
+    errors.ColdCache: lambda: (errors.ColdCache(Path("/t/tree-6"), "serde v1.0.219",
+                                                "error: no matching package named `serde` found"),
+                               ["/t/tree-6", "serde v1.0.219", "no matching package",
+                                "pylint-sandbox fetch-deps /t/tree-6"]),
+    errors.LockfileWouldBeWritten: lambda: (errors.LockfileWouldBeWritten(
+        Path("/t/tree-7"), "the lock file /t/tree-7/Cargo.lock needs to be updated"),
+        ["/t/tree-7", "needs to be updated", "cargo generate-lockfile --manifest-path "
+         "/t/tree-7/Cargo.toml"]),
+    errors.KilledBySignal: lambda: (errors.KilledBySignal("SIGKILL", 1536, "cargo clippy"),
+                                    ["SIGKILL", "1536 MiB", "--memory", "--memory 3072", "cargo clippy"]),
+    errors.UnexpectedStatus: lambda: (errors.UnexpectedStatus("cargo clippy --offline", 77, (0, 101),
+                                                              "boom line\nlast line 3"),
+                                      ["cargo clippy --offline", "status 77", "0 or 101", "last line 3"]),
+    errors.OutputTooLarge: lambda: (errors.OutputTooLarge("stdout", 67108864),
+                                    ["stdout", "67108864"]),
+    errors.BuildProducedNothing: lambda: (errors.BuildProducedNothing("r/y@" + D, "openssl-sys: pkg-config not found"),
+                                          ["r/y@" + D, "pkg-config not found", "native build dependencies"]),
+    errors.Unenforceable: lambda: (errors.Unenforceable("net:egress:crates.io:443", "cargo fetch",
+                                                        "the VM has no network device"),
+                                   ["net:egress:crates.io:443", "cargo fetch", "no network device"]),
+    errors.SpawnFailed: lambda: (errors.SpawnFailed("/usr/bin/qemu-x", "No such file or directory"),
+                                 ["/usr/bin/qemu-x", "No such file"]),
+    errors.InternalError: lambda: (errors.InternalError("unexpected state 12"), ["unexpected state 12"]),
+    errors.RoteiroError: lambda: (errors.RoteiroError("base error 99"), ["base error 99"]),
+    errors.Refusal: lambda: (errors.Refusal("generic refusal 5"), ["generic refusal 5"]),
+}
+
+
+def all_error_classes() -> set[type[errors.RoteiroError]]:
+    found: set[type[errors.RoteiroError]] = set()
+    stack: list[type[errors.RoteiroError]] = [errors.RoteiroError]
+    while stack:
+        cls = stack.pop()
+        if cls.__module__ == "roteiro_py.errors":
+            found.add(cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_class_has_a_factory() -> None:
+    assert all_error_classes() - set(FACTORIES) == set()
+
+
+@pytest.mark.parametrize("cls", sorted(FACTORIES, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_refusal_renders_its_subject(cls: type[errors.RoteiroError]) -> None:
+    error, subjects = FACTORIES[cls]()
+    assert type(error) is cls
+    guidance = error.guidance()
+    assert guidance.defects() == []
+    text = guidance.render_text()
+    for subject in subjects:
+        assert subject in text, f"{subject!r} missing from:\n{text}"
+    assert text.startswith("error: ")
+
+
+def test_exit_codes_follow_the_documented_table() -> None:
+    assert errors.UsageError("x").exit_code == errors.EXIT_USAGE == 2
+    assert errors.ConfigError("f", "p").exit_code == 2
+    assert errors.InternalError("x").exit_code == errors.EXIT_INTERNAL == 4
+    for cls in all_error_classes():
+        if issubclass(cls, errors.Refusal):
+            assert cls.exit_code == errors.EXIT_REFUSED == 3, cls
+    codes = [cls.code for cls in all_error_classes() if cls not in (errors.Refusal,)]
+    assert len(codes) == len(set(codes)), "every class has its own machine-readable code"
+
+
+def test_hostile_values_are_escaped_in_every_rendering() -> None:
+    hostile = "evil\x1b[2J\x1b]8;;http://x\x07tree\u202e"
+    error = errors.ColdCache(Path(hostile), hostile, hostile)
+    text = error.guidance().render_text()
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "\\x1b[2J" in text
+    from rich.console import Console
+
+    console = Console(record=True, force_terminal=True, width=200)
+    console.print(error.guidance().render_rich())
+    exported = console.export_text(styles=False)
+    assert "\x1b" not in exported and "\\x1b" in exported
+
+
+def test_rendering_asserts_the_shape() -> None:
+    bad = [
+        Guidance(summary=""),
+        Guidance(summary="no full stop"),
+        Guidance(summary="Two.\nlines."),
+        Guidance(summary="Fine.", notes=("lowercase note.",)),
+        Guidance(summary="Fine.", notes=("",)),
+        Guidance(summary="Fine.", commands=("two\nlines",)),
+        Guidance(summary="Fine.", commands=("$ prompt",)),
+        Guidance(summary="Fine.", commands=(" padded ",)),
+        Guidance(summary="Fine.", snippet_title="t"),
+        Guidance(summary="Raw \x1b escape."),
+    ]
+    for guidance in bad:
+        assert guidance.defects(), guidance
+        with pytest.raises(AssertionError, match="malformed guidance"):
+            guidance.render_text()
+    assert Guidance(summary="Fine.", notes=("A note.",), commands=("ls -l",)).defects() == []
+
+
+def test_printable_keeps_text_and_escapes_controls() -> None:
+    assert printable("plain ü ✓ text") == "plain ü ✓ text"
+    assert printable("a\nb\tc\rd\x9b") == "a\\nb\\tc\\x0dd\\x9b"
+    assert printable("a\nb", keep_newlines=True) == "a\nb"
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", printable("".join(map(chr, range(0xa0)))))
+
+
+def test_paths_in_commands_are_quoted() -> None:
+    text = errors.NoPackageCache(Path("/c/r"), Path("/t/my tree; rm -rf ~")).guidance().render_text()
+    assert "pylint-sandbox fetch-deps '/t/my tree; rm -rf ~'" in text

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+from roteiro_py.errors import MalformedReference, TagNotDigest
+from roteiro_py.reference import DEFAULT_REGISTRY, parse, parse_pinned
+
+HEX = "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("text", "registry", "repository", "tag"),
+    [
+        (f"rust@sha256:{HEX}", DEFAULT_REGISTRY, "library/rust", None),
+        (f"docker.io/rust:1.95@sha256:{HEX}", DEFAULT_REGISTRY, "library/rust", "1.95"),
+        (f"ghcr.io/acme/lint/clippy:v1@sha256:{HEX}", "ghcr.io", "acme/lint/clippy", "v1"),
+        (f"localhost:5000/clippy@sha256:{HEX}", "localhost:5000", "clippy", None),
+        (f"127.0.0.1:5000/a/b:t@sha256:{HEX}", "127.0.0.1:5000", "a/b", "t"),
+        (f"acme/clippy@sha256:{HEX}", DEFAULT_REGISTRY, "acme/clippy", None),
+    ],
+)
+def test_pinned_references_parse(text: str, registry: str, repository: str, tag: str | None) -> None:
+    ref = parse_pinned(text)
+    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (registry, repository, tag,
+                                                                   f"sha256:{HEX}")
+    assert parse(str(ref)) == ref
+
+
+def test_loopback() -> None:
+    assert parse(f"localhost:5000/x@sha256:{HEX}").is_loopback
+    assert parse(f"127.0.0.1:5000/x@sha256:{HEX}").is_loopback
+    assert not parse(f"ghcr.io/x@sha256:{HEX}").is_loopback
+
+
+@pytest.mark.parametrize("text", ["rust", "rust:1.95", "ghcr.io/acme/clippy:latest", "localhost:5000/x"])
+def test_a_tag_is_refused_naming_the_reference(text: str) -> None:
+    with pytest.raises(TagNotDigest) as caught:
+        parse_pinned(text, source="flag --image")
+    assert text in caught.value.guidance().render_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("x@sha256:abc", "3 hex digits, not 64"),
+        (f"x@sha256:{HEX.upper()}", "contains 'A'"),
+        (f"x@md5:{HEX}", "algorithm 'md5'"),
+        (f"x@{HEX}", "no algorithm prefix"),
+        ("", "empty"),
+        (f"Upper/Case@sha256:{HEX}", "component 'Upper'"),
+        (f"x:bad tag@sha256:{HEX}", "whitespace"),
+        (f"reg.example//x@sha256:{HEX}", "repository name is empty"),
+    ],
+)
+def test_malformed_says_what(text: str, what: str) -> None:
+    with pytest.raises(MalformedReference) as caught:
+        parse_pinned(text)
+    assert what in caught.value.guidance().render_text()
