@@ -344,6 +344,24 @@ class NoPackageCache(Refusal):
         )
 
 
+class FetchFailed(Refusal):
+    code = "fetch-failed"
+
+    def __init__(self, tree: Path, line: str) -> None:
+        super().__init__()
+        self.tree = tree
+        self.line = line
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Fetching the dependencies of {_p(self.tree)} failed.",
+            notes=(_sentence(f"Cargo said: {_p(self.line.strip()[:300])}"),
+                   "The fetch ran in a clean copy of the manifests and the lockfile; none of "
+                   "the tree's code or configuration ran.",),
+            commands=(fetch_deps_command(self.tree),),
+        )
+
+
 class ScratchUnavailable(Refusal):
     code = "scratch-unavailable"
 

@@ -142,7 +142,7 @@ def fetch_deps(
     path: Annotated[Path, typer.Argument(help="The repository whose dependencies to fetch.")] = Path("."),
 ) -> None:
     """Fill the host's cargo package cache for PATH without running the tree's code or config."""
-    from roteiro_py.clippy.fetch_deps import run_fetch_deps
+    from roteiro_py.deps import run_fetch_deps
 
     _guard(lambda: run_fetch_deps(path))
 

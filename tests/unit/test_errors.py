@@ -52,6 +52,8 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                     ["r.example/b@" + D, "registry r.example", "sha256:0f"]),
     errors.NoPackageCache: lambda: (errors.NoPackageCache(Path("/c/.cargo/registry"), Path("/t/tree-5")),
                                     ["/c/.cargo/registry", "pylint-sandbox fetch-deps /t/tree-5"]),
+    errors.FetchFailed: lambda: (errors.FetchFailed(Path("/t/tree-11"), "error: failed to download `zz`"),
+                                 ["/t/tree-11", "failed to download `zz`", "fetch-deps /t/tree-11"]),
     errors.ScratchUnavailable: lambda: (errors.ScratchUnavailable(Path("/h/scratch-9.img"), "No space left"),
                                         ["/h/scratch-9.img", "No space left"]),
     errors.ImageLacksLinter: lambda: (errors.ImageLacksLinter("r/x@" + D, "error: no such command: `clippy`"),
