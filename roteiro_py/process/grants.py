@@ -145,9 +145,11 @@ class GrantAtom:
 
     def within(self, ceiling: GrantAtom) -> Containment:
         """Whether everything this atom permits is permitted by `ceiling`."""
-        if not (self.known and ceiling.known):
-            return Containment.UNKNOWN
-        if (self.domain, self.action) != (ceiling.domain, ceiling.action):
+        if self.domain != ceiling.domain:
+            return Containment.NO  # domains are disjoint namespaces, known or not
+        if not self.known:
+            return Containment.UNKNOWN  # a newer vocabulary's domain: nothing to compare by
+        if self.action != ceiling.action:
             return Containment.NO
         if self.domain == "fs":
             return _path_within(self.resource, ceiling.resource)

@@ -28,6 +28,8 @@ both sit on it. What it guarantees, and the failure each guarantee prevents:
   paths the hook runs after the SIGKILL has made the child exit and before it is reaped:
   running it before the kill would race a child that is still running, which is what
   the hook exists to avoid. Linux only: `os.pidfd_open` and `waitid(P_PIDFD, WNOWAIT)`.
+  The hook is part of waiting for the child: if it raises, the terminal frame is
+  `Failed(waitFailed)` naming the exception, never a clean `Exit`.
 """
 
 from __future__ import annotations
@@ -268,8 +270,8 @@ class _Pump:
                     terminal = Failed(
                         "timeoutExceeded",
                         f"the child exited with status {self.proc.returncode}, but its "
-                        "output was still open at the deadline: a process outside its "
-                        "group holds the pipe",
+                        "output had not been read to the end by the deadline (a process "
+                        "outside its group holds the pipe, or the consumer fell behind)",
                     )
                 else:
                     terminal = Exit(cast(int, self.proc.returncode), bool(self.cut))

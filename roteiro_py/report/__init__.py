@@ -10,8 +10,8 @@ from roteiro_py.report.model import (
     Provenance,
     Report,
     Summary,
-    ToolInfo,
     Toolchain,
+    ToolInfo,
 )
 from roteiro_py.report.render import FORMATS, render
 

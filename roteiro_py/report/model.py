@@ -13,6 +13,8 @@ Guarantees:
 - A path is relative to the repository root, POSIX-separated, with no `..` component and
   not absolute: the parser (clippy/parse.py) drops what it cannot make so, and the
   validator refuses anything else, so no renderer can emit a path out of the repository.
+  (The parser refuses a raw backslash from the guest; one in a path here is the escape
+  of a control character in a file name.)
 - Times are UTC and serialised as RFC 3339 (`2026-04-14T10:00:00Z`).
 - `summary` is derived from `findings` by `Summary.of()`; a test checks they agree.
 """
@@ -28,7 +30,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializ
 
 from roteiro_py.report.safe import clean
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 Level = Literal["error", "warning", "note", "help"]
 LEVELS: tuple[Level, ...] = ("error", "warning", "note", "help")
@@ -49,7 +51,7 @@ def _source(text: str) -> str:
 def _repo_path(text: str) -> str:
     text = clean(text, limit=4096)
     path = PurePosixPath(text)
-    if not text or path.is_absolute() or ".." in path.parts or "\\" in text or text != str(path):
+    if not text or path.is_absolute() or ".." in path.parts or text != str(path):
         raise ValueError(f"not a normalised path relative to the repository root: {text!r}")
     return text
 

@@ -46,16 +46,13 @@ def clean(
     """Return `text` with every control or format character escaped and its length bounded."""
     if len(text) > limit:
         text = text[:limit] + "…[truncated]"
+    kept = ("\n" if keep_newlines else "") + ("\t" if keep_tabs else "")
     out: list[str] = []
     for ch in text:
-        if (ch == "\n" and keep_newlines) or (ch == "\t" and keep_tabs):
-            out.append(ch)
-        elif ch.isascii() and ch.isprintable():
-            out.append(ch)
-        elif unicodedata.category(ch) in _UNSAFE_CATEGORIES:
-            out.append(_escape(ch))
-        else:
-            out.append(ch)
+        unsafe = not (ch.isascii() and ch.isprintable()) and (
+            unicodedata.category(ch) in _UNSAFE_CATEGORIES
+        )
+        out.append(_escape(ch) if unsafe and ch not in kept else ch)
     return "".join(out)
 
 

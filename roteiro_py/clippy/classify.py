@@ -1,0 +1,193 @@
+"""What a finished `cargo clippy` run in the guest means: a report, or a refusal.
+
+The one rule behind every branch: a run that did not lint the tree is never reported as
+a clean tree. So the stream is trusted only when cargo's exit status, its closing
+`build-finished` message and its diagnostics agree:
+
+- status 0 and build-finished success: the report (warnings or nothing).
+- status 101 and build-finished failure with at least one error-level finding in the
+  repository (a compile error, a deny-level lint): the report, build_succeeded=False.
+  A compile error in the user's code is a finding, not a failure of the tool.
+- status 101 otherwise: cargo's stderr names why, and each reason is its own refusal:
+  a cold package cache (ColdCache), a lockfile --locked would have to write
+  (LockfileWouldBeWritten), a compiler killed by a signal (KilledBySignal: in a VM of
+  fixed memory that is the OOM killer), or anything else that produced no explaining
+  diagnostic, typically a build script failing for a missing C library
+  (BuildProducedNothing).
+- a status outside EXPECTED_STATUSES, or a status and a build-finished that disagree:
+  UnexpectedStatus.
+- output cut at the limit: OutputTooLarge, before anything is parsed, because a
+  truncated stream could have lost its errors and its build-finished.
+
+The stderr wordings matched are those of real cargo 1.95, captured in
+tests/data/cargo-stderr/ and reproduced live by tests/unit/clippy/test_classify.py, plus
+the older lockfile wording ("needs to be updated but --locked was passed").
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal as signals
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from roteiro_py.clippy.command import EXPECTED_STATUSES
+from roteiro_py.clippy.parse import ParsedStream, PathLayout, parse_messages
+from roteiro_py.errors import (
+    BuildProducedNothing,
+    ColdCache,
+    KilledBySignal,
+    LockfileWouldBeWritten,
+    OutputTooLarge,
+    UnexpectedStatus,
+)
+from roteiro_py.report.model import Finding, Summary
+
+_LOCKFILE = (
+    re.compile(r"cannot (create|update) the lock file .* because --locked was passed"),
+    re.compile(r"the lock file .* needs to be updated but --locked was passed"),
+    re.compile(r"failed to write .*Cargo\.lock"),
+)
+_READ_ONLY = re.compile(r"Read-only file system|os error 30")
+_COLD = (
+    (re.compile(r"failed to unpack package `(?P<package>[^`\s]+)"), False),
+    (re.compile(r"failed to download `(?P<package>[^`\s]+)"), True),
+    (re.compile(r"no matching package named `(?P<package>[^`\s]+)` found"), True),
+    (re.compile(r"failed to (?:load source for dependency|get) `(?P<package>[^`\s]+)`"), True),
+)
+_OFFLINE = re.compile(r"but --offline was specified|you're using offline mode|--offline")
+_RUSTC_SIGNAL = re.compile(r"\(signal: \d+, (?P<name>SIG[A-Z0-9]+)")
+#: cargo's progress lines; a stderr of only these says nothing about why a run died.
+_PROGRESS = re.compile(r"^\s*(Checking|Compiling|Finished|Locking|Blocking|Fresh|Running)\b")
+
+
+@dataclass(frozen=True)
+class ClippyRun:
+    """The clippy step's outcome as the process layer returned it.
+
+    status:      the exit status, or None when killed by `signal_name`.
+    truncated:   True when an output stream reached `limit_bytes` and was cut.
+    """
+
+    command: Sequence[str]
+    status: int | None
+    stdout: bytes
+    stderr: str
+    memory_mib: int
+    limit_bytes: int
+    signal_name: str | None = None
+    truncated: bool = False
+    truncated_stream: str = "stdout"
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """Findings a report can be built from (the run was judged complete)."""
+
+    findings: list[Finding]
+    build_succeeded: bool
+    outside_repository: int
+    ignored_lines: int
+
+    def summary(self) -> Summary:
+        return Summary.of(self.findings, build_succeeded=self.build_succeeded,
+                          outside_repository=self.outside_repository,
+                          ignored_lines=self.ignored_lines)
+
+
+def _first(lines: list[str], pattern: re.Pattern[str]) -> str | None:
+    return next((line for line in lines if pattern.search(line)), None)
+
+
+def _refuse_from_stderr(stderr: str, tree: Path) -> None:
+    """Raise the refusal cargo's stderr names, if it names one we know."""
+    lines = stderr.splitlines()
+    for pattern in _LOCKFILE:
+        line = _first(lines, pattern)
+        if line is not None:
+            if pattern is _LOCKFILE[2] and not _READ_ONLY.search(stderr):
+                continue
+            raise LockfileWouldBeWritten(tree, line.removeprefix("error: "))
+    for pattern, needs_offline in _COLD:
+        line = _first(lines, pattern)
+        if line is None or (needs_offline and not _OFFLINE.search(stderr)):
+            continue
+        match = pattern.search(line)
+        package = match["package"] if match else None
+        offline = _first(lines, _OFFLINE)
+        said = line.removeprefix("error: ").strip()
+        if offline is not None and offline.strip() not in said:
+            said = f"{said}: {offline.strip()}"
+        raise ColdCache(tree, package, said)
+
+
+def _signal_name(run: ClippyRun) -> str:
+    if run.signal_name:
+        return run.signal_name
+    return "a signal"
+
+
+def _stderr_with(stream: ParsedStream, stderr: str) -> str:
+    extra = [f"error outside the repository: {message}" for message in stream.dropped_errors[:8]]
+    return "\n".join([stderr.rstrip(), *extra]) if extra else stderr
+
+
+def classify(
+    run: ClippyRun,
+    *,
+    tree: Path,
+    image_reference: str,
+    layout: PathLayout,
+    repo_root: Path | None = None,
+) -> LintResult:
+    """Judge `run` and parse its findings; raise the refusal when it did not lint the tree.
+
+    tree:      the host path the user asked to lint (named in refusals).
+    repo_root: the host's copy of the repository, for snippets (None: no snippets).
+    """
+    command = shlex.join(run.command)
+    if run.truncated:
+        raise OutputTooLarge(run.truncated_stream, run.limit_bytes)
+    has_errors_on_stderr = any(
+        line.strip() and not _PROGRESS.match(line) for line in run.stderr.splitlines()
+    )
+    if run.status is None:
+        if not has_errors_on_stderr:
+            raise KilledBySignal(_signal_name(run), run.memory_mib, command)
+        number = getattr(signals, run.signal_name or "", None)
+        status = 128 + int(number) if number is not None else -1
+        raise UnexpectedStatus(command, status, EXPECTED_STATUSES, run.stderr)
+
+    stream = parse_messages(run.stdout, layout, repo_root=repo_root)
+    errors = [finding for finding in stream.findings if finding.level == "error"]
+    if run.status != 0:
+        _refuse_from_stderr(run.stderr, tree)
+    if run.status not in EXPECTED_STATUSES:
+        raise UnexpectedStatus(command, run.status, EXPECTED_STATUSES, run.stderr)
+
+    if run.status == 0:
+        if stream.build_success is True:
+            return _result(stream, succeeded=True)
+        if stream.build_success is None:
+            raise BuildProducedNothing(image_reference, run.stderr)
+        raise UnexpectedStatus(command, run.status, EXPECTED_STATUSES,
+                               "cargo exited 0 but reported a failed build\n" + run.stderr)
+
+    killed = _RUSTC_SIGNAL.search(run.stderr)
+    if killed is not None and not errors:
+        raise KilledBySignal(killed["name"], run.memory_mib, command)
+    if stream.build_success is True:
+        raise UnexpectedStatus(command, run.status, EXPECTED_STATUSES,
+                               "cargo reported a finished build but exited "
+                               f"{run.status}\n" + run.stderr)
+    if not errors:
+        raise BuildProducedNothing(image_reference, _stderr_with(stream, run.stderr))
+    return _result(stream, succeeded=False)
+
+
+def _result(stream: ParsedStream, *, succeeded: bool) -> LintResult:
+    return LintResult(findings=stream.findings, build_succeeded=succeeded,
+                      outside_repository=stream.outside_repository,
+                      ignored_lines=stream.ignored_lines)

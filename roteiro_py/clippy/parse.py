@@ -1,0 +1,272 @@
+"""Clippy's JSON message stream, parsed into findings located in the repository.
+
+Input is the guest's stdout as bytes: untrusted. Guarantees:
+- Bounded: a line longer than MAX_LINE_BYTES is not parsed (counted); JSON nesting that
+  blows the recursion limit is counted, not raised; every number and string is checked
+  for type and range before use, and every string goes through the report model's
+  sanitizer.
+- Lines that are not JSON (cargo writes only JSON to stdout, but a hostile guest need
+  not) and JSON that is not a cargo message are ignored and counted
+  (`ignored_lines`), never fatal: one bad line must not hide the findings around it.
+- Deduplicated: under --all-targets cargo checks a crate once per target (lib, test,
+  bin) and rustc repeats each diagnostic for each; they are keyed on (code, level,
+  message, primary location) and reported once.
+- Summaries are not findings: rustc's "N warnings emitted" / "aborting due to ..." and
+  `failure-note` lines ("For more information about this error, try ...") have no span
+  and no code and restate the others. (cargo 1.95 already filters most; older ones did
+  not.) A spanless diagnostic that is not such a summary is kept, with no location.
+- Paths are relative to the repository root. rustc's `file_name` is relative to the cargo
+  workspace root, which may be a subfolder (`PathLayout.workspace`); an absolute path is
+  accepted only under the guest's mount of the repository (`PathLayout.guest_root`).
+  After normalisation, a path that leaves the repository (`..` past the root, another
+  absolute path, `<macro>` pseudo-files) is outside.
+- A diagnostic whose primary span is outside the repository is located at its macro
+  call site when one is inside (rustc's `expansion.span` chain, e.g. a lint inside a
+  `std` macro used by the tree). Failing that it is dropped and counted
+  (`outside_repository`): its location cannot be shown, annotated or fixed in this
+  repository, and clippy caps lints of registry and out-of-workspace crates anyway, so
+  what remains there are hard errors of dependencies, which classify.py keeps as the
+  explanation of a failed build (`dropped_errors`) rather than as findings.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
+
+from roteiro_py.report.model import Finding, Location
+from roteiro_py.report.snippet import read_snippet
+
+#: rustc's longest diagnostics (long type names, embedded explanations) are tens of KiB.
+MAX_LINE_BYTES = 1024 * 1024
+#: Secondary spans kept per finding; rustc rarely gives more than a handful.
+MAX_RELATED = 10
+_MAX_POSITION = 10_000_000
+_MAX_EXPANSION_DEPTH = 32
+
+_SUMMARY = re.compile(
+    r"^(aborting due to .*|\d+ warnings? emitted|.* generated \d+ warnings?.*"
+    r"|for more information about (this|an) error.*|some errors have detailed explanations.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_LEVELS = {"error": "error", "error: internal compiler error": "error", "warning": "warning",
+           "note": "note", "help": "help"}
+
+
+@dataclass(frozen=True)
+class PathLayout:
+    """Where the workspace is in the repository, and the repository in the guest.
+
+    workspace:  the cargo workspace root relative to the repository root ("." if same).
+    guest_root: the guest's absolute path of the repository root, if known.
+    """
+
+    workspace: PurePosixPath = PurePosixPath(".")
+    guest_root: PurePosixPath | None = None
+
+    def __post_init__(self) -> None:
+        if self.workspace.is_absolute() or ".." in self.workspace.parts:
+            raise ValueError(f"workspace must be inside the repository: {self.workspace}")
+        if self.guest_root is not None and not self.guest_root.is_absolute():
+            raise ValueError(f"guest_root must be absolute: {self.guest_root}")
+
+    def repo_path(self, file_name: object) -> str | None:
+        """`file_name` relative to the repository root, or None when it is outside."""
+        if not isinstance(file_name, str) or not file_name or len(file_name) > 4096:
+            return None
+        if file_name.startswith("<") or "\x00" in file_name or "\\" in file_name:
+            return None
+        if file_name.startswith("/"):
+            if self.guest_root is None:
+                return None
+            normal = posixpath.normpath(file_name)
+            root = str(self.guest_root)
+            if not normal.startswith(root.rstrip("/") + "/"):
+                return None
+            relative = normal[len(root.rstrip("/")) + 1:]
+        else:
+            relative = posixpath.normpath(posixpath.join(str(self.workspace), file_name))
+        if relative in (".", "") or relative == ".." or relative.startswith(("../", "/")):
+            return None
+        return relative
+
+
+@dataclass
+class ParsedStream:
+    """What the message stream said, after validation and dedupe."""
+
+    findings: list[Finding] = field(default_factory=list)
+    #: None when no `build-finished` message came; otherwise its `success`.
+    build_success: bool | None = None
+    outside_repository: int = 0
+    #: Messages of error-level diagnostics dropped as outside the repository.
+    dropped_errors: list[str] = field(default_factory=list)
+    ignored_lines: int = 0
+    summaries_skipped: int = 0
+    duplicates: int = 0
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= _MAX_POSITION else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _span_location(span: object, layout: PathLayout) -> tuple[str, int, int, int, int] | None:
+    """(path, line, column, end line, end column) of `span`, or None if outside/invalid."""
+    for _ in range(_MAX_EXPANSION_DEPTH):
+        if not isinstance(span, dict):
+            return None
+        path = layout.repo_path(span.get("file_name"))
+        line, column = _int(span.get("line_start")), _int(span.get("column_start"))
+        if path is not None and line is not None and column is not None:
+            end_line = _int(span.get("line_end")) or line
+            end_column = _int(span.get("column_end")) or column
+            if end_line < line:
+                end_line, end_column = line, column
+            return path, line, column, end_line, end_column
+        expansion = span.get("expansion")
+        span = expansion.get("span") if isinstance(expansion, dict) else None
+    return None
+
+
+def _suggestion_and_help(children: object) -> tuple[str | None, str | None]:
+    suggestion: str | None = None
+    help_text: str | None = None
+    if not isinstance(children, list):
+        return None, None
+    for child in children[:50]:
+        if not isinstance(child, dict):
+            continue
+        message = _str(child.get("message"))
+        if (help_text is None and child.get("level") == "help" and message
+                and not message.startswith("for further information visit")):
+            help_text = message
+        spans = child.get("spans")
+        if suggestion is None and isinstance(spans, list):
+            for span in spans[:50]:
+                if isinstance(span, dict) and isinstance(span.get("suggested_replacement"), str):
+                    suggestion = span["suggested_replacement"]
+                    break
+    return suggestion, help_text
+
+
+class _Parser:
+    def __init__(self, layout: PathLayout, repo_root: Path | None) -> None:
+        self.layout = layout
+        self.repo_root = repo_root
+        self.out = ParsedStream()
+        self.seen: set[tuple[object, ...]] = set()
+
+    def line(self, raw: bytes) -> None:
+        if not raw.strip():
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            self.out.ignored_lines += 1
+            return
+        try:
+            message = json.loads(raw)
+        except (ValueError, RecursionError):
+            self.out.ignored_lines += 1
+            return
+        reason = message.get("reason") if isinstance(message, dict) else None
+        if reason == "compiler-message":
+            if not self.diagnostic(message.get("message")):
+                self.out.ignored_lines += 1
+        elif reason == "build-finished":
+            success = message.get("success")
+            if isinstance(success, bool):
+                self.out.build_success = success
+            else:
+                self.out.ignored_lines += 1
+        elif reason in ("compiler-artifact", "build-script-executed"):
+            return
+        else:
+            self.out.ignored_lines += 1
+
+    def diagnostic(self, diag: object) -> bool:
+        """Record one rustc diagnostic; False when it is not one."""
+        if not isinstance(diag, dict):
+            return False
+        level = _LEVELS.get(diag.get("level"))  # type: ignore[arg-type]
+        message = _str(diag.get("message"))
+        spans = diag.get("spans")
+        if message is None or not isinstance(spans, list):
+            return False
+        if diag.get("level") == "failure-note":
+            self.out.summaries_skipped += 1
+            return True
+        if level is None:
+            return False
+        code_obj = diag.get("code")
+        code = _str(code_obj.get("code")) if isinstance(code_obj, dict) else None
+        if not spans and code is None and _SUMMARY.match(message):
+            self.out.summaries_skipped += 1
+            return True
+
+        primary = next((s for s in spans if isinstance(s, dict) and s.get("is_primary") is True),
+                       None)
+        location = _span_location(primary, self.layout) if primary is not None else None
+        if spans and location is None:
+            self.out.outside_repository += 1
+            if level == "error":
+                self.out.dropped_errors.append(message[:300])
+            return True
+
+        key = (code, level, message, location)
+        if key in self.seen:
+            self.out.duplicates += 1
+            return True
+        self.seen.add(key)
+
+        related: list[Location] = []
+        for span in spans:
+            if span is primary or not isinstance(span, dict) or len(related) >= MAX_RELATED:
+                continue
+            other = _span_location(span, self.layout)
+            if other is not None and other != location:
+                path, line, column, end_line, end_column = other
+                try:
+                    related.append(Location(path=path, line=line, column=column,
+                                            end_line=end_line, end_column=end_column,
+                                            message=_str(span.get("label"))))
+                except ValidationError:
+                    continue
+        suggestion, help_text = _suggestion_and_help(diag.get("children"))
+        where: dict[str, object] = {}
+        snippet = None
+        if location is not None:
+            path, line, column, end_line, end_column = location
+            where = {"path": path, "line": line, "column": column, "end_line": end_line,
+                     "end_column": end_column}
+            if self.repo_root is not None:
+                snippet = read_snippet(self.repo_root, path, line, end_line)
+        try:
+            self.out.findings.append(Finding.model_validate({
+                "code": code, "level": level, "message": message, "path": None, "line": None,
+                "column": None, "end_line": None, "end_column": None, **where,
+                "snippet": snippet, "suggestion": suggestion, "help": help_text,
+                "related": related,
+            }))
+        except ValidationError:
+            return False
+        return True
+
+
+def parse_messages(
+    stdout: bytes, layout: PathLayout, *, repo_root: Path | None = None
+) -> ParsedStream:
+    """Parse cargo's `--message-format=json` stdout. `repo_root` (host) enables snippets."""
+    parser = _Parser(layout, repo_root)
+    for raw in stdout.split(b"\n"):
+        parser.line(raw)
+    return parser.out

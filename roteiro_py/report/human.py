@@ -1,0 +1,100 @@
+"""The terminal report: findings grouped by file, each with its source line and the span
+underlined, then the counts and one provenance line.
+
+Every guest string is already clean (model.py); it is still put on the console only as
+`rich.text.Text` with markup and highlighting off, so a message like `[red]` or
+`[link=...]` is shown as written, never interpreted.
+"""
+
+from __future__ import annotations
+
+import io
+from itertools import groupby
+
+from rich.console import Console
+from rich.text import Text
+
+from roteiro_py.report.model import LEVELS, Finding, Report
+
+_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan", "help": "bold green"}
+
+
+def _underline(source_line: str, column: int, end_column: int | None) -> str:
+    """Carets under columns column..end_column-1 (1-based code points), keeping tabs."""
+    start = max(column - 1, 0)
+    stop = max((end_column or column + 1) - 1, start + 1)
+    stop = min(stop, max(len(source_line), start + 1))
+    prefix = "".join("\t" if ch == "\t" else " " for ch in source_line[:start])
+    return prefix + "^" * (stop - start)
+
+
+def _finding(finding: Finding) -> list[Text]:
+    head = Text()
+    head.append(finding.level, style=_STYLE[finding.level])
+    if finding.code:
+        head.append(f"[{finding.code}]", style=_STYLE[finding.level])
+    head.append(": ")
+    head.append(finding.message.splitlines()[0] if finding.message else "", style="bold")
+    parts = [head]
+    for extra in finding.message.splitlines()[1:]:
+        parts.append(Text("   " + extra))
+    if finding.path is not None and finding.line is not None:
+        parts.append(Text(f"  --> {finding.path}:{finding.line}:{finding.column}", style="blue"))
+        if finding.snippet is not None and finding.column is not None:
+            lines = finding.snippet.splitlines() or [""]
+            gutter = len(str(finding.line + len(lines) - 1))
+            for offset, source in enumerate(lines):
+                number = finding.line + offset
+                row = Text(f"{number:>{gutter}} | ", style="blue")
+                row.append(source)
+                parts.append(row)
+                if offset == 0:
+                    last = finding.end_column if finding.end_line == finding.line else None
+                    mark = Text(f"{'':>{gutter}} | ", style="blue")
+                    mark.append(_underline(source, finding.column, last),
+                                style=_STYLE[finding.level])
+                    parts.append(mark)
+    if finding.help:
+        parts.append(Text.assemble("  = ", ("help", "bold"), ": ", finding.help))
+    if finding.suggestion is not None and "\n" not in finding.suggestion:
+        parts.append(Text.assemble("  = ", ("suggestion", "bold"), ": `",
+                                   finding.suggestion, "`"))
+    for related in finding.related:
+        label = f" ({related.message})" if related.message else ""
+        parts.append(Text(f"  also {related.path}:{related.line}:{related.column}{label}",
+                          style="dim"))
+    return parts
+
+
+def render_human(report: Report, *, width: int = 100, color: bool = False) -> str:
+    """The report as terminal text; with `color`, rich's SGR colour codes and nothing else."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, no_color=not color,
+                      color_system="standard" if color else None, highlight=False,
+                      markup=False, emoji=False, soft_wrap=True)
+    ordered = sorted(report.findings, key=lambda f: (f.path or "", f.line or 0, f.column or 0))
+    for path, group in groupby(ordered, key=lambda f: f.path):
+        console.print(Text(path or "(no location)", style="bold underline"))
+        for finding in group:
+            for part in _finding(finding):
+                console.print(part)
+            console.print()
+    summary = report.summary
+    counts = ", ".join(f"{summary.counts.get(level, 0)} {level}" for level in LEVELS
+                       if summary.counts.get(level, 0))
+    line = Text(f"{summary.total} finding{'s' if summary.total != 1 else ''}", style="bold")
+    if counts:
+        line.append(f" ({counts})")
+    line.append("; build " + ("succeeded" if summary.build_succeeded else "FAILED"),
+                style="" if summary.build_succeeded else "bold red")
+    if summary.outside_repository:
+        line.append(f"; {summary.outside_repository} outside the repository, not shown")
+    console.print(line)
+    toolchain, isolation = report.toolchain, report.isolation
+    console.print(Text(
+        f"linted in {report.provenance.image_reference} ({report.provenance.image_digest}) "
+        f"with clippy {toolchain.clippy_version}, rustc {toolchain.rustc_release} "
+        f"({toolchain.host}); isolation: {isolation.description}",
+        style="dim",
+    ))
+    return buffer.getvalue()

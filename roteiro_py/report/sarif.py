@@ -1,0 +1,175 @@
+"""SARIF 2.1.0 for GitHub code scanning.
+
+Valid against the official OASIS schema (tests/data/sarif/, checked by a test) and
+carrying what code scanning requires or uses beyond it:
+- a non-empty `ruleId` on every result, and a rule for it with `shortDescription`,
+  `help` text and, for clippy lints and rustc error codes, a `helpUri` to the docs;
+  clippy's own links are versioned (`rust-1.95.0/index.html#lint`), and so are these,
+  from the probed rustc release, so the text matches the lint that ran;
+- `partialFingerprints.primaryLocationLineHash`, so an alert survives unrelated edits:
+  a hash of the rule, the file and the primary line's content without whitespace, with
+  `:<n>` counting identical ones (the format GitHub's own upload action computes);
+- `tool.driver.semanticVersion` from the probed clippy version;
+- relative URIs under `uriBaseId` %SRCROOT% (no host path is written);
+- `level` error / warning / note (rustc's note and help become note).
+Columns are Unicode code points (`columnKind`), which is what rustc counts.
+A finding without a span (a crate-level diagnostic) is placed at line 1 of the
+workspace's Cargo.toml, because code scanning rejects a result without a location.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from collections import Counter
+from typing import Any
+from urllib.parse import quote
+
+from roteiro_py.report.model import Finding, Location, Report
+
+SARIF_SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+_LEVEL = {"error": "error", "warning": "warning", "note": "note", "help": "note"}
+_ERROR_CODE = re.compile(r"^E\d{4}$")
+
+
+def _docs_version(report: Report) -> str:
+    return f"rust-{report.toolchain.rustc_release}"
+
+
+def rule_id(finding: Finding) -> str:
+    return finding.code or f"rustc::{finding.level}"
+
+
+def _rule(rule: str, report: Report) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": rule, "name": rule}
+    if rule.startswith("clippy::"):
+        lint = rule.removeprefix("clippy::")
+        uri = (f"https://rust-lang.github.io/rust-clippy/{_docs_version(report)}"
+               f"/index.html#{quote(lint)}")
+        entry["shortDescription"] = {"text": f"clippy lint {lint}"}
+        entry["help"] = {"text": f"See the clippy documentation of `{lint}`: {uri}",
+                         "markdown": f"See the clippy documentation of [`{lint}`]({uri})."}
+        entry["helpUri"] = uri
+    elif _ERROR_CODE.match(rule):
+        uri = f"https://doc.rust-lang.org/error_codes/{rule}.html"
+        entry["shortDescription"] = {"text": f"rustc error {rule}"}
+        entry["help"] = {"text": f"See the explanation of {rule}: {uri} "
+                                 f"(or run `rustc --explain {rule}`)."}
+        entry["helpUri"] = uri
+    elif rule.startswith("rustc::"):
+        entry["shortDescription"] = {"text": f"rustc {rule.removeprefix('rustc::')} "
+                                             "without a code"}
+        entry["help"] = {"text": "A compiler diagnostic without a lint name or error code; "
+                                 "its message says what is wrong."}
+    else:
+        uri = "https://doc.rust-lang.org/rustc/lints/listing/index.html"
+        entry["shortDescription"] = {"text": f"rustc lint {rule}"}
+        entry["help"] = {"text": f"See the rustc lint listing for `{rule}`: {uri}"}
+        entry["helpUri"] = uri
+    return entry
+
+
+def _physical(path: str, line: int, column: int | None, end_line: int | None,
+              end_column: int | None, snippet: str | None = None) -> dict[str, Any]:
+    region: dict[str, Any] = {"startLine": line}
+    if column is not None:
+        region["startColumn"] = column
+    if end_line is not None:
+        region["endLine"] = end_line
+    if end_column is not None and (end_line is None or end_line > line or
+                                   column is None or end_column >= column):
+        region["endColumn"] = end_column
+    if snippet is not None:
+        region["snippet"] = {"text": snippet}
+    return {"physicalLocation": {
+        "artifactLocation": {"uri": quote(path), "uriBaseId": "%SRCROOT%"},
+        "region": region,
+    }}
+
+
+def _related(index: int, location: Location) -> dict[str, Any]:
+    entry = _physical(location.path, location.line, location.column, location.end_line,
+                      location.end_column)
+    entry["id"] = index
+    if location.message:
+        entry["message"] = {"text": location.message}
+    return entry
+
+
+def _line_hash(rule: str, finding: Finding, path: str) -> str:
+    content = (finding.snippet or "").split("\n", 1)[0] if finding.snippet else finding.message
+    digest = hashlib.sha256("\0".join((rule, path, re.sub(r"\s+", "", content))).encode())
+    return digest.hexdigest()[:16]
+
+
+def render_sarif(report: Report) -> str:
+    rules: dict[str, int] = {}
+    rule_entries: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    occurrences: Counter[str] = Counter()
+    manifest = posixpath.normpath(posixpath.join(report.workspace, "Cargo.toml"))
+    for finding in report.findings:
+        rule = rule_id(finding)
+        if rule not in rules:
+            rules[rule] = len(rule_entries)
+            rule_entries.append(_rule(rule, report))
+        if finding.path is not None and finding.line is not None:
+            path = finding.path
+            location = _physical(path, finding.line, finding.column, finding.end_line,
+                                 finding.end_column, finding.snippet)
+        else:
+            path = manifest
+            location = _physical(path, 1, None, None, None)
+        line_hash = _line_hash(rule, finding, path)
+        occurrences[line_hash] += 1
+        text = finding.message
+        if finding.help:
+            text += f"\nhelp: {finding.help}"
+        result: dict[str, Any] = {
+            "ruleId": rule,
+            "ruleIndex": rules[rule],
+            "level": _LEVEL[finding.level],
+            "message": {"text": text},
+            "locations": [location],
+            "partialFingerprints": {
+                "primaryLocationLineHash": f"{line_hash}:{occurrences[line_hash]}"},
+        }
+        if finding.related:
+            result["relatedLocations"] = [_related(i, loc)
+                                          for i, loc in enumerate(finding.related, start=1)]
+        results.append(result)
+    toolchain = report.toolchain
+    driver: dict[str, Any] = {
+        "name": "clippy",
+        "semanticVersion": toolchain.clippy_version,
+        "version": " ".join(filter(None, (toolchain.clippy_version, toolchain.clippy_commit,
+                                          toolchain.clippy_date))),
+        "informationUri": "https://github.com/rust-lang/rust-clippy",
+        "rules": rule_entries,
+    }
+    run: dict[str, Any] = {
+        "tool": {"driver": driver, "extensions": [
+            {"name": report.tool.name, "version": report.tool.version}]},
+        "invocations": [{
+            "executionSuccessful": True,
+            "commandLine": " ".join(report.command),
+            "arguments": report.command,
+            "startTimeUtc": report.model_dump(mode="json")["started"],
+            "endTimeUtc": report.model_dump(mode="json")["ended"],
+        }],
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+        "properties": {
+            "buildSucceeded": report.summary.build_succeeded,
+            "image": report.provenance.model_dump(mode="json"),
+            "toolchain": toolchain.model_dump(mode="json"),
+            "isolation": report.isolation.model_dump(mode="json"),
+            "features": report.features,
+        },
+    }
+    log = {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+    return json.dumps(log, indent=2) + "\n"

@@ -1,0 +1,104 @@
+"""No guest string reaches a terminal or a workflow command raw.
+
+The real case: tests/data/evil-build, whose build script generates code with a
+deprecation note full of escape sequences (OSC 8 hyperlink, CSI 2J, C1 CSI, a bidi
+override, \\r\\n and a forged `::error::`), which rustc quotes in a real diagnostic; and
+whose source line carries a raw ESC that the snippet reads. Then random control bytes in
+every guest field, through the parser and every renderer.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+from realcargo import CargoRun, make_report
+
+from roteiro_py.clippy.parse import PathLayout, parse_messages
+from roteiro_py.report import FORMATS, Report, render
+from roteiro_py.report.safe import clean, is_clean
+
+#: Anything a terminal or the runner could act on: C0 but \n and \t, DEL, C1, bidi, LS/PS.
+UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+                    r"\u2060-\u206f\ufeff\ufff9-\ufffb]")
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def outputs(report: Report) -> dict[str, str]:
+    texts = {format: render(report, format) for format in FORMATS}  # type: ignore[arg-type]
+    texts["human-color"] = render(report, "human", color=True)
+    return texts
+
+
+def test_control_arm_the_real_diagnostic_carries_escapes(evil_run: CargoRun) -> None:
+    messages = [json.loads(line)["message"]["message"] for line in evil_run.stdout.splitlines()
+                if b'"compiler-message"' in line]
+    deprecated = next(m for m in messages if m.startswith("use of deprecated"))
+    for raw in ("\x1b]8;;http://evil.example\x07", "\x1b[2J", "\x9b31m", "\u202e",
+                "\r\n::error::forged"):
+        assert raw in deprecated
+
+
+def test_evil_build_output_is_neutralised(evil_report: Report) -> None:
+    assert {f.code for f in evil_report.findings} == {"deprecated", "clippy::needless_return"}
+    snippet = next(f.snippet for f in evil_report.findings if f.code == "clippy::needless_return")
+    assert snippet is not None and "\\x1b[2J" in snippet  # the raw ESC, shown escaped
+    for format, text in outputs(evil_report).items():
+        leftover = SGR.sub("", text) if format == "human-color" else text
+        assert not UNSAFE.search(leftover), (format, UNSAFE.findall(leftover))
+        shown = "\\x1b]8;;http://evil.example\\x07"
+        assert (json.dumps(shown)[1:-1] if format in ("json", "sarif") else shown) in text
+    github = render(evil_report, "github").splitlines()
+    assert sum(line.startswith("::") for line in github) == len(evil_report.findings)
+    assert not any(line.startswith("::error::forged") for line in github)
+
+
+def test_colour_output_contains_only_riches_own_sgr(evil_report: Report) -> None:
+    text = render(evil_report, "human", color=True)
+    assert SGR.search(text), "control: colour output does use escapes"
+    assert "\x1b" not in SGR.sub("", text)
+
+
+def _hostile(rng: random.Random, *, path: bool = False) -> str:
+    """Random text rich in controls; for a path, no `/`, `.`, NUL or backslash, which the
+    parser rightly treats as leaving the repository (tested in test_clippy_parse.py)."""
+    controls = (*range(1 if path else 0, 0x20), 0x7f, *range(0x80, 0xa0), 0x202e, 0x2066,
+                0x200f, 0x2028, 0xfeff, 0x061c)
+    alphabet = [chr(c) for c in controls] + list("ab:,%[]" if path else "ab:,%/.[]\\")
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_control_bytes_never_survive(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(12):
+        span = {"file_name": "src/" + _hostile(rng, path=True) + ".rs", "is_primary": True,
+                "line_start": 1, "line_end": 1, "column_start": 1, "column_end": 2,
+                "label": _hostile(rng), "expansion": None}
+        other = {**span, "is_primary": False, "line_start": 2, "line_end": 2}
+        diag = {"message": _hostile(rng), "level": rng.choice(["error", "warning", "note"]),
+                "code": {"code": _hostile(rng)}, "spans": [span, other],
+                "children": [{"level": "help", "message": _hostile(rng), "spans": [
+                    {**span, "suggested_replacement": _hostile(rng)}]}]}
+        lines.append(json.dumps({"reason": "compiler-message", "message": diag}))
+    parsed = parse_messages("\n".join(lines).encode(), PathLayout())
+    assert len(parsed.findings) == 12, "control: the hostile findings are all reported"
+    report = make_report(parsed.findings, build_succeeded=False)
+    for format, text in outputs(report).items():
+        leftover = SGR.sub("", text) if format == "human-color" else text
+        assert not UNSAFE.search(leftover), (format, UNSAFE.findall(leftover))
+    github = render(report, "github").splitlines()
+    assert sum(line.startswith("::") for line in github) == 12
+
+
+def test_clean_is_idempotent_and_total() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        text = _hostile(rng)
+        once = clean(text)
+        assert clean(once) == once and is_clean(once) and not UNSAFE.search(once)
+    assert clean("tab\there", keep_tabs=True) == "tab\there"
+    assert clean("a\nb") == "a\\x0ab" and clean("a\nb", keep_newlines=True) == "a\nb"
