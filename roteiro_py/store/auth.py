@@ -75,9 +75,9 @@ def credentials_for(registry: str, config: Path | None = None) -> Credentials | 
                 return None
             if sep and user:
                 return Credentials(user, password)
-        user, password = entry.get("username"), entry.get("password")
-        if isinstance(user, str) and isinstance(password, str) and user:
-            return Credentials(user, password)
+        legacy_user, legacy_password = entry.get("username"), entry.get("password")
+        if isinstance(legacy_user, str) and isinstance(legacy_password, str) and legacy_user:
+            return Credentials(legacy_user, legacy_password)
     return None
 
 

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import IO
 
 from roteiro_py.store.manifest import check_digest, hex_of
 
@@ -82,7 +82,7 @@ class BlobWriter:
         directory.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
         self.temp_path = Path(name)
-        self._file: BinaryIO = os.fdopen(fd, "wb")
+        self._file: IO[bytes] = os.fdopen(fd, "wb")
         self._done = False
         if progress is not None and self.expected_digest:
             progress(self.expected_digest, 0, expected_size if expected_size is not None else -1)
@@ -98,7 +98,7 @@ class BlobWriter:
             total = self.expected_size if self.expected_size is not None else -1
             self.progress(self.expected_digest, self.size, total)
 
-    def copy_from(self, stream: BinaryIO, limit: int | None = None) -> None:
+    def copy_from(self, stream: IO[bytes], limit: int | None = None) -> None:
         """Copy `stream` to the end, or `limit` bytes of it, through `write`."""
         remaining = limit
         while True:

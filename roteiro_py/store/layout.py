@@ -317,7 +317,8 @@ class Store:
     def _lookup(self, ref: ImageReference) -> StoredReference | None:
         matches = [s for s in self.references() if s.descriptor.digest == ref.digest]
         exact = [s for s in matches if s.name == str(ref)]
-        return (exact or matches or [None])[0]
+        found = exact or matches
+        return found[0] if found else None
 
     def _read_index_entries(self) -> list[dict[str, Any]]:
         try:

@@ -147,9 +147,10 @@ def parse_document(data: bytes, hint: str | None = None) -> ImageIndex | ImageMa
         media_type = OCI_MANIFEST
     else:
         raise ManifestError("neither a manifest nor an index (no layers, no manifests)")
-    if hint is not None and hint in INDEX_TYPES | MANIFEST_TYPES:
-        if (hint in INDEX_TYPES) != (media_type in INDEX_TYPES):
-            raise ManifestError(f"described as {hint} but the document is {media_type}")
+    if hint in INDEX_TYPES | MANIFEST_TYPES and (hint in INDEX_TYPES) != (
+        media_type in INDEX_TYPES
+    ):
+        raise ManifestError(f"described as {hint} but the document is {media_type}")
     if media_type in INDEX_TYPES:
         raw = doc.get("manifests")
         if not isinstance(raw, list):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import IO, Protocol
 
 from roteiro_py.reference import ImageReference
 from roteiro_py.store.blobs import BlobMismatch, ProgressCallback
@@ -43,7 +43,7 @@ class BlobSource(Protocol):
         and the media type the source claims for it, if any. Not yet verified."""
         ...
 
-    def open_blob(self, desc: Descriptor) -> AbstractContextManager[BinaryIO]:
+    def open_blob(self, desc: Descriptor) -> AbstractContextManager[IO[bytes]]:
         """A stream of the blob's bytes. Not yet verified."""
         ...
 

@@ -1,0 +1,152 @@
+"""Pulling a pinned image over the OCI distribution API, with urllib only.
+
+Guarantees:
+- HTTPS, except for loopback registries (localhost, 127.0.0.0/8, ::1), which are spoken
+  to over plain HTTP: that is the only way a test or a local mirror without a
+  certificate can be used, and loopback traffic does not leave the machine. A token
+  realm may be plain HTTP only under the same rule.
+- Anonymous access first; on `401` with `WWW-Authenticate: Bearer realm,service,scope`
+  a token is fetched from the realm (with Basic credentials from the Docker config when
+  there are any) and the request retried once; a `Basic` challenge gets the credentials
+  directly. The Authorization header is attached with `add_unredirected_header`, so a
+  blob redirect to a CDN or object store never receives it.
+- Nothing is trusted that is not verified: the manifest must hash to the pin, a platform
+  manifest to its descriptor, each blob to its digest (see `transfer.py`). Headers such
+  as Docker-Content-Digest are ignored.
+- Messages name the registry URL and the digest; they never contain credentials or
+  tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.client import HTTPResponse
+from typing import IO, cast
+
+from roteiro_py.reference import ImageReference
+from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
+from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor
+from roteiro_py.store.transfer import SourceError
+
+#: Seconds without progress on a connection before a pull is abandoned.
+TIMEOUT = 60.0
+
+
+def _is_loopback_host(host: str) -> bool:
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def base_url(ref: ImageReference) -> str:
+    scheme = "http" if ref.is_loopback else "https"
+    return f"{scheme}://{ref.registry}"
+
+
+class RegistrySource:
+    """One repository on one registry, with at most one bearer token (pull scope)."""
+
+    def __init__(self, ref: ImageReference, credentials: Credentials | None = None,
+                 *, use_docker_config: bool = True) -> None:
+        self.ref = ref
+        self.base = base_url(ref)
+        self.description = self.base
+        self.credentials = credentials if credentials is not None else (
+            credentials_for(ref.registry) if use_docker_config else None)
+        self._authorization: str | None = None
+        # No proxies from the environment: an HTTP(S)_PROXY would see every request, and
+        # for loopback registries would break them. Redirects are followed (blobs).
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    # -- BlobSource --------------------------------------------------------------------
+
+    def fetch_document(self, digest: str) -> tuple[bytes, str | None]:
+        url = f"{self.base}/v2/{self.ref.repository}/manifests/{digest}"
+        with self._get(url, accept=ACCEPT, what=f"manifest {digest}") as response:
+            data = response.read(MAX_DOCUMENT + 1)
+            media_type = response.headers.get("Content-Type")
+        return data, media_type.split(";")[0].strip() if media_type else None
+
+    @contextmanager
+    def open_blob(self, desc: Descriptor) -> Iterator[IO[bytes]]:
+        url = f"{self.base}/v2/{self.ref.repository}/blobs/{desc.digest}"
+        with self._get(url, accept="*/*", what=f"blob {desc.digest}") as response:
+            yield cast(IO[bytes], response)
+
+    # -- HTTP --------------------------------------------------------------------------
+
+    def _get(self, url: str, *, accept: str, what: str) -> HTTPResponse:
+        for attempt in range(2):
+            request = urllib.request.Request(url, headers={"Accept": accept})
+            if self._authorization:
+                request.add_unredirected_header("Authorization", self._authorization)
+            try:
+                return cast(HTTPResponse, self._opener.open(request, timeout=TIMEOUT))
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                if exc.code == 401 and attempt == 0:
+                    self._authenticate(exc.headers.get("WWW-Authenticate", ""))
+                    continue
+                raise SourceError(self._http_failure(exc.code, what)) from None
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise SourceError(f"could not reach {self.base} for the {what}: "
+                                  f"{reason}") from None
+        raise SourceError(self._http_failure(401, what))
+
+    def _http_failure(self, code: int, what: str) -> str:
+        if code == 404:
+            return (f"the registry has no {what} in {self.ref.repository} (HTTP 404); "
+                    "check the digest in the reference")
+        if code in (401, 403):
+            who = (f"with the credentials for {self.ref.registry} from the Docker config"
+                   if self.credentials else "anonymously (no credentials for "
+                   f"{self.ref.registry} in the Docker config; credential helpers are "
+                   "not used)")
+            return f"the registry refused the {what} {who} (HTTP {code})"
+        return f"the registry answered HTTP {code} for the {what}"
+
+    def _authenticate(self, header: str) -> None:
+        challenges = {c.scheme: c for c in parse_www_authenticate(header)}
+        if "bearer" in challenges:
+            self._authorization = "Bearer " + self._token(challenges["bearer"].params)
+        elif "basic" in challenges and self.credentials:
+            self._authorization = self.credentials.basic_header()
+        else:
+            raise SourceError(f"the registry {self.base} asks for authentication this "
+                              "client cannot give" + ("" if self.credentials else
+                              f" (no credentials for {self.ref.registry} in the Docker "
+                              "config)"))
+
+    def _token(self, params: dict[str, str]) -> str:
+        realm = params.get("realm", "")
+        parsed = urllib.parse.urlsplit(realm)
+        if parsed.scheme != "https" and not (
+            parsed.scheme == "http" and _is_loopback_host(parsed.hostname or "")
+        ):
+            raise SourceError(f"the registry's token realm {realm!r} is not an HTTPS URL")
+        query = {"scope": params.get("scope") or f"repository:{self.ref.repository}:pull"}
+        if "service" in params:
+            query["service"] = params["service"]
+        url = realm + ("&" if parsed.query else "?") + urllib.parse.urlencode(query)
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        if self.credentials:
+            request.add_unredirected_header("Authorization", self.credentials.basic_header())
+        try:
+            with self._opener.open(request, timeout=TIMEOUT) as response:
+                body = json.loads(response.read(1 << 20))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} refused "
+                              f"a pull token (HTTP {exc.code})") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise SourceError(f"could not get a pull token from {parsed.scheme}://"
+                              f"{parsed.netloc}: {getattr(exc, 'reason', exc)}") from None
+        token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not token:
+            raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} "
+                              "returned no token")
+        return token

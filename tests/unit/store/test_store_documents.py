@@ -1,0 +1,80 @@
+"""Parsing untrusted image documents, platform choice, auth headers and credentials."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
+from roteiro_py.store.manifest import (
+    OCI_INDEX,
+    ImageIndex,
+    ManifestError,
+    check_digest,
+    parse_document,
+    select_manifest,
+)
+
+
+@pytest.mark.parametrize("bad", ["sha256:../../etc/passwd", "sha512:" + "a" * 64,
+                                 "sha256:" + "A" * 64, "sha256:" + "a" * 63, None, 5])
+def test_digests_that_would_escape_the_store_are_refused(bad: object) -> None:
+    with pytest.raises(ManifestError):
+        check_digest(bad)
+
+
+def test_document_kind_from_shape_and_hint_conflict() -> None:
+    index = json.dumps({"schemaVersion": 2, "manifests": []}).encode()
+    assert isinstance(parse_document(index), ImageIndex)
+    with pytest.raises(ManifestError, match="described as"):
+        parse_document(index, "application/vnd.oci.image.manifest.v1+json")
+    with pytest.raises(ManifestError, match="schemaVersion"):
+        parse_document(b'{"schemaVersion": 1, "fsLayers": []}')
+
+
+def _entry(arch: str, os_name: str = "linux") -> dict[str, object]:
+    return {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": "sha256:" + {"amd64": "a", "arm64": "b"}.get(arch, "c") * 64, "size": 1,
+            "platform": {"os": os_name, "architecture": arch}}
+
+
+def test_select_manifest_skips_attestations_and_lists_offers() -> None:
+    doc = parse_document(json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+        _entry("unknown", "unknown"), _entry("arm64"), _entry("amd64")]}).encode())
+    assert isinstance(doc, ImageIndex)
+    assert select_manifest(doc, ("linux", "amd64")).digest == "sha256:" + "a" * 64
+    with pytest.raises(ManifestError, match="linux/arm64, unknown/unknown"):
+        select_manifest(doc, ("linux", "s390x"))
+
+
+def test_parse_www_authenticate() -> None:
+    [bearer] = parse_www_authenticate(
+        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+        'scope="repository:library/alpine:pull"')
+    assert bearer.scheme == "bearer"
+    assert bearer.params == {"realm": "https://auth.docker.io/token",
+                             "service": "registry.docker.io",
+                             "scope": "repository:library/alpine:pull"}
+    basic, token = parse_www_authenticate('Basic realm="a \\"b\\"", Bearer realm=x,error=y')
+    assert (basic.scheme, basic.params) == ("basic", {"realm": 'a "b"'})
+    assert (token.scheme, token.params) == ("bearer", {"realm": "x", "error": "y"})
+    assert parse_www_authenticate("") == []
+
+
+def test_credentials_from_docker_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    secret = "s3cr3t:with:colons"
+    config.write_text(json.dumps({"auths": {
+        "registry.example:5000": {"auth": base64.b64encode(f"ann:{secret}".encode()).decode()},
+        "https://index.docker.io/v1/": {"auth": base64.b64encode(b"hub:pw").decode()},
+    }}))
+    creds = credentials_for("registry.example:5000", config)
+    assert creds == Credentials("ann", secret)
+    assert secret not in repr(creds) and secret not in str(creds) and secret not in f"{creds}"
+    assert credentials_for("registry-1.docker.io", config) == Credentials("hub", "pw")
+    assert credentials_for("other.example", config) is None
+    config.write_text("{not json")
+    assert credentials_for("registry.example:5000", config) is None

@@ -1,0 +1,131 @@
+"""Source dispatch, refusals before any download, and docker-archive conversion.
+
+The docker-archive tests feed `import_docker_archive` a hand-made archive in the shape
+`docker save` writes (the integration test does the same through a real engine); a
+hand-made one is the only way to get an export whose layer disagrees with its config.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from store_images import layer_tar, make_image, provision, sha
+
+from roteiro_py.errors import DownloadNotAllowed, TagNotDigest, UsageError
+from roteiro_py.store import (
+    DockerSourceSpec,
+    OciSourceSpec,
+    RegistrySourceSpec,
+    Store,
+    parse_source,
+    prefetch,
+)
+from roteiro_py.store.docker_engine import import_docker_archive, pinned_name
+from roteiro_py.store.transfer import SourceError
+
+
+def test_parse_source() -> None:
+    assert parse_source(None) == RegistrySourceSpec()
+    assert parse_source("registry") == RegistrySourceSpec()
+    assert parse_source("docker") == DockerSourceSpec()
+    assert parse_source("oci:/tmp/x") == OciSourceSpec(Path("/tmp/x"))
+    with pytest.raises(UsageError):
+        parse_source("oci:")
+    with pytest.raises(UsageError):
+        parse_source("s3")
+
+
+def test_without_allow_download_nothing_is_fetched_and_the_url_is_named(store: Store) -> None:
+    # Port 9 on loopback: nothing listens, so any attempt to connect would fail
+    # differently (PrefetchFailed), not with DownloadNotAllowed.
+    ref = "127.0.0.1:9/team/clippy:1.95@sha256:" + "c" * 64
+    with pytest.raises(DownloadNotAllowed) as caught:
+        prefetch(store, ref, RegistrySourceSpec(), allow_download=False)
+    text = caught.value.guidance().render_text()
+    assert "http://127.0.0.1:9/v2/team/clippy/" in text
+    assert "sha256:" + "c" * 64 in text
+    assert not store.root.exists()
+
+
+def test_remote_registries_are_named_with_https(store: Store) -> None:
+    with pytest.raises(DownloadNotAllowed) as caught:
+        prefetch(store, "registry.example/a/b@sha256:" + "d" * 64, RegistrySourceSpec())
+    assert "https://registry.example/v2/a/b/" in caught.value.guidance().render_text()
+
+
+def test_already_present_needs_no_download(store: Store) -> None:
+    image = make_image({"a": b"1"})
+    ref = provision(store, image, "127.0.0.1:9/team/clippy")
+    result = prefetch(store, str(ref), RegistrySourceSpec(), allow_download=False)
+    assert result.already_present and result.reference == str(ref)
+
+
+def test_tags_are_refused_except_from_docker(store: Store) -> None:
+    with pytest.raises(TagNotDigest):
+        prefetch(store, "registry.example/a/b:1", RegistrySourceSpec(), allow_download=True)
+    with pytest.raises(TagNotDigest):
+        prefetch(store, "registry.example/a/b:1", OciSourceSpec(Path("/nonexistent")))
+
+
+def test_pinned_name_convention() -> None:
+    assert str(pinned_name("clippy-local")) == "localhost/clippy-local"
+    assert str(pinned_name("team/clippy:1.95")) == "localhost/team/clippy:1.95"
+    assert str(pinned_name("registry.example/team/clippy:1.95")) == \
+        "registry.example/team/clippy:1.95"
+    assert str(pinned_name("localhost/roteiro/clippy:1")) == "localhost/roteiro/clippy:1"
+
+
+def docker_archive(layers: list[bytes], diff_ids: list[str] | None = None,
+                   symlink_second: bool = False) -> bytes:
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
+        "type": "layers", "diff_ids": diff_ids or [sha(x) for x in layers]}}).encode()
+    config_name = sha(config).split(":")[1] + ".json"
+    names = [f"layer{i}/layer.tar" for i in range(len(layers))]
+    entries: list[tuple[str, bytes | None, str | None]] = []
+    for i, (name, layer) in enumerate(zip(names, layers, strict=True)):
+        if symlink_second and i == 1:
+            entries.append((name, None, "../layer0/layer.tar"))
+        else:
+            entries.append((name, layer, None))
+    entries.append((config_name, config, None))
+    manifest = [{"Config": config_name, "RepoTags": ["t:latest"], "Layers": names}]
+    entries.append(("manifest.json", json.dumps(manifest).encode(), None))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, link in entries:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            else:
+                assert data is not None
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_docker_archive_becomes_an_oci_image(store: Store) -> None:
+    layers = [layer_tar({"hello": b"hi"}), layer_tar({"big": b"b" * (2 << 20)})]
+    imported = import_docker_archive(store, io.BytesIO(docker_archive(layers)))
+    assert [d.digest for d in imported.layers] == [sha(x) for x in layers]
+    again = import_docker_archive(store, io.BytesIO(docker_archive(layers)))
+    assert again.manifest == imported.manifest  # deterministic: one image, one pin
+    manifest = json.loads(store.blob_path(imported.manifest.digest).read_bytes())
+    assert manifest["config"]["digest"] == imported.config_digest
+
+
+def test_docker_archive_with_symlinked_duplicate_layer(store: Store) -> None:
+    layer = layer_tar({"same": b"x"})
+    imported = import_docker_archive(
+        store, io.BytesIO(docker_archive([layer, layer], symlink_second=True)))
+    assert [d.digest for d in imported.layers] == [sha(layer)] * 2
+
+
+def test_docker_archive_disagreeing_with_its_config_is_refused(store: Store) -> None:
+    layers = [layer_tar({"hello": b"hi"})]
+    with pytest.raises(SourceError, match="diff_ids"):
+        import_docker_archive(store, io.BytesIO(docker_archive(layers, ["sha256:" + "0" * 64])))
