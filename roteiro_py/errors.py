@@ -496,6 +496,44 @@ class UnexpectedStatus(Refusal):
         )
 
 
+class DeadlineExceeded(Refusal):
+    code = "deadline-exceeded"
+
+    def __init__(self, command: str, seconds: float) -> None:
+        super().__init__()
+        self.command = command
+        self.seconds = seconds
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"`{_p(self.command)}` did not finish within its deadline of "
+            f"{self.seconds:g} s; the VM was killed.",
+            notes=("No report was made: a build cut short is never reported as a clean tree.",
+                   "Raise the deadline with --timeout or `[vm] timeout_s` if the tree needs "
+                   "longer (software emulation is 10 to 40 times slower than the host).",),
+            commands=(f"pylint-sandbox lint clippy --timeout {int(self.seconds * 2)}",),
+        )
+
+
+class VmFailed(Refusal):
+    code = "vm-failed"
+
+    def __init__(self, reason: str, console: str) -> None:
+        super().__init__()
+        self.reason = reason
+        self.console = console
+
+    def guidance(self) -> Guidance:
+        tail = [_p(line) for line in self.console.strip().splitlines()[-8:] if line.strip()]
+        return Guidance(
+            summary=f"The VM did not complete the job: {_p(self.reason).rstrip('.')}.",
+            notes=("No report was made. The last lines of the guest's console follow.",)
+            if tail else ("No report was made.",),
+            details=tuple(tail),
+            commands=("pylint-sandbox doctor",),
+        )
+
+
 class OutputTooLarge(Refusal):
     code = "output-too-large"
 

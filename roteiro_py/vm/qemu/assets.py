@@ -21,7 +21,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import lzma
@@ -30,6 +29,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,27 +188,13 @@ def extract_vmlinux(bzimage: bytes) -> bytes:
                     out = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(
                         bzimage[start:])
                 else:
-                    out = gzip.GzipFile(fileobj=_BytesReader(bzimage[start:])).read()
-            except (lzma.LZMAError, OSError, EOFError):
+                    out = zlib.decompressobj(wbits=31).decompress(bzimage[start:])
+            except (lzma.LZMAError, zlib.error, EOFError):
                 out = b""
             if out.startswith(b"\x7fELF"):
                 return out
             start = bzimage.find(magic, start + 1)
     raise ValueError("no ELF kernel found inside the bzImage")
-
-
-class _BytesReader:
-    """Minimal file object for gzip; trailing bytes after the stream are ignored by gzip."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = memoryview(data)
-        self._pos = 0
-
-    def read(self, size: int = -1) -> bytes:
-        end = len(self._data) if size < 0 else self._pos + size
-        chunk = bytes(self._data[self._pos:end])
-        self._pos += len(chunk)
-        return chunk
 
 
 def module_load_order(modules_dep: str, wanted: tuple[str, ...]) -> list[str]:
@@ -238,10 +224,10 @@ def module_load_order(modules_dep: str, wanted: tuple[str, ...]) -> list[str]:
         order.append(path)
 
     for name in wanted:
-        path = by_name.get(name.replace("-", "_"))
-        if path is None:
+        found = by_name.get(name.replace("-", "_"))
+        if found is None:
             raise ValueError(f"kernel module {name} is not in modules.dep")
-        visit(path, ())
+        visit(found, ())
     return order
 
 

@@ -1,0 +1,96 @@
+"""The VM backends: one protocol, a registry, and the values every backend hands back.
+
+A backend is a `Sandbox` (`run(command, grant) -> Outcome`) that boots a disposable
+virtual machine per run. On top of the single-command protocol it offers `run_steps`:
+one boot running a short sequence of commands (the lint probes `cargo clippy --version`
+and `rustc -vV`, then runs clippy), each with its own exit status and output, because a
+boot costs ~2 s under TCG (VM_NOTES) and three boots would triple that.
+
+What a backend guarantees (the qemu member documents how):
+- It refuses, with `errors.Unenforceable` and before booting, every grant atom it cannot
+  enforce: `net:*` (there is no network device), `secret:*`, `env:read:*` (the guest's
+  environment is set, never inherited), any `fs:write` outside the scratch disk, and
+  domains it does not know.
+- The isolation a run had is stated by the backend that obtained it, as an `Isolation`
+  carried by every outcome, so a report can say "TCG, not a hardware boundary" without
+  guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from roteiro_py.process.grants import GrantSet
+from roteiro_py.process.sandbox import Command, Outcome
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How a run was isolated, in the words of the backend that isolated it."""
+
+    backend: str
+    accelerator: str
+    hardware_isolated: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class VmOutcome(Outcome):
+    """An `Outcome` from inside a VM, with the isolation that run had."""
+
+    isolation: Isolation | None = None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What came of one boot running a sequence of steps.
+
+    `steps` has one entry per step that started, in order; a step that never started
+    (an earlier one failed with stop_on_failure, or the VM died) has none. `completed`
+    is True only when the guest's init reported that it finished the job: a run killed
+    at its deadline, or whose output passed the limit, is not completed.
+    """
+
+    steps: tuple[VmOutcome, ...]
+    isolation: Isolation
+    completed: bool
+    #: Seconds from starting the hypervisor to the guest reporting it is ready to run
+    #: the first step; None when it never got there.
+    boot_seconds: float | None
+    #: Why the job did not complete (deadline, output limit, guest init error), or None.
+    failure: str | None
+    #: The tail of the guest's kernel console, for diagnosing a boot that failed.
+    console: bytes
+
+
+class VmBackend(Protocol):
+    """A Sandbox that runs each job in a fresh VM."""
+
+    name: str
+
+    def isolation(self) -> Isolation:
+        """The isolation runs will have (probing the hypervisor if not yet done)."""
+        ...
+
+    def run(self, command: Command, grant: GrantSet) -> Outcome:
+        """One command in one boot (the Sandbox protocol)."""
+        ...
+
+    def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
+                  stop_on_failure: bool = True, deadline: float | None = None) -> JobOutcome:
+        """Several commands in one boot; each is checked against `grant` before booting."""
+        ...
+
+
+def _qemu(**options: object) -> VmBackend:
+    from roteiro_py.vm.qemu.backend import QemuBackend
+
+    return QemuBackend(**options)  # type: ignore[arg-type]
+
+
+#: Backends by the name `[vm] backend` uses; each builds a VmBackend from its options.
+BACKENDS: dict[str, Callable[..., VmBackend]] = {
+    "qemu": _qemu,  # QEMU microvm: KVM when the probe passes, TCG only on explicit opt-in
+}

@@ -1,0 +1,153 @@
+"""From a grant to the guest's mount table, or a refusal before anything boots.
+
+The mapping (what the guest sees):
+
+- `fs:read:/some/dir/**` (with or without the matching `fs:list`) becomes a read-only
+  share of that host directory at the SAME path in the guest, its parents created as
+  root-owned 0755 directories so they are traversable. Nested grants collapse into the
+  outermost share.
+- A read under the host's cargo home is mapped under `GUEST_CARGO_HOME` instead:
+  `$CARGO_HOME/registry/**` -> `/cargo-home/registry`, `$CARGO_HOME/git/**` ->
+  `/cargo-home/git`. `/cargo-home` itself is a tmpfs owned by the guest user, so cargo
+  can create its lock files there, and the host's cargo home root (which holds
+  credentials.toml and config.toml) is never shared: a grant that would share it, or any
+  ancestor of it, is refused.
+- `fs:write:P` is accepted only when P is the scratch disk's guest path or under it: the
+  scratch is the one writable place. Everything else the guest can write (its root
+  overlay, /tmp) is RAM that disappears with the VM.
+- `proc:exec:*` is accepted: every process the command starts runs inside the VM.
+- `net:*`, `secret:*`, `env:read:*` and unknown domains are refused: there is no network
+  device, no secret channel, and the environment is set, never inherited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from roteiro_py import errors
+from roteiro_py.process.grants import GrantAtom, GrantSet
+from roteiro_py.process.sandbox import Command
+
+#: Where the guest's CARGO_HOME is assembled; set CARGO_HOME to this in a step's env.
+GUEST_CARGO_HOME = "/cargo-home"
+#: Where the scratch disk is mounted unless the caller says otherwise.
+GUEST_SCRATCH = "/scratch"
+#: Guest paths the VM itself provides; a share may not land on or under them.
+RESERVED = ("/proc", "/sys", "/dev", GUEST_CARGO_HOME)
+#: The sub-directories of the host cargo home that may be shared (read-only).
+CARGO_SHAREABLE = ("registry", "git")
+
+
+@dataclass(frozen=True)
+class Share:
+    """A host directory the guest sees read-only at `guest`."""
+
+    host: Path
+    guest: str
+
+
+@dataclass(frozen=True)
+class MountTable:
+    shares: tuple[Share, ...]
+    #: The scratch disk's mount point, when the grant names it.
+    scratch: str | None
+    #: "rw" when the grant writes there, "ro" when it only reads (the disk is then
+    #: attached read-only), None when the scratch is not attached at all.
+    scratch_mode: str | None
+    #: Whether GUEST_CARGO_HOME is assembled (any cargo share present).
+    cargo_home: bool
+
+
+def _is_within(path: PurePosixPath, root: PurePosixPath) -> bool:
+    return path == root or root in path.parents
+
+
+def _path_of(atom: GrantAtom) -> tuple[PurePosixPath, bool]:
+    resource = atom.resource
+    recursive = resource.endswith("/**")
+    return PurePosixPath((resource[:-3] if recursive else resource) or "/"), recursive
+
+
+def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
+                  host_cargo_home: Path) -> MountTable:
+    """The mount table enforcing `grant`, or errors.Unenforceable naming the first atom."""
+    shown = command.display()
+    cargo = PurePosixPath(str(host_cargo_home.expanduser().resolve()))
+    scratch_path = PurePosixPath(scratch) if scratch else None
+    reads: list[tuple[PurePosixPath, GrantAtom]] = []
+    lists: list[PurePosixPath] = []
+    scratch_mode: str | None = None
+    for atom in grant:
+        if atom.domain in ("net", "secret"):
+            raise errors.Unenforceable(str(atom), shown,
+                                       "the VM has no network device and no secret channel")
+        if atom.domain == "env":
+            raise errors.Unenforceable(str(atom), shown, "the guest's environment is set "
+                                       "explicitly and never inherited from the host")
+        if atom.domain == "proc":
+            continue  # everything the command runs, runs inside the VM
+        if atom.domain != "fs":
+            raise errors.Unenforceable(str(atom), shown, f"the domain {atom.domain!r} is "
+                                       "unknown to the VM backend")
+        path, recursive = _path_of(atom)
+        if atom.action == "write":
+            if scratch_path is None or not _is_within(path, scratch_path):
+                where = f"the scratch disk at {scratch}" if scratch else "no scratch disk"
+                raise errors.Unenforceable(str(atom), shown, "the only writable place in the "
+                                           f"VM is {where}")
+            scratch_mode = "rw"
+            continue
+        if scratch_path is not None and _is_within(path, scratch_path):
+            scratch_mode = scratch_mode or "ro"
+            continue
+        if not recursive:
+            raise errors.Unenforceable(str(atom), shown, "a share exposes a whole directory "
+                                       "tree; grant `<dir>/**`")
+        if _is_within(cargo, path):
+            raise errors.Unenforceable(str(atom), shown, "it would expose the host's cargo "
+                                       "home root, which holds credentials.toml; grant "
+                                       f"{cargo}/registry/** and {cargo}/git/** instead")
+        if _is_within(path, cargo):
+            top = path.relative_to(cargo).parts[0]
+            if top not in CARGO_SHAREABLE:
+                raise errors.Unenforceable(str(atom), shown, "only the registry/ and git/ "
+                                           "directories of the cargo home are shared")
+        elif any(_is_within(path, PurePosixPath(r)) for r in RESERVED):
+            raise errors.Unenforceable(str(atom), shown, "that guest path is provided by "
+                                       "the VM itself")
+        if atom.action == "read":
+            reads.append((path, atom))
+        else:
+            lists.append(path)
+    read_paths = [p for p, _ in reads]
+    for path in lists:
+        if not any(_is_within(path, r) for r in read_paths):
+            raise errors.Unenforceable(f"fs:list:{path}/**", shown, "a share cannot list a "
+                                       "directory without letting its files be read")
+    outermost = sorted({p for p in read_paths
+                        if not any(o != p and _is_within(p, o) for o in read_paths)}, key=str)
+    shares: list[Share] = []
+    for path in outermost:
+        host = Path(str(path))
+        if _is_within(path, cargo):
+            guest = str(PurePosixPath(GUEST_CARGO_HOME) / path.relative_to(cargo))
+            if not host.is_dir():
+                continue  # cargo's git/ exists only once a git dependency was fetched
+        else:
+            guest = str(path)
+        if not host.is_dir():
+            atom = next(a for p, a in reads if p == path)
+            raise errors.Unenforceable(str(atom), shown, f"{host} is not a directory on "
+                                       "this host")
+        shares.append(Share(host, guest))
+    cwd = PurePosixPath(str(command.workspace))
+    visible = [PurePosixPath(s.guest) for s in shares]
+    if scratch_path is not None and scratch_mode is not None:
+        visible.append(scratch_path)
+    if not any(_is_within(cwd, v) for v in visible):
+        raise errors.Unenforceable(f"fs:read:{cwd}/**", shown, "the working directory is "
+                                   "neither shared nor on the scratch disk")
+    return MountTable(tuple(shares), scratch if scratch_mode else None, scratch_mode,
+                      any(_is_within(PurePosixPath(s.guest), PurePosixPath(GUEST_CARGO_HOME))
+                          for s in shares))

@@ -1,0 +1,204 @@
+"""The qemu backend: a Sandbox that runs each job in a fresh QEMU microvm.
+
+Order of a run, and why: the grant is turned into a mount table (refusing what cannot
+be enforced) before anything else, so a refusal costs nothing; then the assets are
+verified and the accelerator is resolved (probe, cached); only then does qemu start.
+
+Acceleration (`accel`): "auto" uses KVM (or hvf on macOS) when its probe passes and
+otherwise refuses with errors.SandboxUnavailable, saying whether TCG would work; TCG is
+used only when asked for by name, because QEMU does not treat TCG as a security
+boundary. The `Isolation` of every outcome says which one ran.
+
+Exit statuses are those the guest's init reported on its status port (the command
+cannot reach that port): the shell's `$?`, so a command killed by signal N is 128+N; a
+step killed at its own deadline has `exit=None, timed_out=True`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from roteiro_py import errors, paths
+from roteiro_py.process.grants import GrantSet
+from roteiro_py.process.sandbox import Command, Outcome
+from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
+from roteiro_py.vm.mounts import GUEST_SCRATCH, MountTable, derive_mounts
+from roteiro_py.vm.qemu import job, probe
+from roteiro_py.vm.qemu.assets import Assets, load_assets
+from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineSpec, boot
+
+#: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
+#: loaded 2-core host) and powering off.
+BOOT_ALLOWANCE = 60.0
+ACCEL_CHOICES = ("auto", "kvm", "hvf", "tcg")
+
+
+def isolation_for(accel: str) -> Isolation:
+    if accel == "tcg":
+        return Isolation("qemu", "tcg", False, "QEMU microvm under TCG software emulation — "
+                         "not a hardware security boundary")
+    name = {"kvm": "KVM", "hvf": "Hypervisor.framework"}.get(accel, accel)
+    return Isolation("qemu", accel, True, f"QEMU microvm under {name} hardware virtualization")
+
+
+class QemuBackend:
+    name = "qemu"
+
+    def __init__(self, *, rootfs: Path, scratch: Path | None = None,
+                 scratch_guest: str = GUEST_SCRATCH, accel: str = "auto", cpus: int = 2,
+                 memory_mib: int = 256, kernel: Path | None = None,
+                 initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
+                 qemu: str = QEMU) -> None:
+        if accel not in ACCEL_CHOICES:
+            raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
+                                    f"not {accel!r}")
+        self.rootfs = rootfs
+        self.scratch = scratch
+        self.scratch_guest = scratch_guest
+        self.accel = accel
+        self.cpus = cpus
+        self.memory_mib = memory_mib
+        self.kernel = kernel
+        self.initrd = initrd
+        self.output_limit = output_limit
+        self.qemu = qemu
+        self._assets: Assets | None = None
+        self._resolved: str | None = None
+
+    # -- preflight ------------------------------------------------------------------
+
+    def assets(self) -> Assets:
+        if self._assets is None:
+            self._assets = load_assets(self.kernel, self.initrd)
+        return self._assets
+
+    def isolation(self) -> Isolation:
+        if self._resolved is None:
+            self._resolved = self._resolve_accel()
+        return isolation_for(self._resolved)
+
+    def _resolve_accel(self) -> str:
+        assets = self.assets()
+        if self.accel == "tcg":
+            verdict = probe.probe("tcg", assets, qemu=self.qemu)
+            if not verdict.usable:
+                raise errors.SandboxUnavailable(verdict.reason, accel="tcg",
+                                                findings=(f"tcg: {verdict.reason}",))
+            return "tcg"
+        wanted = ("kvm", "hvf") if self.accel == "auto" else (self.accel,)
+        findings = []
+        for accel in wanted:
+            verdict = probe.probe(accel, assets, qemu=self.qemu)
+            if verdict.usable:
+                return accel
+            findings.append(f"{accel}: {verdict.reason}")
+        tcg = probe.probe("tcg", assets, qemu=self.qemu)
+        raise errors.SandboxUnavailable(
+            "no hardware acceleration that boots a guest", accel=self.accel,
+            findings=tuple(findings), tcg_possible=tcg.usable)
+
+    def mounts(self, steps: Sequence[Command], grant: GrantSet) -> MountTable:
+        tables = {derive_mounts(grant, step, scratch=self.scratch_guest if self.scratch
+                                else None, host_cargo_home=paths.cargo_home())
+                  for step in steps}
+        assert len(tables) == 1  # the table depends on the grant, not the step
+        return tables.pop()
+
+    # -- running --------------------------------------------------------------------
+
+    def run(self, command: Command, grant: GrantSet) -> Outcome:
+        outcome = self.run_steps([command], grant, stop_on_failure=True)
+        if outcome.steps:
+            return outcome.steps[0]
+        now = datetime.now(UTC)
+        return VmOutcome(command=command, exit=None, stdout=b"", stderr=b"",
+                         timed_out="deadline" in (outcome.failure or ""), truncated=False,
+                         duration=0.0, started=now, ended=now,
+                         failure=outcome.failure or "the command never started",
+                         isolation=outcome.isolation)
+
+    def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
+                  stop_on_failure: bool = True, deadline: float | None = None) -> JobOutcome:
+        """Boot once and run `steps` in order; each gets its own exit, stdout and stderr.
+
+        `deadline` bounds the whole boot (default: the steps' timeouts plus
+        BOOT_ALLOWANCE); past it qemu's process group is killed and what arrived is kept.
+        """
+        steps = list(steps)
+        table = self.mounts(steps, grant)
+        archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure)
+        assets = self.assets()
+        isolation = self.isolation()
+        if not self.rootfs.is_file():
+            raise errors.VmAssetsMissing("root filesystem image", self.rootfs)
+        disks = [Disk(job.ROOT_SERIAL, self.rootfs, readonly=True)]
+        if table.scratch is not None:
+            assert self.scratch is not None
+            if not self.scratch.is_file():
+                raise errors.ScratchUnavailable(self.scratch, "the scratch image does not "
+                                                "exist (create it with create_scratch)")
+            disks.append(Disk(job.SCRATCH_SERIAL, self.scratch,
+                              readonly=table.scratch_mode != "rw"))
+        ports = tuple(f"{kind}{i}" for i in range(len(steps)) for kind in ("stdout", "stderr"))
+        spec = MachineSpec(
+            assets=assets, accel=isolation.accelerator, cpu=probe.CPU[isolation.accelerator],
+            cpus=self.cpus, memory_mib=self.memory_mib, disks=tuple(disks),
+            shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)),
+            ports=ports, job=archive, qemu=self.qemu)
+        limit = deadline or sum(s.timeout for s in steps) + BOOT_ALLOWANCE
+        result = boot(spec, deadline=limit, output_limit=self.output_limit)
+        return _outcome(steps, result, isolation)
+
+
+def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobOutcome:
+    from roteiro_py.vm.qemu.machine import MachineResult
+
+    assert isinstance(result, MachineResult)
+    starts: dict[int, float] = {}
+    exits: dict[int, tuple[float, int, bool]] = {}
+    ready: float | None = None
+    done = False
+    error: str | None = None
+    for at, line in result.status:
+        words = line.split()
+        try:
+            if words == ["ready"]:
+                ready = at
+            elif words == ["done"]:
+                done = True
+            elif len(words) == 2 and words[0] == "start":
+                starts[int(words[1])] = at
+            elif len(words) == 4 and words[0] == "exit":
+                exits[int(words[1])] = (at, int(words[2]), words[3] == "1")
+            elif words and words[0] == "error":
+                error = "the guest's init failed: " + " ".join(words[1:])[:300]
+        except ValueError:
+            continue
+    outcomes = []
+    for index, command in enumerate(steps):
+        if index not in starts:
+            break
+        began = starts[index]
+        stdout = result.channels.get(f"stdout{index}", b"")
+        stderr = result.channels.get(f"stderr{index}", b"")
+        truncated = bool({f"stdout{index}", f"stderr{index}"} & result.truncated)
+        if index in exits:
+            at, status, timed_out = exits[index]
+            code: int | None = None if timed_out else status
+            failure = f"killed at the step's deadline of {command.timeout:g} s" \
+                if timed_out else None
+        else:
+            at, code, timed_out = result.duration, None, result.timed_out
+            failure = result.failure or "the VM ended before the step finished"
+        outcomes.append(VmOutcome(
+            command=command, exit=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
+            truncated=truncated, duration=round(at - began, 3),
+            started=datetime.fromtimestamp(result.started_wall + began, UTC),
+            ended=datetime.fromtimestamp(result.started_wall + at, UTC),
+            failure=failure, isolation=isolation))
+    failure = None if done else (error or result.failure or
+                                 "the guest powered off without finishing the job")
+    return JobOutcome(steps=tuple(outcomes), isolation=isolation, completed=done,
+                      boot_seconds=ready, failure=failure, console=result.console)

@@ -1,0 +1,133 @@
+#!/bin/busybox sh
+# PID 1 of the guest. Runs as root, sets up the mounts the host described, runs each step
+# UNPRIVILEGED in a chroot of the assembled root, and reports each step's exit status on
+# the status port. The host trusts only what arrives on that port, so:
+#  - the status port's device node exists only in this initramfs /dev (root, 0600), never
+#    in the chroot the command runs in, and it is opened per message and closed again, so
+#    no descriptor to it is ever inherited by a step;
+#  - a step's stdout/stderr ports are opened for that step only, by this script;
+#  - /job (the per-run description) is root-only and each step's file is removed once read;
+#  - the command runs with no_new_privs (setuid bits and file capabilities are ignored),
+#    under uid/gid RUN_UID with no supplementary groups and hence no capabilities, and
+#    every process of that uid is killed after each step.
+# Messages on the status port: "ready", "start I", "exit I RC TIMEDOUT", "done",
+# "error TEXT". The serial console carries only kernel messages and the canary marker.
+PATH=/bin
+export PATH
+/bin/busybox --install -s /bin
+mkdir -p /proc /sys /dev /run /newroot
+mount -t proc -o nosuid,nodev,noexec proc /proc
+mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
+mount -t devtmpfs -o nosuid,noexec devtmpfs /dev
+chmod 0700 /job
+umask 022  # directories made for mounts must be traversable by the guest user
+
+if [ -e /job/canary ]; then
+    echo ROTEIRO-CANARY-OK > /dev/ttyS0
+    poweroff -f
+fi
+
+for m in $(cat /etc/modules.load); do insmod "/lib/modules/$m" || echo "insmod $m failed" > /dev/ttyS0; done
+
+port_dev() {
+    for p in /sys/class/virtio-ports/*; do
+        if [ "$(cat "$p/name" 2>/dev/null)" = "$1" ]; then echo "/dev/${p##*/}"; return 0; fi
+    done
+    return 1
+}
+n=0
+while [ -z "$STATUS" ] && [ $n -lt 200 ]; do STATUS=$(port_dev status); n=$((n + 1)); [ -n "$STATUS" ] || usleep 10000; done
+status() { echo "$*" > "$STATUS"; }
+fail() { status "error $*"; sync; poweroff -f; sleep 10; }
+[ -n "$STATUS" ] || { echo "no status port" > /dev/ttyS0; poweroff -f; }
+
+blk_dev() {
+    n=0
+    while [ $n -lt 200 ]; do
+        for b in /sys/block/vd*; do
+            if [ "$(cat "$b/serial" 2>/dev/null)" = "$1" ]; then echo "/dev/${b##*/}"; return 0; fi
+        done
+        n=$((n + 1)); usleep 10000
+    done
+    return 1
+}
+
+R=/newroot
+mount_root() {
+    dev=$(blk_dev "$1") || fail "no root disk $1"
+    mkdir -p /ro /rw
+    mount -t ext4 -o ro,noload "$dev" /ro || fail "cannot mount the root filesystem"
+    mount -t tmpfs -o mode=0755 tmpfs /rw
+    mkdir -p /rw/upper /rw/work
+    mount -t overlay -o lowerdir=/ro,upperdir=/rw/upper,workdir=/rw/work,nosuid,nodev overlay $R \
+        || fail "cannot assemble the root overlay"
+    mkdir -p $R/proc $R/sys $R/dev $R/tmp
+    mount -t proc -o nosuid,nodev,noexec proc $R/proc
+    mount -t sysfs -o ro,nosuid,nodev,noexec sysfs $R/sys
+    mount -t tmpfs -o mode=0755,nosuid,noexec tmpfs $R/dev
+    for d in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0; do
+        IFS=: read name maj min <<DEV
+$d
+DEV
+        mknod -m 0666 "$R/dev/$name" c "$maj" "$min"
+    done
+    ln -s /proc/self/fd $R/dev/fd
+    ln -s /proc/self/fd/0 $R/dev/stdin
+    ln -s /proc/self/fd/1 $R/dev/stdout
+    ln -s /proc/self/fd/2 $R/dev/stderr
+    mkdir -p $R/dev/shm
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $R/dev/shm
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $R/tmp
+}
+mount_share() {  # tag guest-path: read-only 9p; the host qemu also refuses writes
+    mkdir -p "$R$2"
+    mount -t 9p -o ro,nosuid,nodev,trans=virtio,version=9p2000.L,msize=512000,cache=loose "$1" "$R$2" \
+        || fail "cannot mount share $1"
+}
+mount_scratch() {  # serial guest-path: the only writable disk
+    dev=$(blk_dev "$1") || fail "no scratch disk $1"
+    mkdir -p "$R$2"
+    mount -t ext4 -o nosuid,nodev "$dev" "$R$2" || fail "cannot mount the scratch disk"
+    SCRATCH="$R$2"
+}
+mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CARGO_HOME)
+    mkdir -p "$R$1"
+    mount -t tmpfs -o "mode=0755,uid=$RUN_UID,gid=$RUN_GID,nosuid,nodev" tmpfs "$R$1"
+}
+
+. /job/config
+. /job/mounts
+rm -f /job/config /job/mounts
+
+sweep() {
+    nsenter -F -S "$RUN_UID" -G "$RUN_GID" -- /bin/busybox kill -KILL -1 2>/dev/null
+}
+
+status ready
+i=0
+while [ $i -lt "$NSTEPS" ]; do
+    STEP_TIMEOUT=
+    . "/job/step$i"
+    rm -f "/job/step$i"
+    out=$(port_dev "stdout$i") || fail "no stdout port for step $i"
+    err=$(port_dev "stderr$i") || fail "no stderr port for step $i"
+    status "start $i"
+    /bin/busybox env -i "$@" </dev/null >"$out" 2>"$err" &
+    pid=$!
+    ( sleep "$STEP_TIMEOUT"; : > "/run/timeout$i"; kill -KILL $pid 2>/dev/null ) &
+    wd=$!
+    wait $pid
+    rc=$?
+    kill -KILL $wd 2>/dev/null
+    sweep
+    to=0
+    [ -e "/run/timeout$i" ] && to=1
+    status "exit $i $rc $to"
+    i=$((i + 1))
+    if [ $rc -ne 0 ] && [ "$STOP_ON_FAILURE" = 1 ]; then break; fi
+done
+sweep
+sync
+if [ -n "$SCRATCH" ]; then umount "$SCRATCH" 2>/dev/null || mount -o remount,ro "$SCRATCH"; fi
+status done
+poweroff -f

@@ -1,0 +1,111 @@
+"""The per-run job archive: the guest init plus what it should mount and run, as shell.
+
+Guarantees: every value that came from the caller (paths, arguments, environment values)
+reaches the guest init only as a single-quoted POSIX shell word (`shlex.quote`), so no
+value can become shell syntax; names that cannot be environment variable names, and NUL
+bytes (which no argv or environment entry can hold), are rejected with ValueError.
+
+The archive is appended to the base initramfs, unpacked by the kernel into the guest's
+initial root, and read there by init as root; /job is 0700 and init removes each file
+once read, and the command never sees the initial root at all (it runs chrooted into
+the assembled root, without the capability to leave it).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from importlib import resources
+
+from roteiro_py.process.sandbox import Command
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, MountTable
+from roteiro_py.vm.qemu.initramfs import Entry, write_newc
+
+#: The unprivileged uid/gid commands run as in the guest; the scratch disk's root is
+#: created owned by it.
+GUEST_UID = 1000
+GUEST_GID = 1000
+#: Where the guest init assembles the command's root (read-only image + tmpfs overlay).
+NEWROOT = "/newroot"
+#: virtio-blk serial numbers the guest init finds its disks by.
+ROOT_SERIAL = "rootfs"
+SCRATCH_SERIAL = "scratch"
+#: At most this many steps per boot: each takes two virtio-serial ports (stdout, stderr),
+#: the status port takes one, and a virtio-serial device has 31.
+MAX_STEPS = 15
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def guest_init() -> bytes:
+    return resources.files("roteiro_py.vm.qemu").joinpath("guest_init.sh").read_bytes()
+
+
+def share_tag(index: int) -> str:
+    return f"share{index}"
+
+
+def _q(value: str) -> str:
+    if "\0" in value:
+        raise ValueError(f"{value!r} contains a NUL byte, which no argv or environment holds")
+    return shlex.quote(value)
+
+
+def mounts_script(table: MountTable) -> str:
+    """Calls to the guest init's mount functions, parents before children."""
+    calls: list[tuple[int, str, str]] = []
+    if table.cargo_home:
+        calls.append((1, GUEST_CARGO_HOME, f"mount_tmpfs_owned {_q(GUEST_CARGO_HOME)}"))
+    for index, share in enumerate(table.shares):
+        depth = share.guest.rstrip("/").count("/")
+        calls.append((depth, share.guest, f"mount_share {share_tag(index)} {_q(share.guest)}"))
+    if table.scratch is not None:
+        depth = table.scratch.rstrip("/").count("/")
+        calls.append((depth, table.scratch,
+                      f"mount_scratch {SCRATCH_SERIAL} {_q(table.scratch)} "
+                      f"{table.scratch_mode or 'ro'}"))
+    lines = [f"mount_root {ROOT_SERIAL}"] + [c for _, _, c in sorted(calls)]
+    return "\n".join(lines) + "\n"
+
+
+def step_script(command: Command) -> str:
+    """`set --` the guest init runs as `env -i "$@"`: the environment, then the command
+    dropped to GUEST_UID with no_new_privs, chrooted into NEWROOT, in its workspace."""
+    words: list[str] = []
+    for name, value in sorted(command.env.items()):
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+        words.append(_q(f"{name}={value}"))
+    cwd = str(command.workspace)
+    words += ["/bin/busybox", "setpriv", "--nnp", "/bin/busybox", "nsenter", "-F",
+              f"-r{NEWROOT}", _q(f"-w{NEWROOT}{cwd}"), "-S", str(GUEST_UID), "-G",
+              str(GUEST_GID), "--"]
+    words += [_q(arg) for arg in command.argv]
+    timeout = max(1, int(-(-command.timeout // 1)))
+    return f"STEP_TIMEOUT={timeout}\nset -- {' '.join(words)}\n"
+
+
+def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure: bool) -> bytes:
+    if not 1 <= len(steps) <= MAX_STEPS:
+        raise ValueError(f"a job has 1 to {MAX_STEPS} steps, not {len(steps)}")
+    config = (f"RUN_UID={GUEST_UID}\nRUN_GID={GUEST_GID}\nNSTEPS={len(steps)}\n"
+              f"STOP_ON_FAILURE={1 if stop_on_failure else 0}\n")
+    entries = [
+        Entry.file("init", guest_init(), 0o755),
+        Entry.directory("job", 0o700),
+        Entry.file("job/config", config.encode(), 0o600),
+        Entry.file("job/mounts", mounts_script(table).encode(), 0o600),
+    ]
+    for index, step in enumerate(steps):
+        entries.append(Entry.file(f"job/step{index}", step_script(step).encode(), 0o600))
+    return write_newc(entries)
+
+
+def canary_archive() -> bytes:
+    """The probe's job: init prints a marker on the serial console and powers off."""
+    return write_newc([
+        Entry.file("init", guest_init(), 0o755),
+        Entry.directory("job", 0o700),
+        Entry.file("job/canary", b"", 0o600),
+    ])

@@ -1,0 +1,35 @@
+"""The scratch disk: the one place a guest may write, kept as an image the host never opens.
+
+It is a raw ext4 image made by mkfs.ext4 on the host and attached read-write as a
+virtio-blk drive; only the guest mounts it. Whatever the guest plants there (setuid
+files, device nodes, symlinks to host paths) exists only inside that image, never as a
+file the host's kernel would honour. Persist the image to let a later run see what an
+earlier one built ("warm runs"); two runs cannot use one image at once (qemu takes a
+write lock on it, and the second fails to start).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from roteiro_py import errors
+from roteiro_py.vm.qemu.job import GUEST_GID, GUEST_UID
+
+
+def create_scratch(path: Path, size_mib: int) -> Path:
+    """A new, empty scratch image of `size_mib` MiB (sparse), its root owned by the guest user.
+
+    It keeps ext4's journal: a run killed at its deadline leaves the filesystem to be
+    replayed by the next mount rather than corrupted.
+    """
+    if size_mib < 16:
+        raise ValueError("a scratch disk needs at least 16 MiB")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mkfs.ext4", "-q", "-F", "-L", "scratch", "-E",
+         f"root_owner={GUEST_UID}:{GUEST_GID}", str(path), f"{size_mib}M"],
+        capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise errors.ScratchUnavailable(path, done.stderr.strip()[-300:] or "mkfs.ext4 failed")
+    return path

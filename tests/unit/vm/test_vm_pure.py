@@ -1,0 +1,157 @@
+"""The pure parts of the VM backend: flattening, path escapes, mounts from grants, quoting."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, derive_mounts
+from roteiro_py.vm.qemu import assets, job, rootfs
+from roteiro_py.vm.qemu.initramfs import Entry, write_newc
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "integration" / "vm"))
+from oci_fixture import Layer, busybox_image  # noqa: E402
+
+
+def layer_of(tmp: Path, members: list[tuple[str, bytes, int, str]]) -> Layer:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data, kind, link in members:
+            info = tarfile.TarInfo(name)
+            info.type = bytes([kind]) if isinstance(kind, int) else kind
+            info.linkname = link
+            info.size = len(data) if info.type == tarfile.REGTYPE else 0
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data) if info.type == tarfile.REGTYPE else None)
+    path = tmp / f"layer{len(list(tmp.iterdir()))}.tar"
+    path.write_bytes(raw.getvalue())
+    return Layer("sha256:" + "0" * 64, "application/vnd.oci.image.layer.v1.tar", path)
+
+
+def test_flatten_honours_whiteouts_opaque_dirs_and_strips_setuid(tmp_path: Path) -> None:
+    layers, _ = busybox_image(tmp_path / "oci")
+    dest = tmp_path / "root"
+    dest.mkdir()
+    report = rootfs.flatten(layers, dest)
+    assert not (dest / "gone" / "file").exists() and (dest / "gone").is_dir()
+    assert sorted(p.name for p in (dest / "opaque").iterdir()) == ["new"]
+    assert (dest / "etc" / "motd").read_text() == "layer two\n"
+    assert os.stat(dest / "usr/bin/suid").st_mode & 0o7777 == 0o755
+    assert report.stripped == ["usr/bin/suid"] and report.dropped == ["dev-node"]
+    assert not (dest / "dev-node").exists()
+    assert os.readlink(dest / "bin" / "sh") == "busybox"
+    assert not list(dest.rglob(".wh.*"))
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../escape", "a/../../escape", "./"])
+def test_members_that_escape_refuse_the_image(tmp_path: Path, name: str) -> None:
+    (tmp_path / "l").mkdir()
+    layer = layer_of(tmp_path / "l", [(name, b"x", ord("0"), "")])
+    with pytest.raises(rootfs.UnsafeLayer):
+        rootfs.flatten([layer], tmp_path)
+
+
+def test_writes_never_follow_a_symlink_planted_by_a_layer(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "l").mkdir()
+    dest = tmp_path / "root"
+    dest.mkdir()
+    layer = layer_of(tmp_path / "l", [("link", b"", ord("2"), str(outside)),
+                                      ("link/pwned", b"x", ord("0"), "")])
+    rootfs.flatten([layer], dest)
+    assert list(outside.iterdir()) == []  # the write went into a real directory instead
+    assert (dest / "link" / "pwned").read_bytes() == b"x" and not (dest / "link").is_symlink()
+    hard = layer_of(tmp_path / "l", [("h", b"", ord("1"), "../../etc/passwd")])
+    with pytest.raises(rootfs.UnsafeLayer):
+        rootfs.flatten([hard], dest)
+
+
+def grant_for(tree: Path, cargo: Path, *extra: str) -> GrantSet:
+    return GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
+                       f"fs:read:{cargo}/registry/**", f"fs:read:{cargo}/git/**",
+                       "proc:exec:cargo", *extra)
+
+
+def test_mount_table_maps_shares_and_cargo_home(tmp_path: Path) -> None:
+    tree, cargo = tmp_path / "tree", tmp_path / "cargo"
+    tree.mkdir()
+    (cargo / "registry").mkdir(parents=True)  # no git/: it is skipped, not an error
+    cmd = Command("cargo", ("clippy",), tree)
+    table = derive_mounts(grant_for(tree, cargo, "fs:write:/scratch/**"), cmd,
+                          scratch="/scratch", host_cargo_home=cargo)
+    assert [(s.host, s.guest) for s in table.shares] == [
+        (cargo / "registry", f"{GUEST_CARGO_HOME}/registry"), (tree, str(tree))]
+    assert table.scratch == "/scratch" and table.scratch_mode == "rw" and table.cargo_home
+    script = job.mounts_script(table)
+    assert script.index("mount_tmpfs_owned") < script.index(f"{GUEST_CARGO_HOME}/registry")
+
+
+@pytest.mark.parametrize("atom, why", [
+    ("net:egress:crates.io:443", "no network device"),
+    ("secret:use:TOKEN", "no secret channel"),
+    ("env:read:HOME", "never inherited"),
+    ("fs:write:/etc/**", "only writable place"),
+    ("fs:write:{tree}/**", "only writable place"),
+    ("fs:read:{cargo}/**", "credentials.toml"),
+    ("fs:read:/**", "credentials.toml"),
+    ("fs:read:/proc/**", "provided by the VM"),
+    ("fs:list:/elsewhere/**", "without letting its files be read"),
+])
+def test_unenforceable_atoms_are_refused_before_booting(tmp_path: Path, atom: str,
+                                                        why: str) -> None:
+    tree, cargo = tmp_path / "tree", tmp_path / "cargo"
+    tree.mkdir()
+    (cargo / "registry").mkdir(parents=True)
+    cmd = Command("cargo", ("clippy",), tree, {"TOKEN": "s3cret"})
+    bad = atom.format(tree=tree, cargo=cargo)
+    with pytest.raises(errors.Unenforceable) as refused:
+        derive_mounts(grant_for(tree, cargo, bad), cmd, scratch="/scratch",
+                      host_cargo_home=cargo)
+    assert why in str(refused.value.why) and refused.value.atom.startswith(bad.split("*")[0])
+    assert "s3cret" not in refused.value.command
+    # control arm: without the bad atom the same grant is accepted
+    derive_mounts(grant_for(tree, cargo), cmd, scratch="/scratch", host_cargo_home=cargo)
+
+
+def test_step_script_quotes_every_value_as_one_word(tmp_path: Path) -> None:
+    cmd = Command("prog", ("$(reboot)", "a b", "'q'"), Path("/w d"),
+                  {"V": "x'; poweroff -f; '"}, timeout=2.5)
+    script = job.step_script(cmd)
+    out = subprocess.run(["busybox", "sh", "-c", script + 'for w in "$@"; do echo "<$w>"; done'],
+                         capture_output=True, text=True, check=True).stdout
+    assert "<V=x'; poweroff -f; '>" in out and "<$(reboot)>" in out and "<a b>" in out
+    assert "<-w/newroot/w d>" in out and "<'q'>" in out and "STEP_TIMEOUT=3" in script
+    with pytest.raises(ValueError):
+        job.step_script(Command("p", (), Path("/"), {"BAD-NAME": "x"}))
+
+
+def test_newc_archive_is_read_back_by_cpio(tmp_path: Path) -> None:
+    data = write_newc([Entry.directory("d"), Entry.file("d/f", b"hello", 0o600),
+                       Entry.symlink("d/l", "f")])
+    listing = subprocess.run(["cpio", "-itv"], input=data, capture_output=True,
+                             check=True).stdout.decode()
+    assert "d/f" in listing and "d/l -> f" in listing and "-rw-------" in listing
+
+
+def test_module_order_puts_dependencies_first() -> None:
+    dep = ("kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko kernel/fs/jbd2/jbd2.ko\n"
+           "kernel/lib/crc16.ko:\nkernel/fs/jbd2/jbd2.ko:\n")
+    order = assets.module_load_order(dep, ("ext4",))
+    assert order[-1] == "kernel/fs/ext4/ext4.ko" and len(order) == 3
+    with pytest.raises(ValueError):
+        assets.module_load_order(dep, ("nonexistent",))
+
+
+def test_missing_assets_name_the_prefetch_command(tmp_path: Path) -> None:
+    with pytest.raises(errors.VmAssetsMissing) as missing:
+        assets.load_assets()
+    assert assets.PROVISION_COMMAND in missing.value.guidance().commands
