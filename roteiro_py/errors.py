@@ -326,6 +326,27 @@ class PrefetchFailed(Refusal):
         )
 
 
+class UnsafeImageLayer(Refusal):
+    """A layer that would write outside the root filesystem, or cannot be read: refused whole."""
+
+    code = "unsafe-image-layer"
+
+    def __init__(self, digest: str, member: str, why: str) -> None:
+        super().__init__()
+        self.digest = digest
+        self.member = member
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        member = f" (member {_p(self.member)!r})" if self.member else ""
+        return Guidance(
+            summary=f"The image layer {_p(self.digest)}{member} cannot be used: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=("Layers are extracted without following paths out of the root filesystem; "
+                   "an image that needs that is refused rather than extracted in part.",),
+        )
+
+
 class NoPackageCache(Refusal):
     code = "no-package-cache"
 

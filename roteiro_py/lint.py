@@ -4,20 +4,64 @@ The preflight checks run cheapest and most fundamental first, and each refuses b
 anything more expensive starts:
 
     image configured -> pinned by digest -> hypervisor usable -> image present in the store
-    -> package cache present -> scratch available
+    -> package cache present (and a lockfile) -> scratch available
 
-Only then does a VM boot. Nothing here ever runs the tree's code on the host.
+Only then is the root filesystem built (cached per manifest digest) and a VM booted.
+In the one boot, the guest's toolchain is probed before the build (`cargo clippy
+--version`, `rustc -vV`), so an image without clippy is "image lacks the linter" and
+never an empty report. Nothing here ever runs the tree's code on the host; the host only
+reads the tree (for snippets) after the guest is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
-from roteiro_py import config, paths
-from roteiro_py.errors import NoImageConfigured
+from roteiro_py import __version__, config, paths
+from roteiro_py.errors import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    DeadlineExceeded,
+    LockfileWouldBeWritten,
+    NoImageConfigured,
+    NoPackageCache,
+    ProbeFailed,
+    ScratchUnavailable,
+    UsageError,
+    VmFailed,
+)
 from roteiro_py.reference import ImageReference, parse_pinned
+
+if TYPE_CHECKING:
+    from roteiro_py.process.grants import GrantSet
+    from roteiro_py.process.sandbox import Command
+    from roteiro_py.report.model import Report
+    from roteiro_py.store import ResolvedImage
+    from roteiro_py.vm import JobOutcome, VmBackend, VmOutcome
+
+#: Deadline of each toolchain probe step (`cargo clippy --version`, `rustc -vV`).
+PROBE_TIMEOUT_S = 120.0
+#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it.
+GUEST_SCRATCH = "/scratch"
+GUEST_TARGET_DIR = f"{GUEST_SCRATCH}/target"
+GUEST_HOME = f"{GUEST_SCRATCH}/home"
+#: Variables of the image's own config that the guest command keeps (PATH and rustup's);
+#: everything else in the command's environment is set here. Nothing comes from the host.
+IMAGE_ENV_KEPT = ("PATH", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUST_VERSION")
+DEFAULT_GUEST_PATH = "/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_LEVEL_RANK = {"error": 3, "warning": 2, "note": 1, "help": 0}
+_FAIL_ON_RANK = {"error": 3, "warning": 2}
 
 
 @dataclass(frozen=True)
@@ -25,6 +69,34 @@ class LintRequest:
     path: Path
     flags: dict[str, tuple[Any, str]] = field(default_factory=dict)
     output: Path | None = None
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Where things are on the host: what was asked for, the workspace, the repository."""
+
+    asked: Path
+    workspace: Path
+    repo_root: Path
+
+    @property
+    def layout_workspace(self) -> PurePosixPath:
+        return PurePosixPath(self.workspace.relative_to(self.repo_root).as_posix())
+
+
+def locate(path: Path) -> Tree:
+    from roteiro_py.deps import find_workspace_root
+
+    asked = path.resolve()
+    if not asked.exists():
+        raise UsageError(f"The path {asked} does not exist.", hint="Pass the repository to lint.")
+    workspace = find_workspace_root(asked)
+    repo_root = workspace
+    for directory in (workspace, *workspace.parents):
+        if (directory / ".git").exists():
+            repo_root = directory
+            break
+    return Tree(asked=asked, workspace=workspace, repo_root=repo_root)
 
 
 def repo_config_hint(resolved: config.Resolved, path: Path) -> Path:
@@ -42,7 +114,239 @@ def pinned_image(resolved: config.Resolved, path: Path) -> ImageReference:
     return parse_pinned(image, source=str(resolved.source_of("lint.image")))
 
 
-def run_lint_command(request: LintRequest) -> int:
+def package_cache(tree: Tree) -> tuple[Path, Path | None]:
+    """Step 5: the host's registry cache exists, and the tree has a lockfile."""
+    cargo_home = paths.cargo_home().resolve()
+    registry = cargo_home / "registry"
+    if not (tree.workspace / "Cargo.lock").is_file():
+        raise LockfileWouldBeWritten(tree.workspace, f"{tree.workspace / 'Cargo.lock'} does not exist")
+    if not registry.is_dir():
+        raise NoPackageCache(registry, tree.asked)
+    git = cargo_home / "git"
+    return registry, git if git.is_dir() else None
+
+
+def scratch_key(tree: Tree, manifest_digest: str, features: list[str]) -> str:
+    material = json.dumps([str(tree.workspace), manifest_digest, sorted(features)])
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
+    """Step 6: the writable scratch disk, discarded at the end unless keep_cache.
+
+    A kept disk is locked for the run: two lints of the same key take turns, they never
+    share one ext4 image (qemu would refuse the second, and a shared cache would let one
+    build see the other half-written).
+    """
+    from filelock import FileLock
+
+    from roteiro_py.vm.qemu.scratch import create_scratch
+
+    size = settings.vm.scratch_mib
+    try:
+        if settings.lint.keep_cache:
+            builds = paths.cache_root() / "builds"
+            builds.mkdir(parents=True, exist_ok=True)
+            disk = builds / f"{key}.ext4"
+            with FileLock(str(builds / f"{key}.lock")):
+                if not disk.is_file():
+                    create_scratch(disk, size)
+                yield disk
+            return
+        scratch_dir = paths.cache_root() / "scratch"
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+        disk = scratch_dir / f"{uuid.uuid4().hex}.ext4"
+    except OSError as error:
+        raise ScratchUnavailable(paths.cache_root(), error.strerror or str(error)) from None
+    try:
+        create_scratch(disk, size)
+        yield disk
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            disk.unlink()
+
+
+def guest_env(image: ResolvedImage) -> dict[str, str]:
+    """The guest command's whole environment: set here, from the image's config and constants."""
+    from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+
+    env: dict[str, str] = {"PATH": DEFAULT_GUEST_PATH}
+    declared = image.config.get("config", {}).get("Env") or []
+    for entry in declared if isinstance(declared, list) else []:
+        if isinstance(entry, str) and "=" in entry:
+            name, value = entry.split("=", 1)
+            if name in IMAGE_ENV_KEPT and "\n" not in value and len(value) < 4096:
+                env[name] = value
+    env.update({
+        "HOME": GUEST_HOME,
+        "CARGO_HOME": GUEST_CARGO_HOME,
+        "CARGO_TARGET_DIR": GUEST_TARGET_DIR,
+        "CARGO_NET_OFFLINE": "true",
+        "CARGO_TERM_COLOR": "never",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+    })
+    return env
+
+
+def grant_for(tree: Tree, registry: Path, git: Path | None) -> GrantSet:
+    from roteiro_py.process.grants import GrantSet
+
+    atoms = [f"fs:read:{tree.repo_root}/**", f"fs:list:{tree.repo_root}/**",
+             f"fs:read:{registry}/**", f"fs:write:{GUEST_SCRATCH}/**",
+             "proc:exec:cargo", "proc:exec:rustc"]
+    if git is not None:
+        atoms.append(f"fs:read:{git}/**")
+    return GrantSet.of(*atoms)
+
+
+def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str]) -> list[Command]:
+    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_RUSTC, ClippyOptions, clippy_argv
+    from roteiro_py.process.sandbox import Command
+
+    lint = settings.lint
+    argv = clippy_argv(ClippyOptions(all_targets=lint.all_targets, features=tuple(lint.features),
+                                     all_features=lint.all_features,
+                                     no_default_features=lint.no_default_features))
+
+    def command(words: tuple[str, ...] | list[str], timeout: float) -> Command:
+        return Command(program=words[0], args=tuple(words[1:]), workspace=tree.workspace,
+                       env=env, timeout=timeout)
+
+    return [command(PROBE_CLIPPY, PROBE_TIMEOUT_S), command(PROBE_RUSTC, PROBE_TIMEOUT_S),
+            command(argv, float(settings.vm.timeout_s))]
+
+
+def _signal_of(status: int) -> str | None:
+    """The signal a guest shell status of 128+N means, when N is a real signal."""
+    if 128 < status <= 128 + 64:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(status - 128).name
+    return None
+
+
+def judge_job(job: JobOutcome, steps: list[Command]) -> None:
+    """Refuse when the VM did not get as far as a verdict on every step that ran."""
+    for outcome, step in zip(job.steps, steps, strict=False):
+        if outcome.timed_out:
+            raise DeadlineExceeded(step.display(), step.timeout)
+    if not job.completed and job.failure and "deadline" in job.failure:
+        step = steps[len(job.steps) - 1] if job.steps else steps[0]
+        raise DeadlineExceeded(step.display(), step.timeout)
+
+
+def lint(request: LintRequest) -> tuple[Report, config.Settings]:
+    """Run the lint; returns the report, or raises the refusal that explains why not."""
+    from roteiro_py.clippy.classify import ClippyRun, classify
+    from roteiro_py.clippy.parse import PathLayout
+    from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
+    from roteiro_py.report.model import Isolation as ReportIsolation
+    from roteiro_py.report.model import Provenance, Report, ToolInfo
+    from roteiro_py.store import Store
+    from roteiro_py.vm import BACKENDS
+    from roteiro_py.vm.qemu.rootfs import rootfs_image
+
     resolved = config.resolve(request.path, flags=request.flags)
-    pinned_image(resolved, request.path)
-    raise NotImplementedError
+    settings = resolved.settings
+    tree = locate(request.path)
+    reference = pinned_image(resolved, request.path)                       # 1, 2
+    vm = settings.vm
+
+    def backend(rootfs: Path, scratch: Path | None) -> VmBackend:
+        return BACKENDS[settings.lint.backend](
+            rootfs=rootfs, scratch=scratch, scratch_guest=GUEST_SCRATCH, accel=vm.accel,
+            cpus=vm.cpus, memory_mib=vm.memory_mib,
+            kernel=Path(vm.kernel) if vm.kernel else None,
+            initrd=Path(vm.initrd) if vm.initrd else None,
+            output_limit=vm.output_limit_mib * 1024 * 1024)
+
+    # The probe needs no root filesystem; its verdict is cached, so the backend that runs
+    # the job below asks again for free.
+    isolation = backend(Path(os.devnull), None).isolation()               # 3
+    image = Store.default().resolve(reference)                             # 4
+    registry, git = package_cache(tree)                                    # 5
+    env = guest_env(image)
+    steps = steps_for(tree, settings, env)
+    grant = grant_for(tree, registry, git)
+    key = scratch_key(tree, image.manifest_digest, settings.lint.features)
+    started = datetime.now(UTC)
+    with scratch_disk(settings, key) as disk:                              # 6
+        rootfs = rootfs_image(image.layers, image.manifest_digest)
+        job = backend(rootfs, disk).run_steps(steps, grant, stop_on_failure=True)
+    ended = datetime.now(UTC)
+    judge_job(job, steps)
+    if not job.steps:
+        raise VmFailed(job.failure or "the guest ran no step", job.console.decode("utf-8", "replace"))
+    missing = ProbeOutput(None, b"", b"")
+    probes = [ProbeOutput(*_probe(outcome)) for outcome in job.steps[:2]]
+    toolchain = toolchain_from_probe(probes[0], probes[1] if len(probes) > 1 else missing,
+                                     reference=str(reference))
+    if len(job.steps) < 3:
+        raise VmFailed(job.failure or "the guest did not run clippy",
+                       job.console.decode("utf-8", "replace"))
+    run = job.steps[2]
+    status, killed = _status(run)
+    result = classify(
+        ClippyRun(command=list(steps[2].argv), status=status, stdout=run.stdout,
+                  stderr=run.stderr.decode("utf-8", "replace"), memory_mib=vm.memory_mib,
+                  limit_bytes=vm.output_limit_mib * 1024 * 1024, signal_name=killed,
+                  truncated=run.truncated, truncated_stream="stdout"),
+        tree=tree.asked, image_reference=str(reference),
+        layout=PathLayout(workspace=tree.layout_workspace,
+                          guest_root=PurePosixPath(tree.repo_root.as_posix())),
+        repo_root=tree.repo_root)
+    features = list(settings.lint.features)
+    if settings.lint.all_features:
+        features = ["(all)"]
+    report = Report(
+        tool=ToolInfo(name="pylint-sandbox", version=__version__),
+        provenance=Provenance(image_reference=str(reference), image_digest=image.manifest_digest),
+        toolchain=toolchain,
+        isolation=ReportIsolation(backend=isolation.backend, accelerator=isolation.accelerator,
+                                  hardware_isolated=isolation.hardware_isolated,
+                                  description=isolation.description),
+        workspace=tree.layout_workspace.as_posix(),
+        command=list(steps[2].argv), features=features, started=started, ended=ended,
+        findings=result.findings, summary=result.summary())
+    return report, settings
+
+
+def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
+    if outcome.exit is None:
+        raise ProbeFailed(f"`{outcome.command.display()}` did not finish",
+                          outcome.failure or outcome.stderr.decode("utf-8", "replace"))
+    return outcome.exit, outcome.stdout, outcome.stderr
+
+
+def _status(outcome: VmOutcome) -> tuple[int | None, str | None]:
+    assert outcome.exit is not None  # a step without a status was refused by judge_job
+    killed = _signal_of(outcome.exit)
+    return (None, killed) if killed else (outcome.exit, None)
+
+
+def exit_code(report: Report, fail_on: str) -> int:
+    """0 when nothing is at or above `fail_on`; 1 otherwise. A failed build is never clean."""
+    if fail_on == "never":
+        return EXIT_OK
+    threshold = _FAIL_ON_RANK[fail_on]
+    worst = max((_LEVEL_RANK.get(f.level, 0) for f in report.findings), default=-1)
+    if not report.summary.build_succeeded:
+        worst = max(worst, _LEVEL_RANK["error"])
+    return EXIT_FINDINGS if worst >= threshold else EXIT_OK
+
+
+def run_lint_command(request: LintRequest) -> int:
+    from roteiro_py.report.render import render
+
+    report, settings = lint(request)
+    fmt = settings.lint.format
+    to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    width = os.get_terminal_size().columns if to_terminal else 100
+    text = render(report, fmt, width=width, color=to_terminal)
+    if request.output is not None:
+        request.output.parent.mkdir(parents=True, exist_ok=True)
+        request.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return exit_code(report, settings.lint.fail_on)

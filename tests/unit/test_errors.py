@@ -50,6 +50,8 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.PrefetchFailed: lambda: (errors.PrefetchFailed("r.example/b@" + D, "registry r.example",
                                                           "manifest digest sha256:0f mismatch"),
                                     ["r.example/b@" + D, "registry r.example", "sha256:0f"]),
+    errors.UnsafeImageLayer: lambda: (errors.UnsafeImageLayer("sha256:feed01", "../../etc/x", "`..` in member name"),
+                                      ["sha256:feed01", "../../etc/x", "`..` in member name"]),
     errors.NoPackageCache: lambda: (errors.NoPackageCache(Path("/c/.cargo/registry"), Path("/t/tree-5")),
                                     ["/c/.cargo/registry", "pylint-sandbox fetch-deps /t/tree-5"]),
     errors.FetchFailed: lambda: (errors.FetchFailed(Path("/t/tree-11"), "error: failed to download `zz`"),

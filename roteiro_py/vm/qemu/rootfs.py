@@ -65,19 +65,8 @@ class Layer(Protocol):
     def path(self) -> Path: ...
 
 
-class UnsafeLayer(errors.Refusal):
-    """A layer that would write outside the tree or cannot be read; the image is refused."""
-
-    code = "unsafe-layer"
-
-    def __init__(self, digest: str, member: str, why: str) -> None:
-        super().__init__()
-        self.digest = digest
-        self.member = member
-        self.why = why
-
-    def __str__(self) -> str:
-        return f"layer {self.digest}: member {self.member!r}: {self.why}"
+#: Refusal for a layer that would escape the tree or cannot be read (errors.py owns it).
+UnsafeLayer = errors.UnsafeImageLayer
 
 
 @dataclass
@@ -154,6 +143,8 @@ def flatten(layers: Sequence[Layer], dest: Path) -> FlattenReport:
         try:
             with _open_layer(layer) as archive:
                 for member in archive:
+                    if member.isdir() and not member.name.strip("./"):
+                        continue  # the layer's own root entry ("./"): the tree exists already
                     rel = member_path(layer.digest, member.name)
                     base = rel.name
                     if base == OPAQUE:

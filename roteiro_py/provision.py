@@ -1,0 +1,95 @@
+"""`pylint-sandbox prefetch`: the only command that downloads.
+
+A lint never pulls: it reads the image store and the VM assets, and refuses when they are
+absent. Provisioning is this separate, explicit step, and without `--allow-download` it
+refuses, saying what it would download and from where (sources that read local data,
+`--from docker` and `--from oci:PATH`, need no permission).
+
+Progress is shown with rich on a terminal (bytes per layer) and as one line per blob
+otherwise, so CI logs stay short.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from roteiro_py import config
+from roteiro_py.errors import UsageError
+from roteiro_py.guidance import printable
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+@contextmanager
+def _byte_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback: rich bars on a terminal, a line per finished blob otherwise."""
+    if not _interactive():
+        finished: set[str] = set()
+
+        def plain(digest: str, done: int, total: int) -> None:
+            if total >= 0 and done >= total and digest not in finished:
+                finished.add(digest)
+                sys.stderr.write(f"  {printable(digest[:19])}  {done} bytes\n")
+
+        yield plain
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
+
+    tasks: dict[str, TaskID] = {}
+    with Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  transient=False) as progress:
+
+        def rich(digest: str, done: int, total: int) -> None:
+            if digest not in tasks:
+                tasks[digest] = progress.add_task(printable(digest[:19]),
+                                                  total=total if total >= 0 else None)
+            progress.update(tasks[digest], completed=done)
+
+        yield rich
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"{printable(message)}\n")
+
+
+def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: bool, source: str,
+                 vm_assets: bool, path: Path) -> int:
+    from roteiro_py.store import Store, parse_source, prefetch
+
+    if analyzer is None and not vm_assets:
+        if image is None:
+            raise UsageError("Nothing to prefetch.",
+                             hint="Pass --analyzer clippy (the linter image), --vm-assets, or both.")
+        analyzer = "clippy"
+    if vm_assets:
+        from roteiro_py.vm.qemu.assets import provision_assets
+
+        files = provision_assets(allow_download, progress=_say)
+        for asset in files:
+            sys.stdout.write(f"{asset.name}  {asset.sha256}  {printable(str(asset.path))}\n")
+    if analyzer is not None:
+        reference = image
+        if reference is None:
+            from roteiro_py.lint import pinned_image
+
+            resolved = config.resolve(path)
+            reference = str(pinned_image(resolved, path))
+        spec = parse_source(source)
+        with _byte_progress() as progress:
+            result = prefetch(Store.default(), reference, spec, allow_download=allow_download,
+                              progress=progress)
+        state = "already present" if result.already_present else (
+            f"{result.blobs_fetched} blobs, {result.bytes_fetched} bytes")
+        _say(f"provisioned from {result.source}: {state}")
+        sys.stdout.write(f"{result.reference}\n")
+        if reference != result.reference:
+            _say("pin it for this repository with:")
+            _say(f"  pylint-sandbox config set lint.image {shlex.quote(result.reference)} --repo")
+    return 0
