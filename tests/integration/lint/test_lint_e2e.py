@@ -1,0 +1,191 @@
+"""`pylint-sandbox lint clippy` end to end: real CLI, real VM (TCG), real image, real cargo."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+
+import jsonschema
+import pytest
+from lint_support import HOME, ROOT, Image, cli
+
+from roteiro_py.clippy.command import ClippyOptions, clippy_argv
+from roteiro_py.clippy.parse import PathLayout, parse_messages
+
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json"
+
+
+def host_findings(tree: Path, tmp: Path, all_targets: bool) -> set[tuple[str | None, str | None, int | None]]:
+    """The same clippy, unsandboxed on the host: the reference the VM's answer must equal."""
+    argv = clippy_argv(ClippyOptions(all_targets=all_targets))
+    env = {**os.environ, "CARGO_TARGET_DIR": str(tmp / "host-target")}
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stream = parse_messages(done.stdout, PathLayout(PurePosixPath(".")))
+    return {(f.code, f.path, f.line) for f in stream.findings}
+
+
+def report_findings(report: dict[str, object]) -> set[tuple[str | None, str | None, int | None]]:
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    return {(f["code"], f["path"], f["line"]) for f in findings}
+
+
+def test_sandboxed_findings_equal_host_findings(demo: Path, clippy_image: Image, tmp_path: Path) -> None:
+    default = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json",
+                  "--fail-on", "never")
+    assert default.returncode == 0, default.stderr
+    report = json.loads(default.stdout)
+    expected = host_findings(demo, tmp_path, all_targets=False)
+    assert expected, "the host run must find something, or the comparison proves nothing"
+    assert report_findings(report) == expected
+
+    assert report["summary"]["build_succeeded"] is True
+    assert report["isolation"] == {
+        "backend": "qemu", "accelerator": "tcg", "hardware_isolated": False,
+        "description": report["isolation"]["description"]}
+    assert "not a hardware security boundary" in report["isolation"]["description"]
+    assert report["provenance"]["image_reference"] == clippy_image.reference
+    assert clippy_image.reference.endswith(report["provenance"]["image_digest"])
+    assert report["toolchain"]["clippy_version"] == "0.1.95"
+    assert report["toolchain"]["host"] == "x86_64-unknown-linux-gnu"
+    assert "--offline" in report["command"] and "--locked" in report["command"]
+
+    all_targets = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "sarif",
+                      "--all-targets", "--output", str(tmp_path / "out.sarif"))
+    assert all_targets.returncode == 1, all_targets.stderr  # warnings, at the default --fail-on
+    sarif = json.loads((tmp_path / "out.sarif").read_text())
+    jsonschema.validate(sarif, json.loads(SARIF_SCHEMA.read_text()))
+    results = sarif["runs"][0]["results"]
+    got = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results}
+    wanted = host_findings(demo, tmp_path, all_targets=True)
+    assert got == wanted and wanted > expected
+
+
+def test_fail_on_error_exits_0_and_human_output_states_provenance(demo: Path, clippy_image: Image) -> None:
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--fail-on", "error")
+    assert done.returncode == 0, done.stderr
+    assert "clippy::needless_return" in done.stdout
+    assert clippy_image.reference in done.stdout and "clippy 0.1.95" in done.stdout
+    assert "TCG" in done.stdout and "not a hardware security boundary" in done.stdout
+
+
+def test_no_lockfile_is_refused_before_booting(demo: Path, clippy_image: Image) -> None:
+    (demo / "Cargo.lock").unlink()
+    started = time.monotonic()
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference)
+    assert done.returncode == 3
+    assert "would write Cargo.lock" in done.stderr and "cargo generate-lockfile" in done.stderr
+    assert time.monotonic() - started < 10  # refused in preflight: no VM was booted
+
+
+def test_outdated_lockfile_is_refused_from_the_guest(demo: Path, clippy_image: Image) -> None:
+    manifest = demo / "crates" / "demo-core" / "Cargo.toml"
+    manifest.write_text(manifest.read_text() + '\n[dependencies]\nitoa = "1"\n')
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "would write Cargo.lock" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_image_without_clippy_is_refused_as_lacking_the_linter(demo: Path, noclippy_image: Image) -> None:
+    done = cli("lint", "clippy", str(demo), "--image", noclippy_image.reference)
+    assert done.returncode == 3
+    assert "has no working `cargo clippy`" in done.stderr and noclippy_image.reference in done.stderr
+
+
+def test_image_absent_is_refused_fast_without_a_vm(demo: Path, clippy_image: Image) -> None:
+    absent = clippy_image.reference.rsplit("@", 1)[0] + "@sha256:" + "0" * 64
+    started = time.monotonic()
+    done = cli("lint", "clippy", str(demo), "--image", absent)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 3
+    assert "is not in the local store" in done.stderr and absent in done.stderr
+    assert "pylint-sandbox prefetch --analyzer clippy --image" in done.stderr
+    assert elapsed < 3, f"a refusal before any VM took {elapsed:.2f} s"
+
+
+def _crate_with_dependency(base: Path) -> Path:
+    tree = base / "with-deps"
+    (tree / "src").mkdir(parents=True)
+    (tree / "Cargo.toml").write_text('[package]\nname = "with-deps"\nversion = "0.1.0"\nedition = "2021"\n'
+                                     '[dependencies]\nitoa = "=1.0.15"\n')
+    (tree / "src" / "lib.rs").write_text(
+        "pub fn render(n: u64) -> String {\n    let mut buffer = itoa::Buffer::new();\n"
+        "    return buffer.format(n).to_string();\n}\n")
+    subprocess.run(["cargo", "generate-lockfile", "-q"], cwd=tree, check=True, timeout=300,
+                   env={**os.environ, "CARGO_HOME": str(base / "lock-cargo-home")})
+    return tree
+
+
+def test_real_dependencies_lint_after_fetch_deps_and_not_before(tmp_path: Path, clippy_image: Image) -> None:
+    tree = _crate_with_dependency(tmp_path)
+    cargo_home = tmp_path / "cargo-home"
+    env = {"CARGO_HOME": str(cargo_home)}
+    missing = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, env=env)
+    assert missing.returncode == 3 and "No cargo package cache" in missing.stderr
+    assert f"pylint-sandbox fetch-deps {tree}" in missing.stderr
+
+    (cargo_home / "registry").mkdir(parents=True)
+    cold = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, env=env)
+    assert cold.returncode == 3, cold.stdout + cold.stderr
+    assert "package cache lacks" in cold.stderr and "fetch-deps" in cold.stderr
+
+    fetched = cli("fetch-deps", str(tree), env=env)
+    assert fetched.returncode == 0, fetched.stderr
+    linted = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", "json", env=env)
+    assert linted.returncode == 1, linted.stderr
+    report = json.loads(linted.stdout)
+    assert ("clippy::needless_return", "src/lib.rs", 3) in report_findings(report)
+    assert report["summary"]["outside_repository"] == 0
+
+
+def test_hostile_build_output_never_reaches_the_terminal_raw(tmp_path: Path, clippy_image: Image) -> None:
+    tree = tmp_path / "evil-build"
+    shutil.copytree(ROOT / "tests" / "data" / "evil-build", tree)
+    for fmt in ("human", "github"):
+        done = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", fmt)
+        assert done.returncode in (0, 1), done.stderr
+        out = done.stdout + done.stderr
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out and "\u202e" not in out
+        assert "\\x1b" in out or "\\u001b" in out, "the escape must be shown, escaped, not dropped"
+        if fmt == "github":
+            assert "\n::error::forged" not in done.stdout
+
+
+def test_keep_cache_persists_and_concurrent_lints_take_turns(demo: Path, clippy_image: Image) -> None:
+    builds = HOME / "cache" / "builds"
+    before = set(builds.glob("*.ext4")) if builds.exists() else set()
+
+    def lint() -> subprocess.CompletedProcess[str]:
+        return cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--keep-cache",
+                   "--format", "json")
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: lint(), range(2))
+    assert first.returncode == second.returncode == 1, first.stderr + second.stderr
+    assert report_findings(json.loads(first.stdout)) == report_findings(json.loads(second.stdout))
+    kept = set(builds.glob("*.ext4")) - before
+    assert len(kept) == 1, "one build cache for (worktree, image, features)"
+    for disk in kept:
+        disk.unlink()
+
+
+def test_default_run_leaves_no_scratch_behind(demo: Path, clippy_image: Image) -> None:
+    scratch = HOME / "cache" / "scratch"
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json")
+    assert done.returncode == 1
+    assert not list(scratch.glob("*.ext4")) if scratch.exists() else True
+
+
+@pytest.mark.parametrize("accel", ["auto"])
+def test_auto_never_falls_back_to_tcg(demo: Path, clippy_image: Image, accel: str) -> None:
+    """On these machines KVM cannot run a guest: auto must refuse, naming the opt-in."""
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--accel", accel)
+    assert done.returncode == 3
+    assert "No usable sandbox for accel=auto" in done.stderr and "--accel tcg" in done.stderr
