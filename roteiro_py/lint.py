@@ -193,7 +193,10 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
 def grant_for(tree: Tree, registry: Path, git: Path | None) -> GrantSet:
     from roteiro_py.process.grants import GrantSet
 
-    atoms = [f"fs:read:{tree.repo_root}/**", f"fs:list:{tree.repo_root}/**",
+    # The workspace root, not the whole repository: cargo needs only the workspace (and a
+    # repository also holds .git, virtualenvs and build output that the guest has no
+    # business reading). Path dependencies outside the workspace root are not visible.
+    atoms = [f"fs:read:{tree.workspace}/**", f"fs:list:{tree.workspace}/**",
              f"fs:read:{registry}/**", f"fs:write:{GUEST_SCRATCH}/**",
              "proc:exec:cargo", "proc:exec:rustc"]
     if git is not None:
