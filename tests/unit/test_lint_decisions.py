@@ -1,0 +1,151 @@
+"""The decisions lint.py makes on its own: exit status, the guest environment, the grant,
+the order of preflight refusals, and what a VM job that fell short means."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+
+from realcargo import make_report  # noqa: E402
+
+from roteiro_py import lint  # noqa: E402
+from roteiro_py.errors import (  # noqa: E402
+    DeadlineExceeded,
+    ImageNotProvisioned,
+    LockfileWouldBeWritten,
+    NoImageConfigured,
+    NoPackageCache,
+    SandboxUnavailable,
+    TagNotDigest,
+)
+from roteiro_py.process.sandbox import Command  # noqa: E402
+from roteiro_py.report.model import Finding  # noqa: E402
+from roteiro_py.vm import Isolation, JobOutcome, VmOutcome  # noqa: E402
+
+PIN = "localhost/x/clippy@sha256:" + "c" * 64
+
+
+def finding(level: str) -> Finding:
+    return Finding(code="clippy::x", level=level, message="m", path="src/lib.rs", line=1, column=1,
+                   end_line=1, end_column=2)
+
+
+@pytest.mark.parametrize(
+    ("levels", "build_succeeded", "fail_on", "expected"),
+    [
+        ([], True, "warning", 0),
+        (["warning"], True, "warning", 1),
+        (["warning"], True, "error", 0),
+        (["error"], False, "error", 1),
+        (["error"], False, "never", 0),
+        (["note", "help"], True, "warning", 0),
+        ([], False, "warning", 1),  # a failed build is never a clean tree
+        ([], False, "error", 1),
+    ],
+)
+def test_exit_code(levels: list[str], build_succeeded: bool, fail_on: str, expected: int) -> None:
+    report = make_report([finding(level) for level in levels], build_succeeded=build_succeeded)
+    assert lint.exit_code(report, fail_on) == expected
+
+
+def test_signal_statuses() -> None:
+    assert lint._signal_of(137) == "SIGKILL"
+    assert lint._signal_of(143) == "SIGTERM"
+    assert lint._signal_of(101) is None and lint._signal_of(128) is None and lint._signal_of(0) is None
+
+
+def test_guest_env_is_set_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "leak-me")
+    monkeypatch.setenv("CARGO_HOME", "/host/cargo")
+
+    class Image:
+        config = {"config": {"Env": ["PATH=/opt/bin:/usr/bin", "RUSTUP_HOME=/opt/rustup",
+                                     "LD_PRELOAD=/evil.so", "CARGO_HOME=/image/cargo"]}}
+
+    env = lint.guest_env(Image())  # type: ignore[arg-type]
+    assert env["PATH"] == "/opt/bin:/usr/bin" and env["RUSTUP_HOME"] == "/opt/rustup"
+    assert env["CARGO_HOME"] == "/cargo-home" and env["CARGO_TARGET_DIR"].startswith("/scratch/")
+    assert "LD_PRELOAD" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert "leak-me" not in str(env) and "/host/cargo" not in str(env)
+
+
+def test_grant_shares_the_workspace_and_the_cache_never_the_cargo_home_root(tmp_path: Path) -> None:
+    tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
+    grant = {str(atom) for atom in lint.grant_for(tree, tmp_path / "cargo" / "registry", None)}
+    assert grant == {f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**",
+                     f"fs:read:{tmp_path}/cargo/registry/**", "fs:write:/scratch/**",
+                     "proc:exec:cargo", "proc:exec:rustc"}
+
+
+def _job(steps: list[Command], outcomes: list[tuple[int | None, bool]], *, failure: str | None = None,
+         completed: bool = True) -> JobOutcome:
+    isolation = Isolation("qemu", "tcg", False, "TCG")
+    now = datetime.now(UTC)
+    done = tuple(VmOutcome(command=step, exit=code, stdout=b"", stderr=b"", timed_out=timed_out,
+                           truncated=False, duration=1.0, started=now, ended=now, isolation=isolation)
+                 for step, (code, timed_out) in zip(steps, outcomes, strict=False))
+    return JobOutcome(steps=done, isolation=isolation, completed=completed, boot_seconds=1.0,
+                      failure=failure, console=b"")
+
+
+def test_a_step_past_its_deadline_is_refused_naming_it(tmp_path: Path) -> None:
+    steps = [Command("cargo", ("clippy",), tmp_path, timeout=42.0)]
+    with pytest.raises(DeadlineExceeded) as caught:
+        lint.judge_job(_job(steps, [(None, True)]), steps)
+    assert "42 s" in caught.value.guidance().render_text()
+    with pytest.raises(DeadlineExceeded):
+        lint.judge_job(_job(steps, [], failure="killed at the deadline", completed=False), steps)
+    lint.judge_job(_job(steps, [(0, False)]), steps)  # control: a finished step passes
+
+
+def _request(tmp_path: Path, image: str | None, accel: str = "tcg") -> lint.LintRequest:
+    return lint.LintRequest(path=tmp_path, flags={"lint.image": (image, "--image"),
+                                                  "vm.accel": (accel, "--accel")})
+
+
+def _workspace(tmp_path: Path) -> None:
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
+    (tmp_path / "Cargo.lock").write_text("version = 4\n")
+
+
+def test_preflight_order_cheapest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each refusal comes before the next check starts; the probe is stubbed to record calls
+    (a fake only for ordering: the real probe is exercised by the integration tests)."""
+    _workspace(tmp_path)
+    calls: list[str] = []
+
+    class Backend:
+        def __init__(self, **options: object) -> None:
+            pass
+
+        def isolation(self) -> Isolation:
+            calls.append("probe")
+            if accel["usable"]:
+                return Isolation("qemu", "tcg", False, "TCG")
+            raise SandboxUnavailable("no", accel="auto")
+
+    accel = {"usable": False}
+    monkeypatch.setattr("roteiro_py.vm.BACKENDS", {"qemu": Backend})
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    with pytest.raises(NoImageConfigured):
+        lint.lint(_request(tmp_path, None))
+    with pytest.raises(TagNotDigest):
+        lint.lint(_request(tmp_path, "x/clippy:1"))
+    assert calls == []
+    with pytest.raises(SandboxUnavailable):
+        lint.lint(_request(tmp_path, PIN))
+    assert calls == ["probe"]
+    accel["usable"] = True
+    with pytest.raises(ImageNotProvisioned):
+        lint.lint(_request(tmp_path, PIN))
+    monkeypatch.setattr("roteiro_py.store.Store.resolve", lambda self, ref: object())
+    with pytest.raises(NoPackageCache):
+        lint.lint(_request(tmp_path, PIN))
+    (tmp_path / "Cargo.lock").unlink()
+    with pytest.raises(LockfileWouldBeWritten):
+        lint.lint(_request(tmp_path, PIN))
