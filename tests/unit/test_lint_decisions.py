@@ -3,18 +3,14 @@ the order of preflight refusals, and what a VM job that fell short means."""
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from realcargo import make_report  # loaded by tests/unit/conftest.py
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
-
-from realcargo import make_report  # noqa: E402
-
-from roteiro_py import lint  # noqa: E402
-from roteiro_py.errors import (  # noqa: E402
+from roteiro_py import lint
+from roteiro_py.errors import (
     DeadlineExceeded,
     ImageNotProvisioned,
     LockfileWouldBeWritten,
@@ -23,9 +19,9 @@ from roteiro_py.errors import (  # noqa: E402
     SandboxUnavailable,
     TagNotDigest,
 )
-from roteiro_py.process.sandbox import Command  # noqa: E402
-from roteiro_py.report.model import Finding  # noqa: E402
-from roteiro_py.vm import Isolation, JobOutcome, VmOutcome  # noqa: E402
+from roteiro_py.process.sandbox import Command
+from roteiro_py.report.model import Finding
+from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
 
 PIN = "localhost/x/clippy@sha256:" + "c" * 64
 

@@ -1,4 +1,4 @@
-"""Loads tests/data/realcargo.py (real cargo runs) for the tests in this directory."""
+"""Loads tests/data/realcargo.py (real cargo runs) and its fixtures for the unit tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "data" / "realcargo.py"
+_PATH = Path(__file__).resolve().parents[1] / "data" / "realcargo.py"
 if "realcargo" not in sys.modules:
     _spec = importlib.util.spec_from_file_location("realcargo", _PATH)
     assert _spec is not None and _spec.loader is not None
@@ -18,6 +18,8 @@ from realcargo import (  # noqa: E402,F401  (fixtures, used by name)
     demo_all_targets,
     demo_copy,
     demo_default,
+    demo_report,
     evil_copy,
+    evil_report,
     evil_run,
 )

@@ -1,0 +1,298 @@
+"""Images the host builds for the guest (root filesystem, share images) and the qemu
+command line that attaches them: no VM boots here."""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import socket
+import stat
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+from roteiro_py.vm.qemu import backend as qemu_backend
+from roteiro_py.vm.qemu import job, machine, rootfs, shareimage
+from roteiro_py.vm.qemu.assets import Assets, kernel_format, load_assets
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "integration" / "vm"))
+from oci_fixture import Layer  # noqa: E402
+
+
+def debugfs(image: Path, request: str) -> str:
+    return subprocess.run(["debugfs", "-R", request, str(image)], capture_output=True,
+                          text=True, check=True).stdout
+
+
+# -- root filesystem from layers ----------------------------------------------------------
+
+
+def test_a_tar_zstd_layer_is_flattened(tmp_path: Path) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in (("etc/zstd-layer", b"came through zstd\n"), ("bin/tool", b"#!x")):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    plain = tmp_path / "layer.tar"
+    plain.write_bytes(raw.getvalue())
+    subprocess.run(["zstd", "-q", "-19", str(plain), "-o", str(tmp_path / "layer.tar.zst")],
+                   check=True)
+    compressed = (tmp_path / "layer.tar.zst").read_bytes()
+    assert compressed[:4] == b"\x28\xb5\x2f\xfd"  # really zstd, not a tar passed through
+    (dest := tmp_path / "root").mkdir()
+    layer = Layer("sha256:" + "1" * 64, rootfs.MEDIA_ZSTD[0], tmp_path / "layer.tar.zst")
+    report = rootfs.flatten([layer], dest)
+    assert (dest / "etc/zstd-layer").read_bytes() == b"came through zstd\n"
+    assert os.stat(dest / "bin/tool").st_mode & 0o777 == 0o755 and report.files == 2
+    # control arm: the same bytes declared as a plain tar are not readable as one
+    with pytest.raises(rootfs.UnsafeLayer):
+        rootfs.flatten([Layer(layer.digest, rootfs.MEDIA_TAR[0], layer.path)], tmp_path / "x")
+
+
+BUILD_IN_CHILD = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {fixture!r})
+    from oci_fixture import busybox_image
+    from roteiro_py.vm.qemu import rootfs
+    layers, digest = busybox_image(__import__("pathlib").Path(sys.argv[1]))
+    real = rootfs.flatten
+    def slow(*args, **kwargs):  # widen the window in which two builds would overlap
+        print("building", flush=True)
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+    rootfs.flatten = slow
+    image = rootfs.rootfs_image(layers, digest)
+    print("image", image, os.stat(image).st_ino, flush=True)
+""")
+
+
+def test_two_processes_building_one_rootfs_both_succeed_with_one_image(tmp_path: Path) -> None:
+    script = BUILD_IN_CHILD.format(fixture=str(ROOT / "tests" / "integration" / "vm"))
+    children = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"oci{i}")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 cwd=ROOT) for i in range(2)]
+    outputs = [child.communicate(timeout=120) for child in children]
+    assert [c.returncode for c in children] == [0, 0], [err for _, err in outputs]
+    said = "".join(out for out, _ in outputs)
+    assert said.count("building") == 1, said  # the second waited on the lock and reused
+    images = {line.split()[1] for line in said.splitlines() if line.startswith("image ")}
+    inodes = {line.split()[2] for line in said.splitlines() if line.startswith("image ")}
+    assert len(images) == 1 and len(inodes) == 1, said
+    cache = Path(images.pop()).parent
+    assert sorted(p.suffix for p in cache.iterdir()) == [".ext4", ".lock"]  # no leftovers
+
+
+# -- the [vm] kernel override ---------------------------------------------------------------
+
+
+def test_a_kernel_override_that_qemu_cannot_boot_is_refused(tmp_path: Path) -> None:
+    initrd = tmp_path / "initrd"
+    initrd.write_bytes(b"070701")
+    wrong = [tmp_path / "text", Path(sys.executable).resolve()]  # a text file, an x86-64 ELF
+    wrong[0].write_text("not a kernel\n")
+    for kernel in wrong:
+        with pytest.raises(errors.VmAssetsMissing) as refused:
+            load_assets(kernel=kernel, initrd=initrd)
+        assert "neither an x86 bzImage nor" in refused.value.what
+        with pytest.raises(errors.VmAssetsMissing):  # also with the provisioned initrd
+            load_assets(kernel=kernel)
+
+
+def pvh_elf(path: Path, note_type: int) -> Path:
+    """The smallest file that is what qemu boots as a vmlinux: x86-64 ELF, PVH note."""
+    name = b"Xen\0"
+    note = (4).to_bytes(4, "little") + (4).to_bytes(4, "little") + \
+        note_type.to_bytes(4, "little") + name + b"\0\0\x00\x01"
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    header[18:20] = b"\x3e\x00"
+    header[0x20:0x28] = (64).to_bytes(8, "little")  # e_phoff
+    header[0x36:0x38] = (56).to_bytes(2, "little")  # e_phentsize
+    header[0x38:0x3A] = (1).to_bytes(2, "little")  # e_phnum
+    ph = bytearray(56)
+    ph[0:4] = (4).to_bytes(4, "little")  # PT_NOTE
+    ph[0x08:0x10] = (120).to_bytes(8, "little")
+    ph[0x20:0x28] = len(note).to_bytes(8, "little")
+    path.write_bytes(bytes(header) + bytes(ph) + note)
+    return path
+
+
+def test_a_kernel_override_qemu_can_boot_is_taken_as_given(tmp_path: Path) -> None:
+    initrd = tmp_path / "initrd"
+    initrd.write_bytes(b"070701")
+    good = pvh_elf(tmp_path / "vmlinux", 18)
+    assert kernel_format(good) == "vmlinux"
+    assets = load_assets(kernel=good, initrd=initrd)
+    assert assets.kernel == good and assets.source == "config"
+    # control arm: the same ELF with another note type is not bootable, and is refused
+    assert kernel_format(pvh_elf(tmp_path / "other", 17)) is None
+    bz = tmp_path / "bzImage"
+    bz.write_bytes(b"\0" * 0x202 + b"HdrS" + b"\0" * 64)
+    assert kernel_format(bz) == "bzImage"
+
+
+# -- share images ---------------------------------------------------------------------------
+
+
+def test_staging_keeps_sources_and_symlinks_and_leaves_out_specials_git_and_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tmp_path / "tree"
+    (tree / "src" / "target").mkdir(parents=True)  # a module dir merely named target
+    (tree / "src" / "target" / "mod.rs").write_text("// kept\n")
+    (tree / "src" / "lib.rs").write_text("pub fn f() {}\n")
+    (tree / "src" / "private.rs").write_text("// 0600 on the host\n")
+    os.chmod(tree / "src" / "private.rs", 0o600)
+    (tree / "build.sh").write_text("#!/bin/sh\n")
+    os.chmod(tree / "build.sh", 0o4750)
+    (tree / "secret.rs").write_text("unreadable\n")
+    (tree / "escape").symlink_to("/etc/passwd")
+    (tree / "dangling").symlink_to("../../nowhere")
+    (tree / "target" / "debug").mkdir(parents=True)
+    (tree / "target" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (tree / ".git" / "objects").mkdir(parents=True)
+    (tree / "sub" / "crate").mkdir(parents=True)
+    (tree / "sub" / "crate" / ".git").write_text("gitdir: ../../.git/modules/x\n")
+    os.mkfifo(tree / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tree / "sock"))
+    if os.geteuid() == 0:
+        # root reads any file, so EACCES cannot be produced on demand: fake it for one name
+        real_open = os.open
+
+        def deny(path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+            if path == "secret.rs":
+                raise PermissionError(13, "Permission denied", path)
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
+        monkeypatch.setattr(shareimage.os, "open", deny)
+    else:
+        os.chmod(tree / "secret.rs", 0)
+    dest = tmp_path / "staged"
+    dest.mkdir()
+    report = shareimage.stage_tree(tree, dest)
+    monkeypatch.undo()
+    sock.close()
+    assert (dest / "src/target/mod.rs").read_text() == "// kept\n"
+    assert os.readlink(dest / "escape") == "/etc/passwd"  # a link, never its host target
+    assert os.readlink(dest / "dangling") == "../../nowhere"
+    assert stat.S_IMODE(os.stat(dest / "src/private.rs").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(dest / "build.sh").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(dest / "src").st_mode) == 0o755
+    assert dict(report.skipped) == {
+        ".git/": "excluded", "fifo": "special", "secret.rs": "unreadable",
+        "sock": "special", "sub/crate/.git": "excluded", "target/": "excluded"}
+    present = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    assert present == ["build.sh", "dangling", "escape", "src", "src/lib.rs",
+                       "src/private.rs", "src/target", "src/target/mod.rs", "sub",
+                       "sub/crate"]
+
+
+def test_a_share_image_holds_the_tree_and_is_removed_after_the_run(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "main.rs").write_text("fn main() {}\n")
+    (tree / "link").symlink_to("/etc/shadow")
+    with shareimage.tree_image(tree) as (image, report):
+        assert report.files == 1 and report.symlinks == 1
+        assert debugfs(image, "cat /src/main.rs") == "fn main() {}\n"
+        assert "Type: symlink" in debugfs(image, "stat /link")
+        assert "/etc/shadow" in debugfs(image, "stat /link")
+        work = image.parent
+        assert stat.S_IMODE(work.stat().st_mode) == 0o700
+        assert sorted(p.name for p in work.iterdir()) == ["image.ext4"]  # staging removed
+    assert not work.exists()
+
+
+# -- read-only enforced by qemu, decided by the backend ---------------------------------------
+
+
+def options(value: str) -> dict[str, str]:
+    out = {}
+    for word in value.replace(",,", "\0").split(","):
+        key, _, val = word.partition("=")
+        out[key] = val.replace("\0", ",")
+    return out
+
+
+def argv_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grant_extra: str) -> list[str]:
+    """The qemu argv the backend builds for a lint-shaped grant (boot() is replaced: this
+    test is about the command line, and qemu_argv turns the spec into it)."""
+    tree, cargo = tmp_path / "tree,odd", tmp_path / "cargo"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "main.rs").write_text("fn main() {}\n")
+    (cargo / "registry" / "src").mkdir(parents=True)
+    (cargo / "git").mkdir()
+    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    root_image = tmp_path / "rootfs.ext4"
+    root_image.write_bytes(b"")
+    disk = tmp_path / "scratch.ext4"
+    disk.write_bytes(b"")
+    seen: list[list[str]] = []
+
+    def fake_boot(spec: machine.MachineSpec, **_: object) -> machine.MachineResult:
+        argv = machine.qemu_argv(spec, tmp_path / "initrd", tmp_path / "sockets")
+        for disk_ in spec.disks:  # the share images exist while qemu would run
+            assert disk_.path.is_file(), disk_
+        seen.append(argv)
+        return machine.MachineResult({}, set(), [], b"", b"", 0, False, None, 0.0, 0.0)
+
+    monkeypatch.setattr(qemu_backend, "boot", fake_boot)
+    backend = qemu_backend.QemuBackend(rootfs=root_image, scratch=disk, accel="tcg")
+    backend._assets = Assets(tmp_path / "k", tmp_path / "i", "0", "0", "test", "config")
+    backend._resolved = "tcg"
+    grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
+                        f"fs:read:{cargo}/registry/**", f"fs:read:{cargo}/git/**",
+                        "proc:exec:cargo", grant_extra)
+    backend.run_steps([Command("cargo", ("clippy",), tree, {})], grant)
+    return seen[0]
+
+
+def test_every_share_and_the_root_are_attached_read_only_by_qemu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = argv_of(tmp_path, monkeypatch, "fs:write:/scratch/**")
+    drives = {options(argv[i + 1])["id"]: options(argv[i + 1])
+              for i, word in enumerate(argv) if word == "-drive"}
+    fsdevs = [options(argv[i + 1]) for i, word in enumerate(argv) if word == "-fsdev"]
+    blk = [options(argv[i + 1]) for i, word in enumerate(argv)
+           if word == "-device" and argv[i + 1].startswith("virtio-blk-device")]
+    serials = {d["serial"]: drives[d["drive"]] for d in blk}
+    assert set(serials) == {job.ROOT_SERIAL, job.SCRATCH_SERIAL, job.share_serial(2)}
+    for serial, drive in serials.items():
+        wanted = None if serial == job.SCRATCH_SERIAL else "on"
+        assert drive.get("readonly") == wanted, (serial, drive)
+    assert serials[job.share_serial(2)]["file"].endswith("image.ext4")
+    # the registry and git travel over 9p, each read-only in qemu
+    assert sorted(Path(f["path"]).name for f in fsdevs) == ["git", "registry"]
+    assert all(f.get("readonly") == "on" for f in fsdevs), fsdevs
+    assert all(f"mount_tag={job.share_tag(i)}" in " ".join(argv) for i in (0, 1))
+
+
+def test_a_scratch_only_read_is_attached_read_only_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = argv_of(tmp_path, monkeypatch, "fs:read:/scratch/**")
+    drives = [options(argv[i + 1]) for i, word in enumerate(argv) if word == "-drive"]
+    assert len(drives) == 3 and all(d.get("readonly") == "on" for d in drives), drives
+
+
+def test_the_mount_script_mounts_images_and_9p_shares_by_kind(tmp_path: Path) -> None:
+    from roteiro_py.vm.mounts import MountTable, Share
+
+    table = MountTable((Share(tmp_path / "reg", f"{GUEST_CARGO_HOME}/registry"),
+                        Share(tmp_path / "tree", "/work/tree")), "/scratch", "rw", True)
+    images = {i for i, s in enumerate(table.shares)
+              if qemu_backend.share_transport(s) == "image"}
+    script = job.mounts_script(table, images)
+    assert images == {1}
+    assert f"mount_image {job.share_serial(1)} /work/tree\n" in script
+    assert (f"mount_share {job.share_tag(0)} {shlex.quote(GUEST_CARGO_HOME + '/registry')} "
+            f"{job.NINEP_CACHE}\n") in script
