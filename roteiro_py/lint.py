@@ -252,8 +252,8 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
 
     resolved = config.resolve(request.path, flags=request.flags)
     settings = resolved.settings
-    tree = locate(request.path)
     reference = pinned_image(resolved, request.path)                       # 1, 2
+    tree = locate(request.path)
     vm = settings.vm
 
     def backend(rootfs: Path, scratch: Path | None) -> VmBackend:
