@@ -241,6 +241,10 @@ def judge_job(job: JobOutcome, steps: list[Command]) -> None:
 
 def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not."""
+    resolved = config.resolve(request.path, flags=request.flags)
+    settings = resolved.settings
+    reference = pinned_image(resolved, request.path)                       # 1, 2
+    # Imported only past the first refusals, which then cost no more than --help does.
     from roteiro_py.clippy.classify import ClippyRun, classify
     from roteiro_py.clippy.parse import PathLayout
     from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
@@ -250,9 +254,6 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.qemu.rootfs import rootfs_image
 
-    resolved = config.resolve(request.path, flags=request.flags)
-    settings = resolved.settings
-    reference = pinned_image(resolved, request.path)                       # 1, 2
     tree = locate(request.path)
     vm = settings.vm
 
@@ -340,9 +341,9 @@ def exit_code(report: Report, fail_on: str) -> int:
 
 
 def run_lint_command(request: LintRequest) -> int:
+    report, settings = lint(request)
     from roteiro_py.report.render import render
 
-    report, settings = lint(request)
     fmt = settings.lint.format
     to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     width = os.get_terminal_size().columns if to_terminal else 100
