@@ -1,7 +1,7 @@
-"""Measure, in one run: boot-to-first-command (median of N boots), a trivial command's wall
-time in the guest vs on the host, and (--fs) reading a 3,000-file tree over 9p
-cache=none / cache=loose vs a read-only ext4 image. Uses $ROTEIRO_HOME's provisioned
-assets and builds a busybox root filesystem like the integration tests do.
+"""Measure, in one run: boot-to-first-command (median of N boots) and a trivial command's
+wall time in the guest vs on the host. (Share transports: bench/vm_shares.py; where the
+boot time goes: bench/vm_modules.py.) Uses $ROTEIRO_HOME's provisioned assets and builds
+a busybox root filesystem like the integration tests do.
 
     ROTEIRO_HOME=/var/tmp/roteiro-test-home .venv/bin/python bench/vm_boot.py [--boots 5] [--fs]
 """
@@ -56,26 +56,7 @@ def main() -> None:
     print(f"`true` wall time: guest {g * 1000:.0f} ms, host {h * 1000:.1f} ms, "
           f"ratio {g / h:.0f}x")
     if args.fs:
-        read = "find . -type f | xargs cat | wc -c"
-        cmd = Command("sh", ("-c", read), tree, {"PATH": "/bin"})
-        job = backend.run_steps([cmd], grant)
-        print(f"9p cache=loose: read {job.steps[0].stdout.decode().strip()} bytes "
-              f"in {job.steps[0].duration:.2f} s")
-        # The same tree inside a read-only ext4 image (the root image slot: busybox plus
-        # the tree at /tree), built on the host first as a block-image design would.
-        combo = tmp / "combo"
-        combo.mkdir()
-        rootfs.flatten(layers, combo)
-        subprocess.run(["cp", "-a", str(tree), str(combo / "tree")], check=True)
-        t = time.monotonic()
-        combo_img = tmp / "combo.ext4"
-        rootfs.make_ext4(combo, combo_img)
-        mkfs = time.monotonic() - t
-        job2 = QemuBackend(rootfs=combo_img, accel="tcg").run_steps(
-            [Command("sh", ("-c", "cd /tree && " + read), tree, {"PATH": "/bin"})], grant)
-        print(f"ext4 block (read-only image): read {job2.steps[0].stdout.decode().strip()} "
-              f"bytes in {job2.steps[0].duration:.2f} s; mkfs.ext4 -d took {mkfs:.2f} s")
-
+        print("--fs moved to bench/vm_shares.py (9p cache modes vs read-only ext4 images)")
 
 if __name__ == "__main__":
     main()

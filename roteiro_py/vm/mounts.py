@@ -5,7 +5,10 @@ The mapping (what the guest sees):
 - `fs:read:/some/dir/**` (with or without the matching `fs:list`) becomes a read-only
   share of that host directory at the SAME path in the guest, its parents created as
   root-owned 0755 directories so they are traversable. Nested grants collapse into the
-  outermost share.
+  outermost share. How a share travels is the backend's choice; the qemu backend copies
+  a worktree into a read-only ext4 image per run, leaving out `.git` and cargo `target`
+  directories, FIFOs, sockets and device nodes (qemu/shareimage.py), and shares the
+  cargo registry over read-only 9p (the numbers are in qemu/machine.py).
 - A read under the host's cargo home is mapped under `GUEST_CARGO_HOME` instead:
   `$CARGO_HOME/registry/**` -> `/cargo-home/registry`, `$CARGO_HOME/git/**` ->
   `/cargo-home/git`. `/cargo-home` itself is a tmpfs owned by the guest user, so cargo

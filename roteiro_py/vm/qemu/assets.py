@@ -43,8 +43,8 @@ KERNEL_META_PACKAGE = "linux-image-amd64"
 BUSYBOX_PACKAGE = "busybox-static"
 
 #: What the guest's mounts need, in the order named; dependencies are pulled in first.
-#: virtio_console carries the output/status ports, virtio_blk the root and scratch disks,
-#: 9p the read-only shares, overlay the writable layer over the read-only root.
+#: virtio_console carries the output/status ports, virtio_blk the root, scratch and share
+#: images, 9p the cargo registry share, overlay the writable layer over the read-only root.
 WANTED_MODULES = (
     "virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console",
     "crc32c_generic", "ext4", "overlay", "9pnet_virtio", "9p",
@@ -109,10 +109,56 @@ def _verified(root: Path, manifest: dict[str, object], name: str, what: str) -> 
     return AssetFile(name, path, actual, path.stat().st_size)
 
 
+def kernel_format(path: Path) -> str | None:
+    """"bzImage", "vmlinux" (an x86-64 ELF with the PVH entry note qemu needs to boot it),
+    or None for anything qemu's x86 `-kernel` cannot boot.
+
+    Without this check a `[vm] kernel` pointing at the wrong file (a module, a program, an
+    arm64 Image) is found out only when qemu refuses it at the probe, in qemu's words
+    ("Error loading uncompressed kernel without PVH ELF Note").
+    """
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+        if head[0x202:0x206] == b"HdrS":
+            return "bzImage"
+        if head[:4] != b"\x7fELF" or head[4:6] != b"\x02\x01" or head[18:20] != b"\x3e\x00":
+            return None
+        phoff = int.from_bytes(head[0x20:0x28], "little")
+        phentsize = int.from_bytes(head[0x36:0x38], "little")
+        phnum = int.from_bytes(head[0x38:0x3A], "little")
+        handle.seek(phoff)
+        table = handle.read(phentsize * min(phnum, 64))
+        for index in range(min(phnum, 64)):
+            ph = table[index * phentsize:(index + 1) * phentsize]
+            if len(ph) < 0x28 or int.from_bytes(ph[0:4], "little") != 4:  # PT_NOTE
+                continue
+            handle.seek(int.from_bytes(ph[0x08:0x10], "little"))
+            notes = handle.read(min(int.from_bytes(ph[0x20:0x28], "little"), 1 << 16))
+            at = 0
+            while at + 12 <= len(notes):
+                namesz, descsz, kind = (int.from_bytes(notes[at + i:at + i + 4], "little")
+                                        for i in (0, 4, 8))
+                if notes[at + 12:at + 12 + namesz] == b"Xen\0" and kind == 18:
+                    return "vmlinux"  # XEN_ELFNOTE_PHYS32_ENTRY: the PVH entry point
+                at += 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
+    return None
+
+
+def _checked_kernel(kernel: Path) -> None:
+    if not kernel.is_file():
+        raise errors.VmAssetsMissing("kernel named by [vm] kernel", kernel)
+    if kernel_format(kernel) is None:
+        raise errors.VmAssetsMissing(
+            "kernel named by [vm] kernel (that file is neither an x86 bzImage nor an x86-64 "
+            "vmlinux with a PVH entry note, so qemu cannot boot it)", kernel)
+
+
 def load_assets(kernel: Path | None = None, initrd: Path | None = None) -> Assets:
     """The assets a boot uses, verified; `kernel`/`initrd` are the `[vm]` overrides."""
     root = paths.vm_assets_root()
     manifest = _read_manifest(root)
+    if kernel is not None:
+        _checked_kernel(kernel)
     if kernel is not None and initrd is not None:
         for given, what in ((kernel, "kernel"), (initrd, "initramfs")):
             if not given.is_file():

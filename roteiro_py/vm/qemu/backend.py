@@ -2,7 +2,8 @@
 
 Order of a run, and why: the grant is turned into a mount table (refusing what cannot
 be enforced) before anything else, so a refusal costs nothing; then the assets are
-verified and the accelerator is resolved (probe, cached); only then does qemu start.
+verified and the accelerator is resolved (probe, cached); then the images of the shares
+that travel as images are built (`share_transport`); only then does qemu start.
 
 Acceleration (`accel`): "auto" uses KVM (or hvf on macOS) when its probe passes and
 otherwise refuses with errors.SandboxUnavailable, saying whether TCG would work; TCG is
@@ -16,16 +17,17 @@ step killed at its own deadline has `exit=None, timed_out=True`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from roteiro_py import errors, paths
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
 from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
-from roteiro_py.vm.mounts import GUEST_SCRATCH, MountTable, derive_mounts
-from roteiro_py.vm.qemu import job, probe
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
+from roteiro_py.vm.qemu import job, probe, shareimage
 from roteiro_py.vm.qemu.assets import Assets, load_assets
 from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineSpec, boot
 
@@ -41,6 +43,21 @@ def isolation_for(accel: str) -> Isolation:
                          "not a hardware security boundary")
     name = {"kvm": "KVM", "hvf": "Hypervisor.framework"}.get(accel, accel)
     return Isolation("qemu", accel, True, f"QEMU microvm under {name} hardware virtualization")
+
+
+def share_transport(share: Share) -> str:
+    """How a read-only share reaches the guest: "image" (a read-only ext4 image built for
+    this run by shareimage.tree_image) or "9p" (virtio-9p, readonly=on).
+
+    The worktree and any other tree is an image: reading it was 4-17x faster than 9p
+    (median ~5.6x), for a build cost of ~0.1-0.6 s per 1,000 files (machine.py). The
+    cargo registry (anything under GUEST_CARGO_HOME) stays 9p: it is shared by every lint,
+    often gigabytes of which a lint reads a small part, and an image of it would be
+    copied and rebuilt whenever any crate is added (see machine.py).
+    """
+    guest = PurePosixPath(share.guest)
+    cargo = PurePosixPath(GUEST_CARGO_HOME)
+    return "9p" if guest == cargo or cargo in guest.parents else "image"
 
 
 class QemuBackend:
@@ -128,7 +145,8 @@ class QemuBackend:
         """
         steps = list(steps)
         table = self.mounts(steps, grant)
-        archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure)
+        images = {i for i, share in enumerate(table.shares) if share_transport(share) == "image"}
+        archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure, images=images)
         assets = self.assets()
         isolation = self.isolation()
         if not self.rootfs.is_file():
@@ -142,13 +160,20 @@ class QemuBackend:
             disks.append(Disk(job.SCRATCH_SERIAL, self.scratch,
                               readonly=table.scratch_mode != "rw"))
         ports = tuple(f"{kind}{i}" for i in range(len(steps)) for kind in ("stdout", "stderr"))
-        spec = MachineSpec(
-            assets=assets, accel=isolation.accelerator, cpu=probe.CPU[isolation.accelerator],
-            cpus=self.cpus, memory_mib=self.memory_mib, disks=tuple(disks),
-            shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)),
-            ports=ports, job=archive, qemu=self.qemu)
         limit = deadline or sum(s.timeout for s in steps) + BOOT_ALLOWANCE
-        result = boot(spec, deadline=limit, output_limit=self.output_limit)
+        with contextlib.ExitStack() as built:
+            for index in sorted(images):
+                image, _ = built.enter_context(
+                    shareimage.tree_image(table.shares[index].host))
+                disks.append(Disk(job.share_serial(index), image, readonly=True))
+            spec = MachineSpec(
+                assets=assets, accel=isolation.accelerator,
+                cpu=probe.CPU[isolation.accelerator], cpus=self.cpus,
+                memory_mib=self.memory_mib, disks=tuple(disks),
+                shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)
+                             if i not in images),
+                ports=ports, job=archive, qemu=self.qemu)
+            result = boot(spec, deadline=limit, output_limit=self.output_limit)
         return _outcome(steps, result, isolation)
 
 

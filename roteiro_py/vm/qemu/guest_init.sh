@@ -10,8 +10,9 @@
 #  - the command runs with no_new_privs (setuid bits and file capabilities are ignored),
 #    under uid/gid RUN_UID with no supplementary groups and hence no capabilities, and
 #    every process of that uid is killed after each step.
-# Messages on the status port: "ready", "start I", "exit I RC TIMEDOUT", "done",
-# "error TEXT". The serial console carries only kernel messages and the canary marker.
+# Messages on the status port: "uptime init=S modules=S ready=S" (the guest's clock when
+# init started, when its modules were loaded, when the mounts were done), "ready",
+# "start I", "exit I RC TIMEDOUT", "done", "error TEXT". The serial console carries only kernel messages and the canary marker.
 PATH=/bin
 export PATH
 /bin/busybox --install -s /bin
@@ -27,7 +28,9 @@ if [ -e /job/canary ]; then
     poweroff -f
 fi
 
+read T_INIT _ < /proc/uptime
 for m in $(cat /etc/modules.load); do insmod "/lib/modules/$m" || echo "insmod $m failed" > /dev/ttyS0; done
+read T_MODULES _ < /proc/uptime
 
 port_dev() {
     for p in /sys/class/virtio-ports/*; do
@@ -79,10 +82,15 @@ DEV
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $R/dev/shm
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $R/tmp
 }
-mount_share() {  # tag guest-path: read-only 9p; the host qemu also refuses writes
+mount_share() {  # tag guest-path cache-mode: read-only 9p; the host qemu also refuses writes
     mkdir -p "$R$2"
-    mount -t 9p -o ro,nosuid,nodev,trans=virtio,version=9p2000.L,msize=512000,cache=loose "$1" "$R$2" \
+    mount -t 9p -o "ro,nosuid,nodev,trans=virtio,version=9p2000.L,msize=512000,cache=$3" "$1" "$R$2" \
         || fail "cannot mount share $1"
+}
+mount_image() {  # serial guest-path: a read-only ext4 image of a host tree (readonly=on in qemu)
+    dev=$(blk_dev "$1") || fail "no share disk $1"
+    mkdir -p "$R$2"
+    mount -t ext4 -o ro,noload,nosuid,nodev "$dev" "$R$2" || fail "cannot mount share disk $1"
 }
 mount_scratch() {  # serial guest-path: the only writable disk
     dev=$(blk_dev "$1") || fail "no scratch disk $1"
@@ -103,6 +111,8 @@ sweep() {
     nsenter -F -S "$RUN_UID" -G "$RUN_GID" -- /bin/busybox kill -KILL -1 2>/dev/null
 }
 
+read T_READY _ < /proc/uptime
+status "uptime init=$T_INIT modules=$T_MODULES ready=$T_READY"
 status ready
 i=0
 while [ $i -lt "$NSTEPS" ]; do

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib import resources
 
 from roteiro_py.process.sandbox import Command
@@ -35,6 +35,9 @@ SCRATCH_SERIAL = "scratch"
 #: the status port takes one, and a virtio-serial device has 31.
 MAX_STEPS = 15
 
+#: The 9p cache mode for shares that travel over 9p (see machine.py for the measurement).
+NINEP_CACHE = "loose"
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -43,6 +46,12 @@ def guest_init() -> bytes:
 
 
 def share_tag(index: int) -> str:
+    """The 9p mount tag of share `index` (when it travels over 9p)."""
+    return f"share{index}"
+
+
+def share_serial(index: int) -> str:
+    """The virtio-blk serial of share `index` (when it travels as an image)."""
     return f"share{index}"
 
 
@@ -52,14 +61,21 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
-def mounts_script(table: MountTable) -> str:
-    """Calls to the guest init's mount functions, parents before children."""
+def mounts_script(table: MountTable, images: Collection[int] = ()) -> str:
+    """Calls to the guest init's mount functions, parents before children.
+
+    `images`: indexes of the shares that travel as read-only ext4 images (virtio-blk
+    serial `share_serial(i)`); the others are 9p (mount tag `share_tag(i)`), mounted
+    with NINEP_CACHE.
+    """
     calls: list[tuple[int, str, str]] = []
     if table.cargo_home:
         calls.append((1, GUEST_CARGO_HOME, f"mount_tmpfs_owned {_q(GUEST_CARGO_HOME)}"))
     for index, share in enumerate(table.shares):
         depth = share.guest.rstrip("/").count("/")
-        calls.append((depth, share.guest, f"mount_share {share_tag(index)} {_q(share.guest)}"))
+        call = (f"mount_image {share_serial(index)} {_q(share.guest)}" if index in images
+                else f"mount_share {share_tag(index)} {_q(share.guest)} {NINEP_CACHE}")
+        calls.append((depth, share.guest, call))
     if table.scratch is not None:
         depth = table.scratch.rstrip("/").count("/")
         calls.append((depth, table.scratch,
@@ -86,7 +102,8 @@ def step_script(command: Command) -> str:
     return f"STEP_TIMEOUT={timeout}\nset -- {' '.join(words)}\n"
 
 
-def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure: bool) -> bytes:
+def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure: bool,
+                images: Collection[int] = ()) -> bytes:
     if not 1 <= len(steps) <= MAX_STEPS:
         raise ValueError(f"a job has 1 to {MAX_STEPS} steps, not {len(steps)}")
     config = (f"RUN_UID={GUEST_UID}\nRUN_GID={GUEST_GID}\nNSTEPS={len(steps)}\n"
@@ -95,7 +112,7 @@ def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure:
         Entry.file("init", guest_init(), 0o755),
         Entry.directory("job", 0o700),
         Entry.file("job/config", config.encode(), 0o600),
-        Entry.file("job/mounts", mounts_script(table).encode(), 0o600),
+        Entry.file("job/mounts", mounts_script(table, images).encode(), 0o600),
     ]
     for index, step in enumerate(steps):
         entries.append(Entry.file(f"job/step{index}", step_script(step).encode(), 0o600))

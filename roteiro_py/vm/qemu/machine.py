@@ -2,11 +2,12 @@
 
 Guarantees, and what each prevents:
 - No network: `-nodefaults` and no `-netdev`/NIC, so the guest has only `lo`.
-- Read-only is enforced by the hypervisor: shares are virtio-9p with `readonly=on` and
-  the root image is a virtio-blk drive with `readonly=on`; a guest `mount -o remount,rw`
-  still gets EROFS from qemu (VM_NOTES). The scratch is the only writable drive, and it
-  is a raw ext4 image the host never mounts, so what the guest plants in it (setuid
-  files, device nodes, symlinks) never exists as such on the host's filesystem.
+- Read-only is enforced by the hypervisor: the root image and every share image are
+  virtio-blk drives with `readonly=on`, 9p shares are `-fsdev ...,readonly=on`; a guest
+  `mount -o remount,rw` still gets EROFS from qemu (VM_NOTES). The scratch is the only
+  writable drive, and it is a raw ext4 image the host never mounts, so what the guest
+  plants in it (setuid files, device nodes, symlinks) never exists as such on the host's
+  filesystem. The host never mounts or reads back any image it attached.
 - QEMU runs under its seccomp sandbox (`-sandbox on,...`): a guest that finds a device
   emulation bug cannot then spawn processes or raise privileges from inside qemu.
 - Every byte from the guest arrives on a unix socket this process listens on (qemu
@@ -18,13 +19,28 @@ Guarantees, and what each prevents:
 - The deadline is the process layer's (`process.stream.spawn`): qemu leads its own
   process group and the group is SIGKILLed when the deadline passes or when we stop
   reading, so neither qemu nor a helper outlives the run; what arrived before is kept.
-- Shares are virtio-9p, read-only in qemu (`readonly=on`), mounted cache=loose. Measured
-  with bench/vm_boot.py --fs (TCG, load average ~2): reading a 3,000-file, 0.64 MB tree
-  (`find | xargs cat`) took 24.5 s over 9p cache=loose and 2.09 s from a read-only ext4
-  image, whose build on the host (mkfs.ext4 -d) took 0.13 s. The block image is ~11x
-  faster for many small files; 9p is what this module implements today (no per-run image
-  build or cache for the tree and registry), and the measurement says the worktree and
-  the registry should move to read-only ext4 images (see the backend's report).
+- How a share travels (backend.share_transport decides; bench/vm_shares.py measures).
+  Guest time to stat then read every file once, as cargo's fingerprint walk and rustc do,
+  TCG, this 2-core host shared with other builds (medians; rounds varied 2-6x with load):
+
+  | tree                                   | 9p loose | 9p none | 9p mmap | ext4 image |
+  |----------------------------------------|----------|---------|---------|------------|
+  | worktree, 3,010 files, 15.9 MB         | 44.5 s   | 194 s   | 177 s   | 8.0 s      |
+  | registry-shaped, 1,300 files, 10.5 MB  | 26.6 s   | 151 s   | 52 s    | 4.5 s      |
+
+  (none/mmap: one round; loose and image: three.) Host cost of an image, staging copy +
+  `mkfs.ext4 -d`: 500 files / 20 MB 0.14 s, 3,000 files / 16 MB 0.25 s, 5,000 files /
+  27 MB 0.73 s on a quiet host; 0.41 / 1.93 / 3.83 s while the host was loaded.
+  So: the worktree is a read-only ext4 image built per run (shareimage.py; at least ~5x
+  faster end to end even counting the build). The cargo registry stays 9p with
+  cache=loose, the fastest 9p mode by 3-10x (safe: the share is read-only and the VM
+  lives for one run, so no host change needs to be seen mid-run). An image of the
+  registry would read ~6x faster, but the registry is shared by every lint and is often
+  gigabytes, mostly `.crate` archives cargo only opens; an image of it is a copy of all
+  of it, rebuilt whenever any crate is added, and keying a cache needs a walk of the whole
+  tree per run. The better design is an image of only the crates the lockfile names
+  (their unpacked sources are immutable once `.cargo-ok` is written, so the key is the
+  lockfile's checksums); it needs the lint to grant those paths, and is not built yet.
 """
 
 from __future__ import annotations

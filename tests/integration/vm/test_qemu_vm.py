@@ -193,3 +193,75 @@ def test_kvm_probe_reports_unusable_within_seconds(vm_home: Path) -> None:
         QemuBackend(rootfs=Path("/nonexistent"), accel="auto").isolation()
     assert refused.value.tcg_possible and refused.value.accel == "auto"
     assert any("kvm" in f for f in refused.value.findings)
+
+
+@pytest.mark.timeout(120)
+def test_a_step_past_the_output_cap_is_truncated_and_stops_the_vm(world) -> None:
+    tree, _, _, grant, backend = world
+    limit = 1 << 20
+    capped = QemuBackend(rootfs=backend.rootfs, scratch=backend.scratch, accel="tcg",
+                         output_limit=limit)
+    steps = [sh("echo started >&2; yes flood", tree, timeout=100),  # never ends by itself
+             sh("echo never", tree)]
+    started = time.monotonic()
+    job = capped.run_steps(steps, grant, deadline=60)
+    elapsed = time.monotonic() - started
+    assert len(job.steps) == 1, job.steps  # the VM stopped: the second step never started
+    flood = job.steps[0]
+    assert flood.truncated and flood.exit is None and not flood.timed_out
+    assert len(flood.stdout) == limit and flood.stdout.startswith(b"flood\nflood\n")
+    assert flood.stderr == b"started\n"  # the other stream of the step is kept
+    assert not job.completed and f"passed the limit of {limit} bytes" in (job.failure or "")
+    assert elapsed < 40, elapsed  # stopped at the cap, not at the 60 s deadline
+    assert qemu_processes(str(assets.load_assets().kernel)) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_override_boots_and_a_wrong_one_is_refused_before_booting(
+        world, tmp_path: Path) -> None:
+    tree, _, _, grant, backend = world
+    mine = tmp_path / "my-vmlinux"
+    mine.write_bytes(assets.load_assets().kernel.read_bytes())
+    custom = QemuBackend(rootfs=backend.rootfs, scratch=backend.scratch, accel="tcg",
+                         kernel=mine)
+    outcome = custom.run(sh("echo booted; uname -r", tree), grant)
+    assert outcome.exit == 0 and outcome.stdout.startswith(b"booted\n"), outcome
+    assert custom.assets().kernel == mine and custom.assets().source == "config"
+    wrong = QemuBackend(rootfs=backend.rootfs, scratch=backend.scratch, accel="tcg",
+                        kernel=Path("/bin/busybox").resolve())
+    started = time.monotonic()
+    with pytest.raises(errors.VmAssetsMissing) as refused:
+        wrong.run(sh("echo booted", tree), grant)
+    assert time.monotonic() - started < 2.0  # refused before any qemu started
+    assert "neither an x86 bzImage nor" in refused.value.what
+
+
+@pytest.mark.timeout(120)
+def test_the_worktree_arrives_as_a_read_only_image_and_the_registry_over_9p(world) -> None:
+    tree, cargo, _, grant, backend = world
+    (tree / "escape").symlink_to("/etc/passwd")  # resolves in the guest, never on the host
+    (tree / "src" / "private.rs").write_text("// 0600 on the host\n")
+    os.chmod(tree / "src" / "private.rs", 0o600)
+    (tree / ".git").mkdir()
+    (tree / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tree / "target").mkdir()
+    (tree / "target" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    os.mkfifo(tree / "fifo")
+    outcome = backend.run(sh(f"cat escape; ls -a; cat src/private.rs; id -u; "
+                             f"grep -e ' {tree} ' -e ' {GUEST_CARGO_HOME}/registry ' "
+                             "/proc/mounts", tree), grant)
+    assert outcome.exit == 0, outcome
+    out = outcome.stdout.decode()
+    assert "user:x:1000:1000::/tmp:/bin/sh" in out  # the guest's /etc/passwd ...
+    assert Path("/etc/passwd").read_text().splitlines()[0] not in out  # ... not the host's
+    listing = out.split("\n")
+    assert "src" in listing and "Cargo.toml" in listing
+    assert not {".git", "target", "fifo"} & set(listing), listing
+    assert "// 0600 on the host\n1000\n" in out  # readable by the guest's user
+    mounts = [line.split() for line in out.splitlines() if line.startswith("/dev/") or
+              " 9p " in line]
+    kinds = {fields[1]: (fields[2], fields[3].split(",")) for fields in mounts}
+    assert kinds[str(tree)][0] == "ext4" and "ro" in kinds[str(tree)][1], kinds
+    registry = kinds[f"{GUEST_CARGO_HOME}/registry"]
+    assert registry[0] == "9p" and "ro" in registry[1], kinds
+    assert "loose" in registry[1], kinds  # job.NINEP_CACHE, shown by the kernel as "loose"

@@ -4,6 +4,7 @@ command line that attaches them: no VM boots here."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import shlex
 import socket
@@ -25,7 +26,7 @@ from roteiro_py.vm.qemu.assets import Assets, kernel_format, load_assets
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "vm"))
-from oci_fixture import Layer  # noqa: E402
+from oci_fixture import Layer, busybox_image  # noqa: E402
 
 
 def debugfs(image: Path, request: str) -> str:
@@ -60,27 +61,33 @@ def test_a_tar_zstd_layer_is_flattened(tmp_path: Path) -> None:
 
 
 BUILD_IN_CHILD = textwrap.dedent("""
-    import os, sys, time
+    import json, os, sys, time
     sys.path.insert(0, {fixture!r})
-    from oci_fixture import busybox_image
+    from oci_fixture import Layer
     from roteiro_py.vm.qemu import rootfs
-    layers, digest = busybox_image(__import__("pathlib").Path(sys.argv[1]))
+    given = json.loads(sys.argv[1])
+    layers = [Layer(d, m, __import__("pathlib").Path(p)) for d, m, p in given["layers"]]
     real = rootfs.flatten
     def slow(*args, **kwargs):  # widen the window in which two builds would overlap
         print("building", flush=True)
         time.sleep(1.5)
         return real(*args, **kwargs)
     rootfs.flatten = slow
-    image = rootfs.rootfs_image(layers, digest)
+    image = rootfs.rootfs_image(layers, given["digest"])
     print("image", image, os.stat(image).st_ino, flush=True)
 """)
 
 
 def test_two_processes_building_one_rootfs_both_succeed_with_one_image(tmp_path: Path) -> None:
+    # One image, built once here: busybox_image's gzip layer embeds the time, so two
+    # children building their own could get two digests and rightly two images.
+    layers, digest = busybox_image(tmp_path / "oci")
+    given = json.dumps({"digest": digest, "layers": [(la.digest, la.media_type, str(la.path))
+                                                     for la in layers]})
     script = BUILD_IN_CHILD.format(fixture=str(ROOT / "tests" / "integration" / "vm"))
-    children = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"oci{i}")],
+    children = [subprocess.Popen([sys.executable, "-c", script, given],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 cwd=ROOT) for i in range(2)]
+                                 cwd=ROOT) for _ in range(2)]
     outputs = [child.communicate(timeout=120) for child in children]
     assert [c.returncode for c in children] == [0, 0], [err for _, err in outputs]
     said = "".join(out for out, _ in outputs)
@@ -211,6 +218,20 @@ def test_a_share_image_holds_the_tree_and_is_removed_after_the_run(tmp_path: Pat
         assert stat.S_IMODE(work.stat().st_mode) == 0o700
         assert sorted(p.name for p in work.iterdir()) == ["image.ext4"]  # staging removed
     assert not work.exists()
+
+
+def test_share_images_left_by_killed_runs_are_swept(tmp_path: Path) -> None:
+    from roteiro_py import paths
+
+    base = paths.cache_root() / "vm-shares"
+    (stale := base / "share-killed").mkdir(parents=True)
+    (stale / "image.ext4").write_bytes(b"x")
+    (running := base / "share-running").mkdir()
+    old = stale.stat().st_mtime - shareimage.STALE_SECONDS - 60
+    os.utime(stale, (old, old))
+    (tree := tmp_path / "tree").mkdir()
+    with shareimage.tree_image(tree):
+        assert not stale.exists() and running.is_dir()  # control arm: a live run's is kept
 
 
 # -- read-only enforced by qemu, decided by the backend ---------------------------------------
