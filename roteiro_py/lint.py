@@ -114,16 +114,39 @@ def pinned_image(resolved: config.Resolved, path: Path) -> ImageReference:
     return parse_pinned(image, source=str(resolved.source_of("lint.image")))
 
 
-def package_cache(tree: Tree) -> tuple[Path, Path | None]:
-    """Step 5: the host's registry cache exists, and the tree has a lockfile."""
+def lockfile_sources(lockfile: Path) -> set[str]:
+    """The kinds of source the lockfile pins packages from: "registry" and/or "git"."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(lockfile.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {"registry", "git"}  # unreadable here: let cargo in the guest say what is wrong
+    kinds: set[str] = set()
+    for package in data.get("package", []) if isinstance(data.get("package"), list) else []:
+        source = package.get("source") if isinstance(package, dict) else None
+        if isinstance(source, str):
+            kinds.add("git" if source.startswith("git+") else "registry")
+    return kinds
+
+
+def package_cache(tree: Tree) -> tuple[Path | None, Path | None]:
+    """Step 5: the tree has a lockfile, and the host cache holds what it pins.
+
+    A tree whose lockfile pins nothing from a registry (only path dependencies) needs no
+    cache, so none is required or shared.
+    """
+    lockfile = tree.workspace / "Cargo.lock"
+    if not lockfile.is_file():
+        raise LockfileWouldBeWritten(tree.workspace, f"{lockfile} does not exist")
     cargo_home = paths.cargo_home().resolve()
-    registry = cargo_home / "registry"
-    if not (tree.workspace / "Cargo.lock").is_file():
-        raise LockfileWouldBeWritten(tree.workspace, f"{tree.workspace / 'Cargo.lock'} does not exist")
-    if not registry.is_dir():
+    registry, git = cargo_home / "registry", cargo_home / "git"
+    needed = lockfile_sources(lockfile)
+    if "registry" in needed and not registry.is_dir():
         raise NoPackageCache(registry, tree.asked)
-    git = cargo_home / "git"
-    return registry, git if git.is_dir() else None
+    if "git" in needed and not git.is_dir():
+        raise NoPackageCache(git, tree.asked)
+    return (registry if registry.is_dir() else None), (git if git.is_dir() else None)
 
 
 def scratch_key(tree: Tree, manifest_digest: str, features: list[str]) -> str:
@@ -190,17 +213,15 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
     return env
 
 
-def grant_for(tree: Tree, registry: Path, git: Path | None) -> GrantSet:
+def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     from roteiro_py.process.grants import GrantSet
 
     # The workspace root, not the whole repository: cargo needs only the workspace (and a
     # repository also holds .git, virtualenvs and build output that the guest has no
     # business reading). Path dependencies outside the workspace root are not visible.
     atoms = [f"fs:read:{tree.workspace}/**", f"fs:list:{tree.workspace}/**",
-             f"fs:read:{registry}/**", f"fs:write:{GUEST_SCRATCH}/**",
-             "proc:exec:cargo", "proc:exec:rustc"]
-    if git is not None:
-        atoms.append(f"fs:read:{git}/**")
+             f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:cargo", "proc:exec:rustc"]
+    atoms += [f"fs:read:{cache}/**" for cache in (registry, git) if cache is not None]
     return GrantSet.of(*atoms)
 
 

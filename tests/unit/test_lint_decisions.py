@@ -24,6 +24,10 @@ from roteiro_py.report.model import Finding
 from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
 
 PIN = "localhost/x/clippy@sha256:" + "c" * 64
+LOCK_WITH_REGISTRY = (
+    'version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\ndependencies = ["itoa"]\n'
+    '[[package]]\nname = "itoa"\nversion = "1.0.15"\n'
+    'source = "registry+https://github.com/rust-lang/crates.io-index"\n')
 
 
 def finding(level: str) -> Finding:
@@ -72,6 +76,9 @@ def test_guest_env_is_set_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_grant_shares_the_workspace_and_the_cache_never_the_cargo_home_root(tmp_path: Path) -> None:
     tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
+    assert {str(atom) for atom in lint.grant_for(tree, None, None)} == {
+        f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**", "fs:write:/scratch/**",
+        "proc:exec:cargo", "proc:exec:rustc"}
     grant = {str(atom) for atom in lint.grant_for(tree, tmp_path / "cargo" / "registry", None)}
     assert grant == {f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**",
                      f"fs:read:{tmp_path}/cargo/registry/**", "fs:write:/scratch/**",
@@ -106,7 +113,7 @@ def _request(tmp_path: Path, image: str | None, accel: str = "tcg") -> lint.Lint
 
 def _workspace(tmp_path: Path) -> None:
     (tmp_path / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
-    (tmp_path / "Cargo.lock").write_text("version = 4\n")
+    (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY)
 
 
 def test_preflight_order_cheapest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,3 +152,20 @@ def test_preflight_order_cheapest_first(tmp_path: Path, monkeypatch: pytest.Monk
     (tmp_path / "Cargo.lock").unlink()
     with pytest.raises(LockfileWouldBeWritten):
         lint.lint(_request(tmp_path, PIN))
+
+
+def test_cache_is_required_only_for_what_the_lockfile_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    tree = lint.Tree(asked=tmp_path, workspace=tmp_path, repo_root=tmp_path)
+    (tmp_path / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
+    assert lint.package_cache(tree) == (None, None)  # only path packages: nothing to share
+    (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY)
+    with pytest.raises(NoPackageCache):
+        lint.package_cache(tree)
+    (tmp_path / "cargo-home" / "registry").mkdir(parents=True)
+    assert lint.package_cache(tree) == (tmp_path / "cargo-home" / "registry", None)
+    (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY + '[[package]]\nname = "g"\nversion = "0.1.0"\n'
+                                         'source = "git+https://example.invalid/g#abc"\n')
+    with pytest.raises(NoPackageCache) as caught:
+        lint.package_cache(tree)
+    assert str(tmp_path / "cargo-home" / "git") in caught.value.guidance().render_text()
