@@ -90,9 +90,12 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
     if summary.outside_repository:
         line.append(f"; {summary.outside_repository} outside the repository, not shown")
     console.print(line)
-    toolchain, isolation = report.toolchain, report.isolation
+    toolchain, isolation, image = report.toolchain, report.isolation, report.provenance
+    # The pin may name an index; the digest shown is then the platform manifest's.
+    shown = image.image_reference if image.image_reference.endswith(image.image_digest) else (
+        f"{image.image_reference} (manifest {image.image_digest})")
     console.print(Text(
-        f"linted in {report.provenance.image_reference} ({report.provenance.image_digest}) "
+        f"linted in {shown} "
         f"with clippy {toolchain.clippy_version}, rustc {toolchain.rustc_release} "
         f"({toolchain.host}); isolation: {isolation.description}",
         style="dim",
