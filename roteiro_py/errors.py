@@ -53,6 +53,15 @@ def _sentence(text: str) -> str:
     return text.rstrip().rstrip(".") + "."
 
 
+#: How much of a line from cargo or the guest a message quotes.
+QUOTE_LIMIT = 300
+
+
+def _said(who: str, text: str) -> str:
+    """A note quoting what a tool said, bounded and escaped: `Cargo said: ...`."""
+    return _sentence(f"{who}: {_p(text.strip()[:QUOTE_LIMIT]) or '(nothing)'}")
+
+
 def prefetch_command(reference: str | None = None) -> str:
     if reference is None:
         return "pylint-sandbox prefetch --analyzer clippy --allow-download"
@@ -376,7 +385,7 @@ class FetchFailed(Refusal):
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Fetching the dependencies of {_p(self.tree)} failed.",
-            notes=(_sentence(f"Cargo said: {_p(self.line.strip()[:300])}"),
+            notes=(_said("Cargo said", self.line),
                    "The fetch ran in a clean copy of the manifests and the lockfile; none of "
                    "the tree's code or configuration ran.",),
             commands=(fetch_deps_command(self.tree),),
@@ -411,8 +420,7 @@ class ImageLacksLinter(Refusal):
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
-            notes=(f"`cargo clippy --version` in the guest said: "
-                   f"{_p(self.output.strip()[:300]) or '(nothing)'}.",
+            notes=(_said("`cargo clippy --version` in the guest said", self.output),
                    f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
                    "base plus `rustup component add clippy`) and pin the new digest.",),
         )
@@ -429,7 +437,7 @@ class ProbeFailed(Refusal):
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Probing the guest's toolchain failed: {_p(self.what)}.",
-            notes=(f"What came back: {_p(self.detail.strip()[:300]) or '(nothing)'}.",),
+            notes=(_said("What came back", self.detail),),
             commands=("pylint-sandbox doctor",),
         )
 
@@ -447,7 +455,7 @@ class ColdCache(Refusal):
         what = f"the package {_p(self.package)}" if self.package else "a dependency"
         return Guidance(
             summary=f"The package cache lacks {what} needed by {_p(self.tree)}.",
-            notes=(_sentence(f"Cargo said: {_p(self.line.strip()[:300])}"),
+            notes=(_said("Cargo said", self.line),
                    "The VM has no network; fetch the dependencies on the host first (this "
                    "reads only the manifests and the lockfile, and runs none of the tree's "
                    "code).",),
@@ -467,7 +475,7 @@ class LockfileWouldBeWritten(Refusal):
         return Guidance(
             summary=f"Linting {_p(self.tree)} would write Cargo.lock: it is missing or out "
             "of date.",
-            notes=(_sentence(f"Cargo said: {_p(self.line.strip()[:300])}"),
+            notes=(_said("Cargo said", self.line),
                    "The worktree is mounted read-only and the lint runs --locked: what is "
                    "linted is exactly what is committed. Generate or update the lockfile "
                    "and commit it.",),

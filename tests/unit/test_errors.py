@@ -177,3 +177,9 @@ def test_printable_keeps_text_and_escapes_controls() -> None:
 def test_paths_in_commands_are_quoted() -> None:
     text = errors.NoPackageCache(Path("/c/r"), Path("/t/my tree; rm -rf ~")).guidance().render_text()
     assert "pylint-sandbox fetch-deps '/t/my tree; rm -rf ~'" in text
+
+
+def test_quotes_from_tools_are_bounded_at_the_stated_limit() -> None:
+    line = "x" * (errors.QUOTE_LIMIT - 1) + "END" + "y" * 5000
+    text = errors.ColdCache(Path("/t"), None, line).guidance().render_text()
+    assert "x" * (errors.QUOTE_LIMIT - 1) + "E." in text and "EN" not in text and "y" not in text
