@@ -180,6 +180,6 @@ def test_paths_in_commands_are_quoted() -> None:
 
 
 def test_quotes_from_tools_are_bounded_at_the_stated_limit() -> None:
-    line = "x" * (errors.QUOTE_LIMIT - 1) + "END" + "y" * 5000
+    line = "q" * (errors.QUOTE_LIMIT - 1) + "@#" + "%" * 5000
     text = errors.ColdCache(Path("/t"), None, line).guidance().render_text()
-    assert "x" * (errors.QUOTE_LIMIT - 1) + "E." in text and "EN" not in text and "y" not in text
+    assert "q" * (errors.QUOTE_LIMIT - 1) + "@." in text and "#" not in text and "%" not in text
