@@ -18,6 +18,7 @@ step killed at its own deadline has `exit=None, timed_out=True`.
 from __future__ import annotations
 
 import contextlib
+import platform
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -104,7 +105,9 @@ class QemuBackend:
                 raise errors.SandboxUnavailable(verdict.reason, accel="tcg",
                                                 findings=(f"tcg: {verdict.reason}",))
             return "tcg"
-        wanted = ("kvm", "hvf") if self.accel == "auto" else (self.accel,)
+        # auto means this host's own hardware accelerator: KVM on Linux, HVF on macOS.
+        native = "hvf" if platform.system() == "Darwin" else "kvm"
+        wanted = (native,) if self.accel == "auto" else (self.accel,)
         findings = []
         for accel in wanted:
             verdict = probe.probe(accel, assets, qemu=self.qemu)
