@@ -133,6 +133,25 @@ def _real_parents(root: Path, rel: PurePosixPath) -> Path:
     return current / rel.name
 
 
+def _real_dir_chain(root: Path, rel_dir: PurePosixPath) -> bool:
+    """True when `root/rel_dir` and every directory on the way are real directories.
+
+    Whiteouts, opaque markers and hardlink sources name paths in earlier layers; a
+    symlink in any component of such a path (`x -> /etc`, then `x/.wh.passwd`) would
+    otherwise send the removal or the link to the host. Checking the member's own parents
+    (`_real_parents`) is not enough: these paths are looked up, not created.
+    """
+    current = root
+    for part in rel_dir.parts:
+        current = current / part
+        try:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                return False
+        except FileNotFoundError:
+            return False
+    return True
+
+
 def flatten(layers: Sequence[Layer], dest: Path) -> FlattenReport:
     """Apply `layers` bottom first into the empty directory `dest`."""
     report = FlattenReport()
@@ -149,7 +168,7 @@ def flatten(layers: Sequence[Layer], dest: Path) -> FlattenReport:
                     base = rel.name
                     if base == OPAQUE:
                         target = dest / rel.parent
-                        if target.is_dir() and not target.is_symlink():
+                        if _real_dir_chain(dest, rel.parent):
                             for child in target.iterdir():
                                 crel = rel.parent / child.name
                                 if not any(a == crel or crel in a.parents for a in added):
@@ -159,8 +178,7 @@ def flatten(layers: Sequence[Layer], dest: Path) -> FlattenReport:
                         victim = rel.parent / base[len(WHITEOUT):]
                         if victim.name in ("", ".", ".."):
                             raise UnsafeLayer(layer.digest, member.name, "invalid whiteout")
-                        target = dest / rel.parent
-                        if target.is_dir() and not target.is_symlink():
+                        if _real_dir_chain(dest, rel.parent):
                             _remove(dest / victim)
                         continue
                     if member.ischr() or member.isblk() or member.isfifo():
@@ -185,7 +203,11 @@ def flatten(layers: Sequence[Layer], dest: Path) -> FlattenReport:
                         if member.issym():
                             os.symlink(member.linkname, path)
                         elif member.islnk():
-                            src = dest / member_path(layer.digest, member.linkname)
+                            link_rel = member_path(layer.digest, member.linkname)
+                            if not _real_dir_chain(dest, link_rel.parent):
+                                raise UnsafeLayer(layer.digest, member.name,
+                                                  "hardlink through a symbolic link")
+                            src = dest / link_rel
                             try:
                                 st = os.lstat(src)
                             except FileNotFoundError as exc:

@@ -75,6 +75,28 @@ def test_writes_never_follow_a_symlink_planted_by_a_layer(tmp_path: Path) -> Non
         rootfs.flatten([hard], dest)
 
 
+def test_whiteouts_and_hardlinks_never_pass_through_a_planted_symlink(tmp_path: Path) -> None:
+    """A symlink in a middle component must not carry a removal or a link to the host."""
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "sub" / "file").write_text("keep")
+    (victim / "other").write_text("keep")
+    (victim / "secret.txt").write_text("secret")
+    (tmp_path / "l").mkdir()
+    dest = tmp_path / "root"
+    dest.mkdir()
+    removals = layer_of(tmp_path / "l", [("x", b"", ord("2"), str(victim)),
+                                          ("x/sub/.wh.file", b"", ord("0"), ""),
+                                          ("x/.wh..wh..opq", b"", ord("0"), "")])
+    rootfs.flatten([removals], dest)
+    assert (victim / "sub" / "file").read_text() == "keep" and (victim / "other").exists()
+    steal = layer_of(tmp_path / "l", [("y", b"", ord("2"), str(victim)),
+                                       ("stolen", b"", ord("1"), "y/secret.txt")])
+    with pytest.raises(rootfs.UnsafeLayer, match="symbolic link"):
+        rootfs.flatten([steal], dest)
+    assert not (dest / "stolen").exists() and os.stat(victim / "secret.txt").st_nlink == 1
+
+
 def grant_for(tree: Path, cargo: Path, *extra: str) -> GrantSet:
     return GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
                        f"fs:read:{cargo}/registry/**", f"fs:read:{cargo}/git/**",
