@@ -80,6 +80,25 @@ class Settings(BaseModel):
 SECTIONS: dict[str, type[BaseModel]] = {"lint": LintSettings, "vm": VmSettings}
 
 
+#: What a repository's roteiro.toml may set: what to lint and with which image. The
+#: repository is the code under review; a branch must not be able to weaken how it is
+#: confined or judged: the guest kernel and initramfs (host files booted as the guest's
+#: root), the accelerator (TCG is the user's opt-in), warm caches, resources, the
+#: deadline and the exit-status threshold come only from the user's config, the
+#: environment or flags.
+REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",
+                       "lint.all_features", "lint.no_default_features"})
+
+
+def check_repo_key(path: Path | str, key: str) -> None:
+    """Refuse a key that a repository's roteiro.toml may not set (see REPO_KEYS)."""
+    if key not in REPO_KEYS:
+        env = ENV_PREFIX + key.replace(".", "_").upper()
+        raise ConfigError(path, f"not taken from a repository's {REPO_CONFIG_NAME}: the branch under review "
+                          f"could set it; set it in {paths.user_config_path()}, with {env}, or with a flag",
+                          key=key)
+
+
 def known_keys() -> list[str]:
     return [f"{section}.{name}" for section, model in SECTIONS.items() for name in model.model_fields]
 
@@ -223,8 +242,10 @@ def resolve(
         layers.append((user_path, _flatten(user_path, read_toml(user_path)),
                        Source("user", str(user_path))))
     if repo_path is not None:
-        layers.append((repo_path, _flatten(repo_path, read_toml(repo_path)),
-                       Source("repo", str(repo_path))))
+        repo_layer = _flatten(repo_path, read_toml(repo_path))
+        for key in repo_layer:
+            check_repo_key(repo_path, key)
+        layers.append((repo_path, repo_layer, Source("repo", str(repo_path))))
     for where, flat, source in layers:
         _validate(where, flat)
         for key, value in flat.items():

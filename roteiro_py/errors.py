@@ -248,7 +248,7 @@ class SandboxUnavailable(Refusal):
             notes.append(
                 "Software emulation (TCG) works on this host, but QEMU does not treat TCG as "
                 "a security boundary, so it is used only when you opt in: --accel tcg, or "
-                '`[vm] accel = "tcg"` in the configuration.'
+                '`[vm] accel = "tcg"` in your user configuration.'
             )
         notes.append("Nothing was run on the host instead.")
         commands.append("pylint-sandbox doctor")

@@ -51,6 +51,9 @@ def get(key: str, path: Path) -> int:
 
 def set_(key: str, value: str, scope: str, path: Path) -> int:
     file = config.config_file_for(cast(Literal["user", "repo"], scope), path)
+    if scope == "repo":
+        config.split_key(key)
+        config.check_repo_key(file, key)
     had_comments = file.is_file() and any(
         line.lstrip().startswith("#") for line in file.read_text(errors="replace").splitlines())
     stored = config.set_value(file, key, value)

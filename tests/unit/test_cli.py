@@ -93,13 +93,16 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def test_config_round_trip_through_the_cli(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
-    assert run("config", "set", "vm.cpus", "3", "--repo", cwd=tmp_path).returncode == 0
+    assert run("config", "set", "vm.cpus", "3", cwd=tmp_path).returncode == 0
+    refused = run("config", "set", "vm.accel", "tcg", "--repo", cwd=tmp_path)
+    assert refused.returncode == 2 and "branch under review" in refused.stderr
+    assert run("config", "set", "lint.all_targets", "true", "--repo", cwd=tmp_path).returncode == 0
     assert run("config", "set", "lint.image", f"localhost:5000/c@sha256:{HEX}", cwd=tmp_path).returncode == 0
     shown = run("config", "show", cwd=tmp_path).stdout
     assert "vm.cpus" in shown and str(tmp_path / "roteiro.toml") in shown
     assert f"localhost:5000/c@sha256:{HEX}" in shown and "config.toml" in shown
     assert run("config", "get", "vm.cpus", cwd=tmp_path).stdout.strip() == "3"
-    assert run("config", "unset", "vm.cpus", "--repo", cwd=tmp_path).returncode == 0
+    assert run("config", "unset", "vm.cpus", cwd=tmp_path).returncode == 0
     assert run("config", "get", "vm.cpus", cwd=tmp_path).stdout.strip() == "2"
     result = run("config", "get", "vm.nope", cwd=tmp_path)
     assert result.returncode == 2 and "known keys" in result.stderr

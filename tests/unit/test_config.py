@@ -20,22 +20,44 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_precedence_flag_env_repo_user_default(tmp_path: Path, roteiro_home: Path) -> None:
-    user = write(roteiro_home / "config.toml", '[vm]\ncpus = 3\nmemory_mib = 1111\ntimeout_s = 77\n')
-    repo = write(tmp_path / "repo" / "roteiro.toml", '[vm]\ncpus = 5\nmemory_mib = 2222\n')
+    user = write(roteiro_home / "config.toml",
+                 '[lint]\nformat = "json"\nfeatures = ["u"]\nall_targets = true\n'
+                 '[vm]\ncpus = 3\nmemory_mib = 1111\ntimeout_s = 77\n')
+    repo = write(tmp_path / "repo" / "roteiro.toml", '[lint]\nformat = "sarif"\nfeatures = ["r"]\n')
     crate = tmp_path / "repo" / "crates" / "a"
     crate.mkdir(parents=True)
-    env = {"ROTEIRO_VM_MEMORY_MIB": "3333", "ROTEIRO_VM_ACCEL": "tcg"}
+    env = {"ROTEIRO_VM_MEMORY_MIB": "3333", "ROTEIRO_VM_ACCEL": "tcg", "ROTEIRO_LINT_FORMAT": "github"}
     resolved = config.resolve(crate, flags={"vm.accel": ("kvm", "--accel"),
                                             "vm.cpus": (None, "--cpus")}, environ=env)
-    vm = resolved.settings.vm
+    vm, lint = resolved.settings.vm, resolved.settings.lint
     assert (vm.accel, vm.memory_mib, vm.cpus, vm.timeout_s, vm.output_limit_mib) == (
-        "kvm", 3333, 5, 77, 64)
+        "kvm", 3333, 3, 77, 64)
+    assert (lint.format, lint.features, lint.all_targets) == ("github", ["r"], True)
     assert resolved.source_of("vm.accel").label == "flag --accel"
     assert resolved.source_of("vm.memory_mib").label == "env ROTEIRO_VM_MEMORY_MIB"
-    assert resolved.source_of("vm.cpus").label == str(repo)
-    assert resolved.source_of("vm.timeout_s").label == str(user)
+    assert resolved.source_of("lint.features").label == str(repo)
+    assert resolved.source_of("lint.all_targets").label == str(user)
     assert resolved.source_of("vm.output_limit_mib").label == "default"
     assert resolved.repo_config == repo
+
+
+@pytest.mark.parametrize("key", sorted(set(config.known_keys()) - config.REPO_KEYS))
+def test_a_repository_cannot_weaken_its_own_confinement(tmp_path: Path, key: str) -> None:
+    """The tree under review supplies roteiro.toml: it may say what to lint, never how it is confined."""
+    section, name = key.split(".")
+    path = write(tmp_path / "roteiro.toml", f"[{section}]\n{name} = {VALUES[key]}\n")
+    with pytest.raises(ConfigError) as caught:
+        config.resolve(tmp_path)
+    text = caught.value.guidance().render_text()
+    assert str(path) in text and f"`{key}`" in text and "branch under review" in text
+    write(tmp_path / "roteiro.toml", "[lint]\nall_targets = true\n")  # control: an allowed key
+    assert config.resolve(tmp_path).settings.lint.all_targets is True
+
+
+VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true",
+          "vm.accel": '"tcg"', "vm.cpus": "64", "vm.memory_mib": "1048576", "vm.timeout_s": "99999",
+          "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',
+          "vm.initrd": '"/root/.cargo/credentials.toml"'}
 
 
 def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
@@ -56,8 +78,9 @@ def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
         ("lint = 3\n", "lint", "must be a table"),
     ],
 )
-def test_bad_values_name_file_and_key(tmp_path: Path, body: str, key: str, fragment: str) -> None:
-    path = write(tmp_path / "roteiro.toml", body)
+def test_bad_values_name_file_and_key(tmp_path: Path, roteiro_home: Path, body: str, key: str,
+                                      fragment: str) -> None:
+    path = write(roteiro_home / "config.toml", body)
     with pytest.raises(ConfigError) as caught:
         config.resolve(tmp_path)
     text = caught.value.guidance().render_text()
