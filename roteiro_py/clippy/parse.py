@@ -58,6 +58,13 @@ _LEVELS = {"error": "error", "error: internal compiler error": "error", "warning
            "note": "note", "help": "help"}
 
 
+#: A diagnostic code as rustc and clippy write them: a lint (`unused_variables`,
+#: `clippy::needless_return`, `rustdoc::broken_intra_doc_links`) or an error (`E0308`).
+#: Anything else from the guest is dropped: the code becomes a SARIF rule id and part of
+#: its Markdown help, where it must not carry a link or markup.
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,99}(::[a-z][a-z0-9_]{0,99})?|E[0-9]{4}")
+
+
 @dataclass(frozen=True)
 class PathLayout:
     """Where the workspace is in the repository, and the repository in the guest.
@@ -92,6 +99,14 @@ class PathLayout:
         else:
             relative = posixpath.normpath(posixpath.join(str(self.workspace), file_name))
         if relative in (".", "") or relative == ".." or relative.startswith(("../", "/")):
+            return None
+        # Only the workspace is shared with the guest (without its .git): a path anywhere
+        # else in the repository names a file the guest never saw, and reading it for a
+        # snippet would copy it into the report (a CI checkout's .git/config holds a token).
+        workspace = str(self.workspace)
+        if workspace != "." and not relative.startswith(workspace.rstrip("/") + "/"):
+            return None
+        if ".git" in relative.split("/"):
             return None
         return relative
 
@@ -209,6 +224,8 @@ class _Parser:
             return False
         code_obj = diag.get("code")
         code = _str(code_obj.get("code")) if isinstance(code_obj, dict) else None
+        if code is not None and not _CODE.fullmatch(code):
+            code = None  # not a lint name or an error code: never let the guest name a rule
         if not spans and code is None and _SUMMARY.match(message):
             self.out.summaries_skipped += 1
             return True

@@ -97,7 +97,10 @@ def _message(file_name: str, *, code: str | None = "clippy::x", level: str = "wa
 
 @pytest.mark.parametrize(("file_name", "expected"), [
     ("src/lib.rs", "ws/src/lib.rs"),
-    ("../shared/x.rs", "shared/x.rs"),
+    ("../shared/x.rs", None),  # in the repository, but outside the workspace the guest saw
+    ("../.git/config", None),
+    ("src/.git/config", None),
+    ("/guest/repo/.git/config", None),
     ("../../etc/passwd", None),
     ("src/../../../x.rs", None),
     ("/guest/repo/ws/src/a.rs", "ws/src/a.rs"),
@@ -169,3 +172,14 @@ def test_garbage_lines_are_counted_and_do_not_hide_findings(demo_default: CargoR
     assert parsed.build_success is True
     # The malformed-span diagnostic is one the parser drops as outside (invalid positions).
     assert parsed.ignored_lines == (len(garbage) - 1) * len(lines)
+
+
+@pytest.mark.parametrize(("code", "kept"), [
+    ("clippy::needless_return", True), ("unused_variables", True), ("E0308", True),
+    ("rustdoc::broken_intra_doc_links", True),
+    ("clippy::x`](https://evil.example/) [y", False), ("E03081", False), ("a b", False),
+    ("CLIPPY::X", False), ("clippy::x\n::error::y", False),
+])
+def test_codes_from_the_guest_are_validated(code: str, kept: bool) -> None:
+    parsed = parse_messages(_message("src/lib.rs", code=code), PathLayout())
+    assert [f.code for f in parsed.findings] == [code if kept else None]
