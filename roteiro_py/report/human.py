@@ -9,6 +9,7 @@ Every guest string is already clean (model.py); it is still put on the console o
 from __future__ import annotations
 
 import io
+import re
 from itertools import groupby
 
 from rich.console import Console
@@ -26,6 +27,26 @@ def _underline(source_line: str, column: int, end_column: int | None) -> str:
     stop = min(stop, max(len(source_line), start + 1))
     prefix = "".join("\t" if ch == "\t" else " " for ch in source_line[:start])
     return prefix + "^" * (stop - start)
+
+
+def _continued(text: str) -> str:
+    """A multi-line guest string with every line after the first indented under the first."""
+    return "\n        ".join(text.splitlines())
+
+
+#: Lines a CI runner reads as commands to itself: GitHub's `::cmd::` and the older `##[cmd]`.
+_RUNNER_COMMAND = re.compile(r"^(\s*(?:\x1b\[[0-9;]*m)*\s*)(::|##\[)", re.MULTILINE)
+
+
+def _defuse_runner_commands(text: str) -> str:
+    """Break any line that a CI runner would execute as a workflow command.
+
+    The human format is also what a CI log shows, and GitHub's runner reads a line that
+    starts (after blanks) with `::` as a command to it, so a guest string that reaches
+    the start of a line could add masks, stop command processing or forge annotations.
+    Such a line gets a space inside its marker (`: :`, `# #[`): visible, and inert.
+    """
+    return _RUNNER_COMMAND.sub(lambda m: m.group(1) + (": :" if m.group(2) == "::" else "# #["), text)
 
 
 def _finding(finding: Finding) -> list[Text]:
@@ -55,12 +76,12 @@ def _finding(finding: Finding) -> list[Text]:
                                 style=_STYLE[finding.level])
                     parts.append(mark)
     if finding.help:
-        parts.append(Text.assemble("  = ", ("help", "bold"), ": ", finding.help))
+        parts.append(Text.assemble("  = ", ("help", "bold"), ": ", _continued(finding.help)))
     if finding.suggestion is not None and "\n" not in finding.suggestion:
         parts.append(Text.assemble("  = ", ("suggestion", "bold"), ": `",
                                    finding.suggestion, "`"))
     for related in finding.related:
-        label = f" ({related.message})" if related.message else ""
+        label = f" ({_continued(related.message)})" if related.message else ""
         parts.append(Text(f"  also {related.path}:{related.line}:{related.column}{label}",
                           style="dim"))
     return parts
@@ -100,4 +121,4 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
         f"({toolchain.host}); isolation: {isolation.description}",
         style="dim",
     ))
-    return buffer.getvalue()
+    return _defuse_runner_commands(buffer.getvalue())

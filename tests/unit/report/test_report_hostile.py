@@ -102,3 +102,21 @@ def test_clean_is_idempotent_and_total() -> None:
         assert clean(once) == once and is_clean(once) and not UNSAFE.search(once)
     assert clean("tab\there", keep_tabs=True) == "tab\there"
     assert clean("a\nb") == "a\\x0ab" and clean("a\nb", keep_newlines=True) == "a\nb"
+
+
+def test_no_line_of_the_human_report_is_a_runner_command() -> None:
+    """Multi-line guest strings must not start a CI log line with `::` or `##[`."""
+    from roteiro_py.report.model import Finding, Location
+
+    forged = "ok\n::add-mask::abc\n::error file=src/main.rs,line=1::forged\n  ##[error]old style\n::stop-commands::t"
+    finding = Finding(code="clippy::x", level="warning", message=forged, path="src/lib.rs", line=1,
+                      column=1, end_line=1, end_column=2, help=forged,
+                      related=[Location(path="src/lib.rs", line=1, column=1, end_line=1, end_column=2,
+                                        message=forged)])
+    report = make_report([finding])
+    for color in (False, True):
+        text = render(report, "human", color=color)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+        lines = [line.lstrip() for line in plain.splitlines()]
+        assert not [line for line in lines if line.startswith(("::", "##["))], plain
+        assert "add-mask" in plain and "forged" in plain  # shown, not dropped
