@@ -477,9 +477,12 @@ class LockfileWouldBeWritten(Refusal):
             "of date.",
             notes=(_said("Cargo said", self.line),
                    "The worktree is mounted read-only and the lint runs --locked: what is "
-                   "linted is exactly what is committed. Generate or update the lockfile "
-                   "and commit it.",),
-            commands=(f"cargo generate-lockfile --manifest-path {_q(self.tree / 'Cargo.toml')}",
+                   "linted is exactly what is committed. The branch's author should commit "
+                   "an up-to-date Cargo.lock.",
+                   "Generating it yourself runs cargo on the host: run it from / as below, so "
+                   "that neither the tree's .cargo/config.toml nor its rust-toolchain file "
+                   "is read.",),
+            commands=(f"cd / && cargo generate-lockfile --manifest-path {_q(self.tree / 'Cargo.toml')}",
                       fetch_deps_command(self.tree)),
         )
 

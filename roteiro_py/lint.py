@@ -36,6 +36,7 @@ from roteiro_py.errors import (
     LockfileWouldBeWritten,
     NoImageConfigured,
     NoPackageCache,
+    OutputTooLarge,
     ProbeFailed,
     ScratchUnavailable,
     UsageError,
@@ -225,14 +226,19 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     return GrantSet.of(*atoms)
 
 
-def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str]) -> list[Command]:
-    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_RUSTC, ClippyOptions, clippy_argv
-    from roteiro_py.process.sandbox import Command
+def clippy_command(settings: config.Settings) -> list[str]:
+    """The guest's clippy command line; bad feature names are a usage error, raised early."""
+    from roteiro_py.clippy.command import ClippyOptions, clippy_argv
 
     lint = settings.lint
-    argv = clippy_argv(ClippyOptions(all_targets=lint.all_targets, features=tuple(lint.features),
+    return clippy_argv(ClippyOptions(all_targets=lint.all_targets, features=tuple(lint.features),
                                      all_features=lint.all_features,
                                      no_default_features=lint.no_default_features))
+
+
+def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
+    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_RUSTC
+    from roteiro_py.process.sandbox import Command
 
     def command(words: tuple[str, ...] | list[str], timeout: float) -> Command:
         return Command(program=words[0], args=tuple(words[1:]), workspace=tree.workspace,
@@ -275,6 +281,7 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.qemu.rootfs import rootfs_image
 
+    argv = clippy_command(settings)
     tree = locate(request.path)
     vm = settings.vm
 
@@ -292,7 +299,7 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     image = Store.default().resolve(reference)                             # 4
     registry, git = package_cache(tree)                                    # 5
     env = guest_env(image)
-    steps = steps_for(tree, settings, env)
+    steps = steps_for(tree, settings, env, argv)
     grant = grant_for(tree, registry, git)
     key = scratch_key(tree, image.manifest_digest, settings.lint.features)
     started = datetime.now(UTC)
@@ -311,11 +318,12 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
         raise VmFailed(job.failure or "the guest did not run clippy",
                        job.console.decode("utf-8", "replace"))
     run = job.steps[2]
-    status, killed = _status(run)
+    limit_bytes = vm.output_limit_mib * 1024 * 1024
+    status, killed = _status(run, job, limit_bytes)
     result = classify(
         ClippyRun(command=list(steps[2].argv), status=status, stdout=run.stdout,
                   stderr=run.stderr.decode("utf-8", "replace"), memory_mib=vm.memory_mib,
-                  limit_bytes=vm.output_limit_mib * 1024 * 1024, signal_name=killed,
+                  limit_bytes=limit_bytes, signal_name=killed,
                   truncated=run.truncated, truncated_stream="stdout"),
         tree=tree.asked, image_reference=str(reference),
         layout=PathLayout(workspace=tree.layout_workspace,
@@ -344,8 +352,17 @@ def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
     return outcome.exit, outcome.stdout, outcome.stderr
 
 
-def _status(outcome: VmOutcome) -> tuple[int | None, str | None]:
-    assert outcome.exit is not None  # a step without a status was refused by judge_job
+def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int | None, str | None]:
+    """The clippy step's status, or the refusal for a step the guest never reported on.
+
+    A step without a status was cut short: its output passed the limit (the VM is then
+    stopped) or the VM died (a guest kernel panic, qemu killed). Neither is a verdict.
+    """
+    if outcome.exit is None:
+        if outcome.truncated:
+            raise OutputTooLarge("stdout or stderr", limit_bytes)
+        raise VmFailed(outcome.failure or job.failure or "the guest reported no status for clippy",
+                       job.console.decode("utf-8", "replace"))
     killed = _signal_of(outcome.exit)
     return (None, killed) if killed else (outcome.exit, None)
 

@@ -169,3 +169,22 @@ def test_cache_is_required_only_for_what_the_lockfile_pins(tmp_path: Path, monke
     with pytest.raises(NoPackageCache) as caught:
         lint.package_cache(tree)
     assert str(tmp_path / "cargo-home" / "git") in caught.value.guidance().render_text()
+
+
+def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> None:
+    """Output past the limit stops the VM: OutputTooLarge; a VM that died: VmFailed (not exit 4)."""
+    from roteiro_py.errors import OutputTooLarge, VmFailed
+
+    steps = [Command("cargo", ("clippy",), tmp_path)]
+    flooded = _job(steps, [(None, False)], failure="output limit")
+    flooded = JobOutcome(steps=(VmOutcome(**{**flooded.steps[0].__dict__, "truncated": True}),),
+                         isolation=flooded.isolation, completed=False, boot_seconds=1.0,
+                         failure="output limit", console=b"")
+    with pytest.raises(OutputTooLarge) as caught:
+        lint._status(flooded.steps[0], flooded, 1 << 20)
+    assert str(1 << 20) in caught.value.guidance().render_text()
+    died = _job(steps, [(None, False)], failure="the VM ended before the step finished", completed=False)
+    with pytest.raises(VmFailed, match="ended before"):
+        lint._status(died.steps[0], died, 1 << 20)
+    assert lint._status(_job(steps, [(137, False)]).steps[0], died, 1) == (None, "SIGKILL")
+    assert lint._status(_job(steps, [(101, False)]).steps[0], died, 1) == (101, None)
