@@ -242,15 +242,39 @@ def _log_internal(error: BaseException) -> Path | None:
         return None
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so every `finally` and `with` runs.
+
+    Without it Python dies on SIGTERM (a cancelled CI job, `timeout`) without unwinding:
+    qemu, which leads its own process group, would keep running the hostile build until
+    its deadline, and the scratch disk would stay behind.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
 def _guard(call: Callable[[], int]) -> NoReturn:
     """Run one command's core and exit with its code; the one place errors become codes."""
+    import signal
+
     from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, RoteiroError
 
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_terminated)
     try:
         code = call()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         code = EXIT_INTERRUPTED
+    except Terminated as stop:
+        sys.stderr.write(f"terminated by {signal.Signals(stop.signum).name}; the VM was stopped\n")
+        code = 128 + stop.signum
     except RoteiroError as error:
         _print_error(error)
         if _state["debug"]:

@@ -164,3 +164,36 @@ def test_sigint_to_the_real_process_exits_130(tmp_path: Path) -> None:
         started = time.monotonic()
         assert child.wait(timeout=10) == 130
         assert time.monotonic() - started < 5
+
+
+def test_sigterm_unwinds_and_kills_what_the_command_started(tmp_path: Path) -> None:
+    """A cancelled CI job sends SIGTERM: the stream's process group (qemu, in a lint) must die."""
+    import signal
+    import time
+
+    marker = tmp_path / "grandchild.pid"
+    probe = (
+        "import sys\nfrom roteiro_py.cli import app\nfrom roteiro_py.process.stream import spawn, collect\n"
+        "def slow() -> int:\n"
+        f"    with spawn(['sh', '-c', 'echo $$ > {marker}; exec sleep 60'], timeout=120) as s:\n"
+        "        print('ready', flush=True)\n"
+        "        collect(s)\n"
+        "    return 0\n"
+        "try:\n    app._guard(slow)\nexcept BaseException as e:\n    sys.exit(getattr(e, 'exit_code', 99))\n")
+    with subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 5
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(marker.read_text())
+        os.kill(pid, 0)  # control: the grandchild is alive before the signal
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=10) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the command's process group outlived SIGTERM")
