@@ -180,6 +180,7 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
             return
         scratch_dir = paths.cache_root() / "scratch"
         scratch_dir.mkdir(parents=True, exist_ok=True)
+        _sweep(scratch_dir)
         disk = scratch_dir / f"{uuid.uuid4().hex}.ext4"
     except OSError as error:
         raise ScratchUnavailable(paths.cache_root(), error.strerror or str(error)) from None
@@ -189,6 +190,21 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             disk.unlink()
+
+
+#: A discarded scratch disk older than this was left by a run that was SIGKILLed.
+STALE_SCRATCH_S = 24 * 3600
+
+
+def _sweep(scratch_dir: Path) -> None:
+    """Remove scratch disks left behind by runs killed without unwinding (SIGKILL, power loss)."""
+    import time
+
+    cutoff = time.time() - STALE_SCRATCH_S
+    for leftover in scratch_dir.glob("*.ext4"):
+        with contextlib.suppress(OSError):
+            if leftover.lstat().st_mtime < cutoff:
+                leftover.unlink()
 
 
 def guest_env(image: ResolvedImage) -> dict[str, str]:

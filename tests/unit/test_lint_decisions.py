@@ -3,6 +3,7 @@ the order of preflight refusals, and what a VM job that fell short means."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -188,3 +189,15 @@ def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> No
         lint._status(died.steps[0], died, 1 << 20)
     assert lint._status(_job(steps, [(137, False)]).steps[0], died, 1) == (None, "SIGKILL")
     assert lint._status(_job(steps, [(101, False)]).steps[0], died, 1) == (101, None)
+
+
+def test_stale_scratch_disks_are_swept_fresh_ones_kept(tmp_path: Path) -> None:
+    import time
+
+    old, fresh = tmp_path / "old.ext4", tmp_path / "fresh.ext4"
+    old.write_bytes(b"")
+    fresh.write_bytes(b"")
+    past = time.time() - lint.STALE_SCRATCH_S - 60
+    os.utime(old, (past, past))
+    lint._sweep(tmp_path)
+    assert not old.exists() and fresh.exists()
