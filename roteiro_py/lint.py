@@ -161,29 +161,37 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
 
     A kept disk is locked for the run: two lints of the same key take turns, they never
     share one ext4 image (qemu would refuse the second, and a shared cache would let one
-    build see the other half-written).
+    build see the other half-written). Only making the disk is reported as the scratch
+    being unavailable; what fails while it is in use propagates as itself.
     """
     from filelock import FileLock
 
     from roteiro_py.vm.qemu.scratch import create_scratch
 
     size = settings.vm.scratch_mib
-    try:
-        if settings.lint.keep_cache:
-            builds = paths.cache_root() / "builds"
+    if settings.lint.keep_cache:
+        builds = paths.cache_root() / "builds"
+        disk = builds / f"{key}.ext4"
+        try:
             builds.mkdir(parents=True, exist_ok=True)
-            disk = builds / f"{key}.ext4"
-            with FileLock(str(builds / f"{key}.lock")):
-                if not disk.is_file():
-                    create_scratch(disk, size)
-                yield disk
-            return
-        scratch_dir = paths.cache_root() / "scratch"
+            lock = FileLock(str(builds / f"{key}.lock"))
+            lock.acquire()
+        except OSError as error:
+            raise ScratchUnavailable(builds, error.strerror or str(error)) from None
+        try:
+            if not disk.is_file():
+                create_scratch(disk, size)
+            yield disk
+        finally:
+            lock.release()
+        return
+    scratch_dir = paths.cache_root() / "scratch"
+    disk = scratch_dir / f"{uuid.uuid4().hex}.ext4"
+    try:
         scratch_dir.mkdir(parents=True, exist_ok=True)
         _sweep(scratch_dir)
-        disk = scratch_dir / f"{uuid.uuid4().hex}.ext4"
     except OSError as error:
-        raise ScratchUnavailable(paths.cache_root(), error.strerror or str(error)) from None
+        raise ScratchUnavailable(scratch_dir, error.strerror or str(error)) from None
     try:
         create_scratch(disk, size)
         yield disk
@@ -274,7 +282,10 @@ def _signal_of(status: int) -> str | None:
 
 def judge_job(job: JobOutcome, steps: list[Command]) -> None:
     """Refuse when the VM did not get as far as a verdict on every step that ran."""
-    for outcome, step in zip(job.steps, steps, strict=False):
+    for index, (outcome, step) in enumerate(zip(job.steps, steps, strict=False)):
+        if outcome.timed_out and index < len(steps) - 1:
+            raise ProbeFailed(f"`{step.display()}` did not finish within {step.timeout:g} s",
+                              "the toolchain probe has a fixed deadline; `--timeout` sets clippy's")
         if outcome.timed_out:
             raise DeadlineExceeded(step.display(), step.timeout)
     if not job.completed and job.failure and "deadline" in job.failure:

@@ -201,3 +201,15 @@ def test_stale_scratch_disks_are_swept_fresh_ones_kept(tmp_path: Path) -> None:
     os.utime(old, (past, past))
     lint._sweep(tmp_path)
     assert not old.exists() and fresh.exists()
+
+
+def test_a_probe_past_its_deadline_does_not_advise_raising_clippys_deadline(tmp_path: Path) -> None:
+    from roteiro_py.errors import ProbeFailed
+
+    steps = [Command("cargo", ("clippy", "--version"), tmp_path, timeout=120.0),
+             Command("rustc", ("-vV",), tmp_path, timeout=120.0),
+             Command("cargo", ("clippy",), tmp_path, timeout=1800.0)]
+    with pytest.raises(ProbeFailed) as caught:
+        lint.judge_job(_job(steps, [(None, True)]), steps)
+    text = caught.value.guidance().render_text()
+    assert "120 s" in text and "--timeout 240" not in text
