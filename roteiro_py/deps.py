@@ -129,11 +129,38 @@ def host_toolchain() -> str | None:
     return result.stdout.split()[0]
 
 
+def unsafe_sources(lockfile: Path) -> list[str]:
+    """Sources in the lockfile that host cargo must not be sent to: anything but https.
+
+    The tree chooses these URLs, and the host's cargo fetches them with the host's
+    network, SSH agent and git credentials: `file://` reads host paths into the shared
+    cache, `ssh://` and `git://` reach whatever the host can, `http://` is unauthenticated.
+    """
+    try:
+        data = tomllib.loads(lockfile.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        return [f"(unreadable lockfile: {error})"]
+    found: list[str] = []
+    packages = data.get("package")
+    for package in packages if isinstance(packages, list) else []:
+        source = package.get("source") if isinstance(package, dict) else None
+        if not isinstance(source, str):
+            continue
+        _, _, url = source.partition("+")
+        if not url.startswith("https://"):
+            found.append(source)
+    return found
+
+
 def fetch_deps(path: Path) -> tuple[Path, int]:
     """Fetch what `path`'s lockfile pins into the host cache; returns (workspace root, manifests)."""
     root = find_workspace_root(path)
     if not (root / "Cargo.lock").is_file():
         raise LockfileWouldBeWritten(root, f"{root / 'Cargo.lock'} does not exist")
+    refused = unsafe_sources(root / "Cargo.lock")
+    if refused:
+        raise FetchFailed(root, f"the lockfile pins sources other than https: {', '.join(refused[:3])}; "
+                          "fetch-deps fetches only over https")
     cargo = shutil.which("cargo")
     if cargo is None:
         raise SpawnFailed("cargo", "not found on PATH; fetch-deps runs the host's cargo to download crates")

@@ -78,3 +78,16 @@ def test_missing_lockfile_is_refused_naming_the_fix(tmp_path: Path, cargo_home: 
     result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
     assert "would write Cargo.lock" in result.stderr and "cargo generate-lockfile" in result.stderr
+
+
+@pytest.mark.parametrize("source", ["git+file:///etc/secret-repo#abc", "git+ssh://git@internal/x#abc",
+                                    "registry+http://mirror.invalid/index", "git+git://host/x#abc"])
+def test_sources_other_than_https_are_refused_before_cargo_runs(tmp_path: Path, cargo_home: Path,
+                                                                  source: str) -> None:
+    tree, _ = hostile_tree(tmp_path)
+    lock = tree / "Cargo.lock"
+    lock.write_text(lock.read_text() + f'\n[[package]]\nname = "sneaky"\nversion = "0.1.0"\nsource = "{source}"\n')
+    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3 and "other than https" in result.stderr and source.split("#")[0] in result.stderr
+    assert not list(cargo_home.glob("registry/src/*/itoa-*")), "cargo fetched although refused"
+    assert not (cargo_home / "git").exists()
