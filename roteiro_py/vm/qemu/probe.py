@@ -37,6 +37,10 @@ KVM_DEADLINE = 6.0
 #: Under TCG the canary took 3.3-5.6 s on a 2-core host shared with other builds.
 TCG_DEADLINE = 30.0
 ACCELERATORS = ("kvm", "hvf", "tcg")
+#: How long a "silent hang" verdict for hardware acceleration is trusted. An abort is
+#: deterministic and cached for good; a hang can also be one slow boot on a loaded host,
+#: and must not disable KVM for every later lint.
+HANG_VERDICT_TTL_S = 3600.0
 #: The CPU model each accelerator runs with (the probe must test what runs).
 CPU = {"kvm": "host", "hvf": "host", "tcg": "max"}
 
@@ -83,6 +87,18 @@ def _precheck(accel: str) -> str | None:
     return None
 
 
+def cached_verdict(cache: Path) -> Verdict | None:
+    """The stored verdict, unless it is missing, unreadable, or an expired hang."""
+    try:
+        data = json.loads(cache.read_text())
+        expired = time.time() - cache.stat().st_mtime >= HANG_VERDICT_TTL_S
+        if not data.get("usable") and "silent hang" in str(data.get("reason")) and expired:
+            return None
+        return Verdict(**{**data, "cached": True})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def probe(accel: str, assets: Assets, *, cpu: str | None = None, qemu: str = QEMU,
           use_cache: bool = True) -> Verdict:
     """Boot the canary under `accel` and say whether it ran, and if not, why."""
@@ -95,11 +111,9 @@ def probe(accel: str, assets: Assets, *, cpu: str | None = None, qemu: str = QEM
         return Verdict(accel, False, early, 0.0, version, cpu)
     cache = _cache_file(version, assets, accel, cpu)
     if use_cache:
-        try:
-            data = json.loads(cache.read_text())
-            return Verdict(**{**data, "cached": True})
-        except (OSError, ValueError, TypeError):
-            pass
+        cached = cached_verdict(cache)
+        if cached is not None:
+            return cached
     deadline = TCG_DEADLINE if accel == "tcg" else KVM_DEADLINE
     spec = MachineSpec(assets=assets, accel=accel, cpu=cpu, cpus=1, memory_mib=256,
                        disks=(), shares=(), ports=(), job=job.canary_archive(), qemu=path)

@@ -177,3 +177,24 @@ def test_missing_assets_name_the_prefetch_command(tmp_path: Path) -> None:
     with pytest.raises(errors.VmAssetsMissing) as missing:
         assets.load_assets()
     assert assets.PROVISION_COMMAND in missing.value.guidance().commands
+
+
+def test_a_hang_verdict_expires_an_abort_does_not(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from roteiro_py.vm.qemu import probe
+
+    def stored(name: str, usable: bool, reason: str, age: float) -> Path:
+        path = tmp_path / name
+        verdict = probe.Verdict("kvm", usable, reason, 6.0, "7.2", "host")
+        path.write_text(__import__("json").dumps(asdict(verdict)))
+        when = __import__("time").time() - age
+        os.utime(path, (when, when))
+        return path
+
+    old = probe.HANG_VERDICT_TTL_S + 60
+    assert probe.cached_verdict(stored("hang-old", False, "printed nothing (a silent hang)", old)) is None
+    assert probe.cached_verdict(stored("hang-new", False, "printed nothing (a silent hang)", 10)) is not None
+    assert probe.cached_verdict(stored("abort-old", False, "qemu was killed by signal 6", old)) is not None
+    assert probe.cached_verdict(stored("ok-old", True, "canary guest booted", old)) is not None
+    assert probe.cached_verdict(tmp_path / "missing") is None
