@@ -56,9 +56,17 @@ class ImageReference:
 
     @property
     def is_loopback(self) -> bool:
-        host = self.registry.rsplit(":", 1)[0] if not self.registry.startswith("[") else (
-            self.registry[1:].split("]", 1)[0])
-        return host in {"localhost", "127.0.0.1", "::1"} or host.startswith("127.")
+        """True for `localhost` and loopback IP addresses only (`127.evil.example` is a name)."""
+        import ipaddress
+
+        host = self.registry[1:].split("]", 1)[0] if self.registry.startswith("[") else (
+            self.registry.rsplit(":", 1)[0])
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
 
 
 def parse(text: str) -> ImageReference:

@@ -30,6 +30,10 @@ def test_loopback() -> None:
     assert parse(f"localhost:5000/x@sha256:{HEX}").is_loopback
     assert parse(f"127.0.0.1:5000/x@sha256:{HEX}").is_loopback
     assert not parse(f"ghcr.io/x@sha256:{HEX}").is_loopback
+    assert parse(f"127.0.0.2:5000/x@sha256:{HEX}").is_loopback
+    assert parse(f"[::1]:5000/x@sha256:{HEX}").is_loopback
+    assert not parse(f"127.evil.example/x@sha256:{HEX}").is_loopback
+    assert not parse(f"localhost.evil.example/x@sha256:{HEX}").is_loopback
 
 
 @pytest.mark.parametrize("text", ["rust", "rust:1.95", "ghcr.io/acme/clippy:latest", "localhost:5000/x"])
