@@ -56,17 +56,21 @@ class ImageReference:
 
     @property
     def is_loopback(self) -> bool:
-        """True for `localhost` and loopback IP addresses only (`127.evil.example` is a name)."""
-        import ipaddress
-
         host = self.registry[1:].split("]", 1)[0] if self.registry.startswith("[") else (
             self.registry.rsplit(":", 1)[0])
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(host)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for `localhost` and loopback IP addresses only (`127.evil.example` is a name)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse(text: str) -> ImageReference:

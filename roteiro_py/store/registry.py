@@ -28,17 +28,13 @@ from contextlib import contextmanager
 from http.client import HTTPResponse
 from typing import IO, cast
 
-from roteiro_py.reference import ImageReference
+from roteiro_py.reference import ImageReference, is_loopback_host
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
 from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor
 from roteiro_py.store.transfer import SourceError
 
 #: Seconds without progress on a connection before a pull is abandoned.
 TIMEOUT = 60.0
-
-
-def _is_loopback_host(host: str) -> bool:
-    return host in {"localhost", "::1"} or host.startswith("127.")
 
 
 def base_url(ref: ImageReference) -> str:
@@ -125,7 +121,7 @@ class RegistrySource:
         realm = params.get("realm", "")
         parsed = urllib.parse.urlsplit(realm)
         if parsed.scheme != "https" and not (
-            parsed.scheme == "http" and _is_loopback_host(parsed.hostname or "")
+            parsed.scheme == "http" and is_loopback_host(parsed.hostname or "")
         ):
             raise SourceError(f"the registry's token realm {realm!r} is not an HTTPS URL")
         query = {"scope": params.get("scope") or f"repository:{self.ref.repository}:pull"}
