@@ -226,6 +226,11 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
             name, value = entry.split("=", 1)
             if name in IMAGE_ENV_KEPT and "\n" not in value and len(value) < 4096:
                 env[name] = value
+    if "RUST_VERSION" in env and "RUSTUP_TOOLCHAIN" not in env:
+        # Official Rust images run cargo through rustup, which would otherwise obey the
+        # tree's rust-toolchain file and try to download another toolchain (offline: a
+        # failure blamed on the image). The pinned image's toolchain is the one that lints.
+        env["RUSTUP_TOOLCHAIN"] = env["RUST_VERSION"]
     env.update({
         "HOME": GUEST_HOME,
         "CARGO_HOME": GUEST_CARGO_HOME,

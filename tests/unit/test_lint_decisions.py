@@ -213,3 +213,16 @@ def test_a_probe_past_its_deadline_does_not_advise_raising_clippys_deadline(tmp_
         lint.judge_job(_job(steps, [(None, True)]), steps)
     text = caught.value.guidance().render_text()
     assert "120 s" in text and "--timeout 240" not in text
+
+
+def test_an_official_rust_image_keeps_its_own_toolchain() -> None:
+    class Image:
+        config = {"config": {"Env": ["PATH=/usr/local/cargo/bin:/usr/bin", "RUSTUP_HOME=/usr/local/rustup",
+                                     "RUST_VERSION=1.93.1"]}}
+
+    assert lint.guest_env(Image())["RUSTUP_TOOLCHAIN"] == "1.93.1"  # type: ignore[arg-type]
+
+    class Pinned:
+        config = {"config": {"Env": ["RUST_VERSION=1.93.1", "RUSTUP_TOOLCHAIN=stable"]}}
+
+    assert lint.guest_env(Pinned())["RUSTUP_TOOLCHAIN"] == "stable"  # type: ignore[arg-type]
