@@ -60,13 +60,14 @@ def _say(message: str) -> None:
 
 
 def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: bool, source: str,
-                 vm_assets: bool, path: Path) -> int:
+                 vm_assets: bool, path: Path, prune: bool = False) -> int:
     from roteiro_py.store import Store, parse_source, prefetch
 
-    if analyzer is None and not vm_assets:
+    if analyzer is None and not vm_assets and not prune:
         if image is None:
             raise UsageError("Nothing to prefetch.",
-                             hint="Pass --analyzer clippy (the linter image), --vm-assets, or both.")
+                             hint="Pass --analyzer clippy (the linter image), --vm-assets, --prune, "
+                                  "or a combination.")
         analyzer = "clippy"
     if vm_assets:
         from roteiro_py.vm.qemu.assets import provision_assets
@@ -92,4 +93,7 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
         if reference != result.reference:
             _say("pin it for this repository with:")
             _say(f"  pylint-sandbox config set lint.image {shlex.quote(result.reference)} --repo")
+    if prune:
+        freed = Store.default().prune()
+        _say(f"pruned {freed} bytes of blobs no provisioned image uses")
     return 0

@@ -131,13 +131,14 @@ def prefetch(
     from_: Annotated[str, typer.Option("--from", help="registry (default), docker, or oci:PATH.")] = "registry",
     vm_assets: Annotated[bool, typer.Option("--vm-assets", help="Provision the guest kernel and initramfs.")] = False,
     path: Annotated[Path, typer.Option(help="Repository whose configuration names the image.")] = Path("."),
+    prune: Annotated[bool, typer.Option("--prune", help="Delete blobs no provisioned image uses.")] = False,
 ) -> None:
     """Provision a linter image (and the VM assets) into the local store; a lint never pulls."""
     from roteiro_py.provision import run_prefetch
 
     _guard(lambda: run_prefetch(analyzer=analyzer.value if analyzer else None, image=image,
                                 allow_download=allow_download, source=from_,
-                                vm_assets=vm_assets, path=path))
+                                vm_assets=vm_assets, path=path, prune=prune))
 
 
 @app.command("fetch-deps")

@@ -197,3 +197,21 @@ def test_sigterm_unwinds_and_kills_what_the_command_started(tmp_path: Path) -> N
             return
         time.sleep(0.05)
     raise AssertionError("the command's process group outlived SIGTERM")
+
+
+def test_prefetch_prune_removes_unreferenced_blobs(tmp_path: Path, roteiro_home: Path) -> None:
+    import hashlib
+    import time
+
+    from roteiro_py.store import Store
+
+    Store(roteiro_home / "store").prune()  # lays out an empty store
+    data = b"orphan blob"
+    blob = roteiro_home / "store" / "blobs" / "sha256" / hashlib.sha256(data).hexdigest()
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    blob.write_bytes(data)
+    old = time.time() - 2 * 86400
+    os.utime(blob, (old, old))
+    result = run("prefetch", "--prune", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"pruned {len(data)} bytes" in result.stderr and not blob.exists()
