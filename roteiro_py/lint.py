@@ -53,8 +53,11 @@ if TYPE_CHECKING:
 
 #: Deadline of each toolchain probe step (`cargo clippy --version`, `rustc -vV`).
 PROBE_TIMEOUT_S = 120.0
-#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it.
-GUEST_SCRATCH = "/scratch"
+#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it. Shares
+#: keep their host paths in the guest, so this is a path no host tree uses: with
+#: `/scratch` a worktree under /scratch/$USER (a common HPC layout) would be hidden by the
+#: scratch disk, and cargo would lint whatever an earlier run left there.
+GUEST_SCRATCH = "/.roteiro-scratch"
 GUEST_TARGET_DIR = f"{GUEST_SCRATCH}/target"
 GUEST_HOME = f"{GUEST_SCRATCH}/home"
 #: Variables of the image's own config that the guest command keeps (PATH and rustup's);
@@ -92,6 +95,9 @@ def locate(path: Path) -> Tree:
     if not asked.exists():
         raise UsageError(f"The path {asked} does not exist.", hint="Pass the repository to lint.")
     workspace = find_workspace_root(asked)
+    if workspace.is_relative_to(GUEST_SCRATCH):
+        raise UsageError(f"The workspace {workspace} lies under {GUEST_SCRATCH}, where the guest mounts "
+                         "its scratch disk.", hint="Move or copy the tree elsewhere to lint it.")
     repo_root = workspace
     for directory in (workspace, *workspace.parents):
         if (directory / ".git").exists():

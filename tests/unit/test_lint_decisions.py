@@ -70,7 +70,7 @@ def test_guest_env_is_set_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None
 
     env = lint.guest_env(Image())  # type: ignore[arg-type]
     assert env["PATH"] == "/opt/bin:/usr/bin" and env["RUSTUP_HOME"] == "/opt/rustup"
-    assert env["CARGO_HOME"] == "/cargo-home" and env["CARGO_TARGET_DIR"].startswith("/scratch/")
+    assert env["CARGO_HOME"] == "/cargo-home" and env["CARGO_TARGET_DIR"].startswith("/.roteiro-scratch/")
     assert "LD_PRELOAD" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert "leak-me" not in str(env) and "/host/cargo" not in str(env)
 
@@ -78,11 +78,11 @@ def test_guest_env_is_set_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None
 def test_grant_shares_the_workspace_and_the_cache_never_the_cargo_home_root(tmp_path: Path) -> None:
     tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
     assert {str(atom) for atom in lint.grant_for(tree, None, None)} == {
-        f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**", "fs:write:/scratch/**",
+        f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**", "fs:write:/.roteiro-scratch/**",
         "proc:exec:cargo", "proc:exec:rustc"}
     grant = {str(atom) for atom in lint.grant_for(tree, tmp_path / "cargo" / "registry", None)}
     assert grant == {f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**",
-                     f"fs:read:{tmp_path}/cargo/registry/**", "fs:write:/scratch/**",
+                     f"fs:read:{tmp_path}/cargo/registry/**", "fs:write:/.roteiro-scratch/**",
                      "proc:exec:cargo", "proc:exec:rustc"}
 
 

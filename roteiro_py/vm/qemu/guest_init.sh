@@ -56,6 +56,13 @@ blk_dev() {
 }
 
 R=/newroot
+plain_path() {  # guest-path: fail unless $R$1 is reached without following a symbolic link
+    [ "$(realpath "$R$1" 2>/dev/null)" = "$R$1" ] || fail "path $1 passes through a symbolic link in the image"
+}
+plain_dir() {  # guest-path: a mount point inside the new root, never one a link sends elsewhere
+    mkdir -p "$R$1" || fail "cannot make mount point $1"
+    plain_path "$1"
+}
 mount_root() {
     dev=$(blk_dev "$1") || fail "no root disk $1"
     mkdir -p /ro /rw
@@ -65,6 +72,7 @@ mount_root() {
     mount -t overlay -o lowerdir=/ro,upperdir=/rw/upper,workdir=/rw/work,nosuid,nodev overlay $R \
         || fail "cannot assemble the root overlay"
     mkdir -p $R/proc $R/sys $R/dev $R/tmp
+    for d in /proc /sys /dev /tmp; do plain_path "$d"; done  # an image's `tmp -> /` would mount over init's root
     mount -t proc -o nosuid,nodev,noexec proc $R/proc
     mount -t sysfs -o ro,nosuid,nodev,noexec sysfs $R/sys
     mount -t tmpfs -o mode=0755,nosuid,noexec tmpfs $R/dev
@@ -83,23 +91,23 @@ DEV
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $R/tmp
 }
 mount_share() {  # tag guest-path cache-mode: read-only 9p; the host qemu also refuses writes
-    mkdir -p "$R$2"
+    plain_dir "$2"
     mount -t 9p -o "ro,nosuid,nodev,trans=virtio,version=9p2000.L,msize=512000,cache=$3" "$1" "$R$2" \
         || fail "cannot mount share $1"
 }
 mount_image() {  # serial guest-path: a read-only ext4 image of a host tree (readonly=on in qemu)
     dev=$(blk_dev "$1") || fail "no share disk $1"
-    mkdir -p "$R$2"
+    plain_dir "$2"
     mount -t ext4 -o ro,noload,nosuid,nodev "$dev" "$R$2" || fail "cannot mount share disk $1"
 }
 mount_scratch() {  # serial guest-path: the only writable disk
     dev=$(blk_dev "$1") || fail "no scratch disk $1"
-    mkdir -p "$R$2"
+    plain_dir "$2"
     mount -t ext4 -o nosuid,nodev "$dev" "$R$2" || fail "cannot mount the scratch disk"
     SCRATCH="$R$2"
 }
 mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CARGO_HOME)
-    mkdir -p "$R$1"
+    plain_dir "$1"
     mount -t tmpfs -o "mode=0755,uid=$RUN_UID,gid=$RUN_GID,nosuid,nodev" tmpfs "$R$1"
 }
 
@@ -117,8 +125,12 @@ status ready
 i=0
 while [ $i -lt "$NSTEPS" ]; do
     STEP_TIMEOUT=
+    STEP_CWD=
     . "/job/step$i"
     rm -f "/job/step$i"
+    # nsenter opens the working directory before it chroots: a link in the image on the
+    # way to it would put the command's cwd outside the new root.
+    plain_path "$STEP_CWD"
     out=$(port_dev "stdout$i") || fail "no stdout port for step $i"
     err=$(port_dev "stderr$i") || fail "no stderr port for step $i"
     status "start $i"

@@ -99,7 +99,7 @@ def step_script(command: Command) -> str:
               str(GUEST_GID), "--"]
     words += [_q(arg) for arg in command.argv]
     timeout = max(1, int(-(-command.timeout // 1)))
-    return f"STEP_TIMEOUT={timeout}\nset -- {' '.join(words)}\n"
+    return f"STEP_TIMEOUT={timeout}\nSTEP_CWD={_q(cwd)}\nset -- {' '.join(words)}\n"
 
 
 def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure: bool,

@@ -129,6 +129,20 @@ def kernel_cmdline() -> str:
     return " ".join(words)
 
 
+def tied_to_caller(argv: list[str]) -> list[str]:
+    """`argv` run so that it is SIGKILLed when the thread that started it dies.
+
+    qemu leads its own process group so a deadline can kill everything it started; but
+    the deadline lives in this process. If this process is SIGKILLed (the OOM killer, a
+    CI runner escalating to KILL), nothing would stop qemu: the guest would run the
+    hostile build on, hold the scratch disk's write lock, and keep its memory. util-
+    linux's setpriv sets the parent-death signal and execs qemu (it survives the exec);
+    QEMU 7.2 has no `-run-with exit-with-parent` of its own.
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
+
+
 def qemu_argv(spec: MachineSpec, initrd: Path, sockets: Path) -> list[str]:
     accel = f"{spec.accel},tb-size=64" if spec.accel == "tcg" else spec.accel
     argv = [
@@ -207,7 +221,7 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
         sel.register(wake_r, selectors.EVENT_READ, ("wake", ""))
         argv = qemu_argv(spec, initrd, rundir)
         started_wall, clock = time.time(), time.monotonic()
-        stream = spawn(argv, timeout=deadline, max_bytes=CONSOLE_LIMIT)
+        stream = spawn(tied_to_caller(argv), timeout=deadline, max_bytes=CONSOLE_LIMIT)
 
         def consume() -> None:
             try:

@@ -265,3 +265,25 @@ def test_the_worktree_arrives_as_a_read_only_image_and_the_registry_over_9p(worl
     registry = kinds[f"{GUEST_CARGO_HOME}/registry"]
     assert registry[0] == "9p" and "ro" in registry[1], kinds
     assert "loose" in registry[1], kinds  # job.NINEP_CACHE, shown by the kernel as "loose"
+
+
+@pytest.mark.timeout(240)
+def test_an_image_whose_tmp_is_a_link_cannot_redirect_init_mounts(world, tmp_path: Path) -> None:
+    """A hostile image's `tmp -> /` would make init (root) mount a tmpfs over its own root
+    and the worktree share outside the chroot; init refuses before any step runs."""
+    import tarfile
+
+    from oci_fixture import _add, _blob, busybox_image
+
+    from roteiro_py.vm.qemu import rootfs
+
+    tree, _, disk, grant, _ = world
+    layers, digest = busybox_image(tmp_path / "oci")
+    evil = _blob(tmp_path / "oci", lambda tar: _add(tar, "tmp", kind=tarfile.SYMTYPE, link="/"),
+                 "application/vnd.oci.image.layer.v1.tar")
+    image = rootfs.rootfs_image([*layers, evil], "sha256:" + hashlib.sha256(
+        (digest + evil.digest).encode()).hexdigest())
+    backend = QemuBackend(rootfs=image, scratch=disk, accel="tcg")
+    job = backend.run_steps([sh("echo RAN", tree)], grant)
+    assert not job.steps and not job.completed
+    assert "path /tmp passes through a symbolic link" in (job.failure or ""), job.failure

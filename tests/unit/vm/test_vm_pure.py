@@ -198,3 +198,33 @@ def test_a_hang_verdict_expires_an_abort_does_not(tmp_path: Path) -> None:
     assert probe.cached_verdict(stored("abort-old", False, "qemu was killed by signal 6", old)) is not None
     assert probe.cached_verdict(stored("ok-old", True, "canary guest booted", old)) is not None
     assert probe.cached_verdict(tmp_path / "missing") is None
+
+
+def test_a_sigkilled_caller_takes_qemu_with_it(tmp_path: Path) -> None:
+    """Run by tied_to_caller, a child of the stream layer dies with a SIGKILLed caller."""
+    import signal
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    for tied, should_survive in ((False, True), (True, False)):  # control arm first
+        pidfile.unlink(missing_ok=True)
+        argv = ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]
+        code = (
+            "import sys, time\nfrom roteiro_py.process.stream import spawn\n"
+            "from roteiro_py.vm.qemu.machine import tied_to_caller\n"
+            f"argv = {argv!r}\nargv = tied_to_caller(argv) if {tied} else argv\n"
+            "s = spawn(argv, timeout=120)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+        with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as caller:
+            assert caller.stdout is not None and caller.stdout.readline().strip() == "ready"
+            deadline = time.monotonic() + 5
+            while not pidfile.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            child = int(pidfile.read_text())
+            caller.send_signal(signal.SIGKILL)
+            caller.wait(timeout=10)
+        time.sleep(0.5)
+        stat_file = Path(f"/proc/{child}/stat")
+        alive = stat_file.exists() and stat_file.read_text().split()[2] != "Z"
+        if alive:
+            os.kill(child, signal.SIGKILL)
+        assert alive == should_survive, ("tied" if tied else "untied", alive)
