@@ -61,10 +61,10 @@ from roteiro_py.store.manifest import (
     ImageManifest,
     ManifestError,
     check_digest,
+    follow_indexes,
     hex_of,
     parse_descriptor,
     parse_document,
-    select_manifest,
 )
 
 REF_NAME = "org.opencontainers.image.ref.name"
@@ -366,18 +366,9 @@ class Store:
     def _walk(self, pinned: Descriptor, *, verify: bool) -> _Walk:
         try:
             data = self._read_document(pinned)
-            documents = [pinned]
-            doc = parse_document(data, pinned.media_type)
-            manifest_digest = pinned.digest
-            depth = 0
-            while isinstance(doc, ImageIndex):
-                depth += 1
-                if depth > 4:
-                    raise ManifestError("indexes nested more than 4 deep")
-                chosen = select_manifest(doc)
-                documents.append(chosen)
-                doc = parse_document(self._read_document(chosen), chosen.media_type)
-                manifest_digest = chosen.digest
+            doc, chain = follow_indexes(parse_document(data, pinned.media_type), self._read_document)
+            documents = [pinned, *(desc for desc, _ in chain)]
+            manifest_digest = documents[-1].digest
         except ManifestError as exc:
             raise _Absent(f"the stored manifest of {pinned.digest} is unusable: {exc}") from None
         blobs = [doc.config, *doc.layers]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import platform
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,3 +206,27 @@ def select_manifest(index: ImageIndex, want: tuple[str, str] | None = None) -> D
                       for d in index.manifests})
     raise ManifestError(f"the index has no manifest for {os_name}/{arch} "
                         f"(it offers: {', '.join(offered) or 'nothing'})")
+
+
+#: Indexes may point at indexes; deeper than this is refused rather than followed.
+MAX_INDEX_DEPTH = 4
+
+
+def follow_indexes(
+    doc: ImageIndex | ImageManifest, fetch: Callable[[Descriptor], bytes]
+) -> tuple[ImageManifest, list[tuple[Descriptor, bytes]]]:
+    """From a pinned document to the host platform's manifest, through nested indexes.
+
+    `fetch` reads (and verifies) the document a descriptor names: the store reads its own
+    blobs, a source downloads. Returns the manifest and each (descriptor, bytes) followed,
+    the platform manifest last; an empty list when the pin is a manifest itself.
+    """
+    chain: list[tuple[Descriptor, bytes]] = []
+    while isinstance(doc, ImageIndex):
+        if len(chain) == MAX_INDEX_DEPTH:
+            raise ManifestError(f"indexes nested more than {MAX_INDEX_DEPTH} deep")
+        chosen = select_manifest(doc)
+        data = fetch(chosen)
+        doc = parse_document(data, chosen.media_type)
+        chain.append((chosen, data))
+    return doc, chain

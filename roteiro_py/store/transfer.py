@@ -22,11 +22,10 @@ from roteiro_py.store.layout import Store
 from roteiro_py.store.manifest import (
     MAX_DOCUMENT,
     Descriptor,
-    ImageIndex,
     ManifestError,
     check_usable,
+    follow_indexes,
     parse_document,
-    select_manifest,
 )
 
 
@@ -81,18 +80,10 @@ def transfer(store: Store, ref: ImageReference, source: BlobSource,
         doc = parse_document(data, hint)
         pinned = Descriptor(doc.media_type, ref.digest, len(data))
         documents.append((pinned, data))
-        manifest_digest = ref.digest
-        depth = 0
-        while isinstance(doc, ImageIndex):
-            depth += 1
-            if depth > 4:
-                raise ManifestError("indexes nested more than 4 deep")
-            chosen = select_manifest(doc)
-            child, _ = _verified_document(source, chosen.digest, chosen.size,
-                                          "platform manifest")
-            doc = parse_document(child, chosen.media_type)
-            documents.append((chosen, child))
-            manifest_digest = chosen.digest
+        doc, chain = follow_indexes(doc, lambda chosen: _verified_document(
+            source, chosen.digest, chosen.size, "platform manifest")[0])
+        documents.extend(chain)
+        manifest_digest = documents[-1][0].digest
         check_usable(doc)
     except ManifestError as exc:
         raise SourceError(f"the image {ref.digest} cannot be used: {exc}") from None

@@ -78,3 +78,35 @@ def test_credentials_from_docker_config(tmp_path: Path) -> None:
     assert credentials_for("other.example", config) is None
     config.write_text("{not json")
     assert credentials_for("registry.example:5000", config) is None
+
+
+def test_follow_indexes_reaches_the_platform_manifest_and_bounds_the_nesting() -> None:
+    import json as _json
+
+    from roteiro_py.store import manifest as m
+
+    plat = {"os": "linux", "architecture": "amd64"}
+    leaf = _json.dumps({"schemaVersion": 2, "mediaType": m.OCI_MANIFEST,
+                        "config": {"mediaType": m.OCI_CONFIG, "digest": "sha256:" + "c" * 64, "size": 2},
+                        "layers": []}).encode()
+
+    def nested(depth: int) -> tuple[m.ImageIndex, dict[str, bytes]]:
+        docs: dict[str, bytes] = {}
+        child, media = leaf, m.OCI_MANIFEST
+        for level in range(depth):
+            digest = f"sha256:{level:064x}"
+            docs[digest] = child
+            child = _json.dumps({"schemaVersion": 2, "mediaType": m.OCI_INDEX, "manifests": [
+                {"mediaType": media, "digest": digest, "size": len(docs[digest]), "platform": plat}]}).encode()
+            media = m.OCI_INDEX
+        top = m.parse_document(child, m.OCI_INDEX)
+        assert isinstance(top, m.ImageIndex)
+        return top, docs
+
+    top, docs = nested(m.MAX_INDEX_DEPTH)
+    found, chain = m.follow_indexes(top, lambda desc: docs[desc.digest])
+    assert isinstance(found, m.ImageManifest) and found.config.digest == "sha256:" + "c" * 64
+    assert len(chain) == m.MAX_INDEX_DEPTH and chain[-1][1] == leaf
+    top, docs = nested(m.MAX_INDEX_DEPTH + 1)
+    with pytest.raises(m.ManifestError, match=f"more than {m.MAX_INDEX_DEPTH} deep"):
+        m.follow_indexes(top, lambda desc: docs[desc.digest])
