@@ -6,8 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# Fuzzing is an ordinary test: a bounded number of examples, no per-example deadline (a
+# loaded 2-core CI machine makes wall-clock deadlines flaky), and no example database
+# written into the checkout (a failure prints its minimal example and its seed instead).
+settings.register_profile("roteiro", max_examples=200, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("roteiro")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
