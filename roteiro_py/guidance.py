@@ -8,41 +8,27 @@ so a refusal whose "command" spans two lines or whose note is an empty string fa
 the test that renders it rather than in front of a user.
 
 Values that came from outside (a path, an image reference, a line of guest stderr) are
-made printable with `printable()` before they are put into a guidance value: a guest
-can put escape sequences in a crate name as easily as in a diagnostic.
+made printable with `printable()` (the one sanitiser, roteiro_py/untrusted.py) before
+they are put into a guidance value: a guest can put escape sequences or a CI runner's
+workflow command in a crate name as easily as in a diagnostic.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from roteiro_py.untrusted import is_unsafe_char, sanitise
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
-    """Return `text` with every control character shown as an escape, never emitted raw.
-
-    Without this a string from a hostile guest (ESC ] 8 ; ; hyperlinks, ESC [ 2 J, a bidi
-    override that reorders what the reader sees) reaches the user's terminal as commands
-    to it. Newlines survive only where the caller says a multi-line block is expected.
-    """
-
-    def escape(match: re.Match[str]) -> str:
-        ch = match.group(0)
-        if keep_newlines and ch == "\n":
-            return ch
-        code = ord(ch)
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    if keep_newlines:
-        text = text.replace("\r\n", "\n")
-        return re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", escape, text)
-    return _CONTROL.sub(escape, text.replace("\n", "\\n").replace("\t", "\\t"))
+    """`text` made safe to print in a refusal: `untrusted.sanitise()`, under the name
+    errors.py and the commands use. Newlines survive only where the caller says a
+    multi-line block is expected."""
+    return sanitise(text, keep_newlines=keep_newlines)
 
 
 @dataclass(frozen=True)
@@ -95,7 +81,7 @@ class Guidance:
             if not detail.strip():
                 found.append("a detail line is empty")
         for text in (self.summary, *self.notes, *self.commands, *self.details):
-            if _CONTROL.search(text.replace("\n", "")):
+            if any(is_unsafe_char(ch) for ch in text.replace("\n", "")):
                 found.append(f"raw control characters in {text!r}")
         return found
 

@@ -216,16 +216,28 @@ def config_unset(
 
 
 def _print_error(error: BaseException) -> None:
+    """The refusal printer: the guidance, through `guard()` like every other output door.
+
+    Its values are already printable (errors.py), but guest stderr quoted in a note sits
+    next to the tool's own words, and a CI log reads stderr as closely as stdout.
+    """
     from roteiro_py.errors import RoteiroError
+    from roteiro_py.untrusted import guard
 
     assert isinstance(error, RoteiroError)
     guidance = error.guidance()
     if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+        import io
+        import shutil
+
         from rich.console import Console
 
-        Console(stderr=True).print(guidance.render_rich())
+        buffer = io.StringIO()
+        Console(file=buffer, force_terminal=True, width=shutil.get_terminal_size().columns,
+                highlight=False, markup=False, emoji=False).print(guidance.render_rich())
+        sys.stderr.write(guard(buffer.getvalue()))
     else:
-        sys.stderr.write(guidance.render_text())
+        sys.stderr.write(guard(guidance.render_text()))
 
 
 def _log_internal(error: BaseException) -> Path | None:
@@ -286,7 +298,11 @@ def _guard(call: Callable[[], int]) -> NoReturn:
     except Exception as error:
         log = _log_internal(error)
         where = f" (traceback in {log})" if log else ""
-        sys.stderr.write(f"internal error: {type(error).__name__}: {error}{where}\n")
+        from roteiro_py.untrusted import guard, sanitise
+
+        # The message of an unexpected error may quote anything, a guest's bytes included.
+        sys.stderr.write(guard(f"internal error: {type(error).__name__}: "
+                               f"{sanitise(str(error))}{sanitise(where)}\n"))
         if _state["debug"]:
             import traceback
 

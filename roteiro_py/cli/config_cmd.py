@@ -1,4 +1,9 @@
-"""`pylint-sandbox config show|get|set|unset`: thin wrappers over config.py."""
+"""`pylint-sandbox config show|get|set|unset`: thin wrappers over config.py.
+
+A value can come from the repository's roteiro.toml, which the tree under review wrote:
+it is text, never markup (a rich table cell given a `str` parses `[link=...]` and
+`[reverse]`), and every line goes out through `guard()` like a report (untrusted.py).
+"""
 
 from __future__ import annotations
 
@@ -9,35 +14,53 @@ from typing import Any, Literal, cast
 
 from roteiro_py import config
 from roteiro_py.guidance import printable
+from roteiro_py.untrusted import guard
 
 
 def _text(value: Any) -> str:
     if value is None:
         return "(unset)"
     if isinstance(value, (list, bool)):
-        return json.dumps(value)
+        return printable(json.dumps(value))
     return printable(str(value))
+
+
+def _write(text: str, *, stream: Any = None) -> None:
+    (stream or sys.stdout).write(guard(text))
+
+
+def _table(rows: list[tuple[str, str, str]]) -> str:
+    """The rows as a terminal table: rich styles of our own, the cells as plain Text."""
+    import io
+    import shutil
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("key", "value", "from", box=None, pad_edge=False)
+    for key, value, source in rows:
+        table.add_row(Text(key), Text(value), Text(source),
+                      style=None if source != "default" else "dim")
+    buffer = io.StringIO()
+    Console(file=buffer, force_terminal=True, width=shutil.get_terminal_size().columns,
+            highlight=False, markup=False, emoji=False).print(table)
+    return buffer.getvalue()
 
 
 def show(path: Path) -> int:
     resolved = config.resolve(path)
-    rows = [(key, _text(resolved.value_of(key)), str(resolved.source_of(key)))
+    rows = [(key, _text(resolved.value_of(key)), printable(str(resolved.source_of(key))))
             for key in config.known_keys()]
     if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table("key", "value", "from", box=None, pad_edge=False)
-        for key, value, source in rows:
-            table.add_row(key, value, source, style=None if source != "default" else "dim")
-        Console().print(table)
+        _write(_table(rows))
     else:
         width = max(len(key) for key, _, _ in rows)
         for key, value, source in rows:
-            sys.stdout.write(f"{key:<{width}}  {value}  ({printable(source)})\n")
-    sys.stdout.write(f"# user config: {printable(str(resolved.user_config))}\n")
+            _write(f"{key:<{width}}  {value}  ({source})\n")
+    _write(f"# user config: {printable(str(resolved.user_config))}\n")
     repo = resolved.repo_config
-    sys.stdout.write(f"# repo config: {printable(str(repo)) if repo else '(none found)'}\n")
+    _write(f"# repo config: {printable(str(repo)) if repo else '(none found)'}\n")
     return 0
 
 
@@ -45,7 +68,7 @@ def get(key: str, path: Path) -> int:
     config.split_key(key)
     resolved = config.resolve(path)
     value = resolved.value_of(key)
-    sys.stdout.write(f"{_text(value)}\n")
+    _write(f"{_text(value)}\n")
     return 0
 
 
@@ -57,9 +80,9 @@ def set_(key: str, value: str, scope: str, path: Path) -> int:
     had_comments = file.is_file() and any(
         line.lstrip().startswith("#") for line in file.read_text(errors="replace").splitlines())
     stored = config.set_value(file, key, value)
-    sys.stdout.write(f"{key} = {_text(stored)}  (written to {printable(str(file))})\n")
+    _write(f"{printable(key)} = {_text(stored)}  (written to {printable(str(file))})\n")
     if had_comments:
-        sys.stderr.write(f"note: comments in {printable(str(file))} were not kept.\n")
+        _write(f"note: comments in {printable(str(file))} were not kept.\n", stream=sys.stderr)
     return 0
 
 
@@ -67,5 +90,5 @@ def unset(key: str, scope: str, path: Path) -> int:
     file = config.config_file_for(cast(Literal["user", "repo"], scope), path)
     removed = config.unset_value(file, key)
     state = "removed from" if removed else "was not set in"
-    sys.stdout.write(f"{key} {state} {printable(str(file))}\n")
+    _write(f"{printable(key)} {state} {printable(str(file))}\n")
     return 0

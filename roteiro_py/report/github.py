@@ -21,6 +21,8 @@ from roteiro_py.report.model import Finding, Report
 ANNOTATION_LIMIT = 10
 
 _TYPE = {"error": "error", "warning": "warning", "note": "notice", "help": "notice"}
+#: The workflow commands this format writes on purpose; `guard()` breaks any other.
+OWN_COMMANDS = frozenset(_TYPE.values())
 
 
 def escape_data(text: str) -> str:

@@ -3,13 +3,13 @@ underlined, then the counts and one provenance line.
 
 Every guest string is already clean (model.py); it is still put on the console only as
 `rich.text.Text` with markup and highlighting off, so a message like `[red]` or
-`[link=...]` is shown as written, never interpreted.
+`[link=...]` is shown as written, never interpreted. Lines a CI runner would read as
+commands are broken by `render()`, the door every format leaves by.
 """
 
 from __future__ import annotations
 
 import io
-import re
 from itertools import groupby
 
 from rich.console import Console
@@ -32,21 +32,6 @@ def _underline(source_line: str, column: int, end_column: int | None) -> str:
 def _continued(text: str) -> str:
     """A multi-line guest string with every line after the first indented under the first."""
     return "\n        ".join(text.splitlines())
-
-
-#: Lines a CI runner reads as commands to itself: GitHub's `::cmd::` and the older `##[cmd]`.
-_RUNNER_COMMAND = re.compile(r"^(\s*(?:\x1b\[[0-9;]*m)*\s*)(::|##\[)", re.MULTILINE)
-
-
-def _defuse_runner_commands(text: str) -> str:
-    """Break any line that a CI runner would execute as a workflow command.
-
-    The human format is also what a CI log shows, and GitHub's runner reads a line that
-    starts (after blanks) with `::` as a command to it, so a guest string that reaches
-    the start of a line could add masks, stop command processing or forge annotations.
-    Such a line gets a space inside its marker (`: :`, `# #[`): visible, and inert.
-    """
-    return _RUNNER_COMMAND.sub(lambda m: m.group(1) + (": :" if m.group(2) == "::" else "# #["), text)
 
 
 def _finding(finding: Finding) -> list[Text]:
@@ -121,4 +106,4 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
         f"({toolchain.host}); isolation: {isolation.description}",
         style="dim",
     ))
-    return _defuse_runner_commands(buffer.getvalue())
+    return buffer.getvalue()

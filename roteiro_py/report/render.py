@@ -1,13 +1,19 @@
-"""`render(report, format)`: the one entry point the command line uses for output."""
+"""`render(report, format)`: the one entry point the command line uses for output.
+
+Every field is clean (model.py), but a renderer joins fields into lines, and a `##` that
+ends one next to a `[` that starts the next is a workflow command neither holds; so the
+finished text goes through `guard()` here, whatever the format (untrusted.py).
+"""
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
-from roteiro_py.report.github import render_github
+from roteiro_py.report.github import OWN_COMMANDS, render_github
 from roteiro_py.report.human import render_human
 from roteiro_py.report.model import Report
 from roteiro_py.report.sarif import render_sarif
+from roteiro_py.untrusted import guard
 
 Format = Literal["human", "json", "sarif", "github"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -16,11 +22,12 @@ FORMATS: tuple[str, ...] = get_args(Format)
 def render(report: Report, format: Format, *, width: int = 100, color: bool = False) -> str:
     """The report as text in `format`; `width` and `color` apply to human only."""
     if format == "human":
-        return render_human(report, width=width, color=color)
+        return guard(render_human(report, width=width, color=color))
     if format == "json":
-        return report.model_dump_json(indent=2) + "\n"
+        return guard(report.model_dump_json(indent=2) + "\n", json=True)
     if format == "sarif":
-        return render_sarif(report)
+        return guard(render_sarif(report), json=True)
     if format == "github":
-        return render_github(report)
+        # The annotations are the format: the tool's own `::warning ...::` lines stay.
+        return guard(render_github(report), allowed=OWN_COMMANDS)
     raise ValueError(f"unknown report format {format!r}; expected one of {FORMATS}")

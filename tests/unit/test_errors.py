@@ -169,7 +169,7 @@ def test_rendering_asserts_the_shape() -> None:
 
 def test_printable_keeps_text_and_escapes_controls() -> None:
     assert printable("plain ü ✓ text") == "plain ü ✓ text"
-    assert printable("a\nb\tc\rd\x9b") == "a\\nb\\tc\\x0dd\\x9b"
+    assert printable("a\nb\tc\rd\x9b") == "a\\x0ab\\x09c\\x0dd\\x9b"  # report/safe.py's scheme
     assert printable("a\nb", keep_newlines=True) == "a\nb"
     assert not re.search(r"[\x00-\x1f\x7f-\x9f]", printable("".join(map(chr, range(0xa0)))))
 
