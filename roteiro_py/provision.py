@@ -40,11 +40,12 @@ def _byte_progress() -> Iterator[Callable[[str, int, int], None]]:
 
         yield plain
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     tasks: dict[str, TaskID] = {}
-    with Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  transient=False) as progress:
+    # A column given as a str is read as rich markup; the description is outside text.
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), transient=False) as progress:
 
         def rich(digest: str, done: int, total: int) -> None:
             if digest not in tasks:

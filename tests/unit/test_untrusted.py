@@ -337,3 +337,21 @@ def test_length_is_bounded_at_the_stated_limit_and_stays_put() -> None:
     assert once.endswith(f"[truncated to {MAX_FIELD_CHARS} characters]")
     assert sanitise("x" * MAX_FIELD_CHARS) == "x" * MAX_FIELD_CHARS  # control: at the limit
     assert printable("y" * (MAX_FIELD_CHARS + 1)).endswith(f"{MAX_FIELD_CHARS} characters]")
+
+
+def test_progress_descriptions_are_text_not_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich's Progress reads a column given as a str as markup; a digest is outside text."""
+    import rich
+    from rich.console import Console
+
+    from roteiro_py import provision
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=buffer, force_terminal=True,
+                                                  color_system="standard", width=200))
+    monkeypatch.setattr(provision, "_interactive", lambda: True)
+    with provision._byte_progress() as progress:
+        progress("[reverse]sha256:x", 1, 2)
+    text = buffer.getvalue()
+    assert "\x1b[7m" not in text and "[reverse]sha256:x" in text
+    assert "1/2 bytes" in text, "control: the progress bar did render on the terminal"
