@@ -355,3 +355,59 @@ def test_progress_descriptions_are_text_not_markup(monkeypatch: pytest.MonkeyPat
     text = buffer.getvalue()
     assert "\x1b[7m" not in text and "[reverse]sha256:x" in text
     assert "1/2 bytes" in text, "control: the progress bar did render on the terminal"
+
+
+def test_a_terminal_wrapping_guest_text_starts_no_command_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich wraps at spaces: a sanitised value whose `::` sits mid-line can start the next
+    line after the wrap, which is why the guard runs on the rendered output."""
+    from rich.console import Console
+
+    error = errors.ProbeFailed("toolchain", "word " * 9 + "::add-mask::secret")
+    raw = io.StringIO()
+    Console(file=raw, force_terminal=True, width=80, markup=False).print(
+        error.guidance().render_rich())
+    assert runner_commands(raw.getvalue()), "control: at 80 columns the wrap forms a command"
+    stream = _Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+    def refuse() -> int:
+        raise error
+
+    with pytest.raises(typer.Exit):
+        cli._guard(refuse)
+    assert "add-mask" in stream.getvalue() and runner_commands(stream.getvalue()) == []
+    # The same for a table cell that wraps in `config show`.
+    (tmp_path / "roteiro.toml").write_text(
+        '[lint]\nfeatures = ["' + "w " * 40 + '::add-mask::f"]\n')
+    out = _Terminal()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert config_cmd.show(tmp_path) == 0
+    assert "add-mask" in out.getvalue() and runner_commands(out.getvalue()) == []
+
+
+@pytest.mark.parametrize("format", ["human", "json", "sarif", "github"])
+def test_the_cli_echoing_a_hostile_roteiro_toml_prints_no_runner_command(
+        tmp_path: Path, format: str) -> None:
+    """The real command line, as CI runs it: a malformed image reference from the tree's
+    roteiro.toml is echoed in the refusal on stderr, whatever --format says."""
+    import os
+    import subprocess
+
+    exe = Path(sys.executable).with_name("pylint-sandbox")
+    (tmp_path / "roteiro.toml").write_text(
+        '[lint]\nimage = "reg.example/x@sha256:##[set-output name=x;]y \\u200e"\n')
+    result = subprocess.run([str(exe), "lint", "clippy", "--format", format, str(tmp_path)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "NO_COLOR": "1"})
+    assert result.returncode == errors.EXIT_USAGE, result.stderr
+    assert "set-output" in result.stderr, "control: the reference is echoed"
+    assert runner_commands(result.stderr + result.stdout) == [], result.stderr
+    assert not suspicious(result.stderr) and "\u200e" not in result.stderr
+    shown = subprocess.run([str(exe), "config", "show"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0 and "set-output" in shown.stdout
+    assert runner_commands(shown.stdout) == [] and not suspicious(shown.stdout)
