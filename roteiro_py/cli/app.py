@@ -227,15 +227,13 @@ def _print_error(error: BaseException) -> None:
     assert isinstance(error, RoteiroError)
     guidance = error.guidance()
     if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
-        import io
-        import shutil
-
         from rich.console import Console
 
-        buffer = io.StringIO()
-        Console(file=buffer, force_terminal=True, width=shutil.get_terminal_size().columns,
-                highlight=False, markup=False, emoji=False).print(guidance.render_rich())
-        sys.stderr.write(guard(buffer.getvalue()))
+        # Rendered for this terminal (its width wraps lines), then guarded, then written.
+        console = Console(stderr=True, highlight=False, markup=False, emoji=False)
+        with console.capture() as captured:
+            console.print(guidance.render_rich())
+        sys.stderr.write(guard(captured.get()))
     else:
         sys.stderr.write(guard(guidance.render_text()))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TextIO, cast
 
 from roteiro_py import config
 from roteiro_py.guidance import printable
@@ -25,15 +25,12 @@ def _text(value: Any) -> str:
     return printable(str(value))
 
 
-def _write(text: str, *, stream: Any = None) -> None:
+def _write(text: str, *, stream: TextIO | None = None) -> None:
     (stream or sys.stdout).write(guard(text))
 
 
 def _table(rows: list[tuple[str, str, str]]) -> str:
     """The rows as a terminal table: rich styles of our own, the cells as plain Text."""
-    import io
-    import shutil
-
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -42,10 +39,10 @@ def _table(rows: list[tuple[str, str, str]]) -> str:
     for key, value, source in rows:
         table.add_row(Text(key), Text(value), Text(source),
                       style=None if source != "default" else "dim")
-    buffer = io.StringIO()
-    Console(file=buffer, force_terminal=True, width=shutil.get_terminal_size().columns,
-            highlight=False, markup=False, emoji=False).print(table)
-    return buffer.getvalue()
+    console = Console(highlight=False, markup=False, emoji=False)
+    with console.capture() as captured:
+        console.print(table)
+    return captured.get()
 
 
 def show(path: Path) -> int:
