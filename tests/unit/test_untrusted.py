@@ -411,3 +411,24 @@ def test_the_cli_echoing_a_hostile_roteiro_toml_prints_no_runner_command(
                            text=True, timeout=60)
     assert shown.returncode == 0 and "set-output" in shown.stdout
     assert runner_commands(shown.stdout) == [] and not suspicious(shown.stdout)
+
+
+def test_a_deprecation_note_rustc_quotes_reaches_no_format_as_a_command() -> None:
+    """Plain source, no escape sequence needed: `#[deprecated(note = "...")]` is quoted by
+    rustc in the warning at every use, so the tree chooses a line of the step's log."""
+    from roteiro_py.clippy.parse import PathLayout, parse_messages
+
+    note = "use g ##[set-output name=x;]y"
+    span = {"file_name": "src/main.rs", "is_primary": True, "line_start": 3, "line_end": 3,
+            "column_start": 5, "column_end": 6, "label": None, "expansion": None}
+    diagnostic = {"message": f"use of deprecated function `f`: {note}", "level": "warning",
+                  "code": {"code": "deprecated"}, "spans": [span], "children": []}
+    parsed = parse_messages(json.dumps({"reason": "compiler-message", "message": diagnostic})
+                            .encode(), PathLayout())
+    assert [f.code for f in parsed.findings] == ["deprecated"], "control: the warning is reported"
+    report = make_report(parsed.findings)
+    for format, text in outputs(report).items():
+        own = frozenset({"warning"}) if format == "github" else frozenset()
+        assert "set-output" in text and not suspicious(text, own=own), format
+        assert [name for name, _ in runner_commands(text)] == (
+            ["warning"] if format == "github" else []), format
