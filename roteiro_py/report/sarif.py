@@ -34,6 +34,9 @@ SARIF_SCHEMA_URI = (
 )
 _LEVEL = {"error": "error", "warning": "warning", "note": "note", "help": "note"}
 _ERROR_CODE = re.compile(r"^E\d{4}$")
+#: A lint name that may go into Markdown: the parser admits no other (clippy/parse.py
+#: `_CODE`), but a report can be built or reloaded without it, and Markdown is markup.
+_LINT_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def _docs_version(report: Report) -> str:
@@ -51,8 +54,9 @@ def _rule(rule: str, report: Report) -> dict[str, Any]:
         uri = (f"https://rust-lang.github.io/rust-clippy/{_docs_version(report)}"
                f"/index.html#{quote(lint)}")
         entry["shortDescription"] = {"text": f"clippy lint {lint}"}
-        entry["help"] = {"text": f"See the clippy documentation of `{lint}`: {uri}",
-                         "markdown": f"See the clippy documentation of [`{lint}`]({uri})."}
+        entry["help"] = {"text": f"See the clippy documentation of `{lint}`: {uri}"}
+        if _LINT_NAME.fullmatch(lint):
+            entry["help"]["markdown"] = f"See the clippy documentation of [`{lint}`]({uri})."
         entry["helpUri"] = uri
     elif _ERROR_CODE.match(rule):
         uri = f"https://doc.rust-lang.org/error_codes/{rule}.html"

@@ -432,3 +432,16 @@ def test_a_deprecation_note_rustc_quotes_reaches_no_format_as_a_command() -> Non
         assert "set-output" in text and not suspicious(text, own=own), format
         assert [name for name, _ in runner_commands(text)] == (
             ["warning"] if format == "github" else []), format
+
+
+def test_sarif_markdown_carries_no_link_from_a_rule_name() -> None:
+    """Code scanning renders a rule's `help.markdown`; a code the parser would have dropped
+    but a hand-built or reloaded report carries must not become a link there."""
+    evil = Finding(code="clippy::x`](https://evil.example)[`y", level="warning", message="m",
+                   path="src/a.rs", line=1, column=1, end_line=1, end_column=2)
+    fine = evil.model_copy(update={"code": "clippy::needless_return"})
+    rules = json.loads(render(make_report([evil, fine]), "sarif"))["runs"][0]["tool"]["driver"]["rules"]
+    by_id = {rule["id"]: rule for rule in rules}
+    assert "evil.example" not in json.dumps(by_id[evil.code]["help"].get("markdown", ""))
+    assert "](https://rust-lang.github.io/" in by_id["clippy::needless_return"]["help"]["markdown"], (
+        "control: a real lint name still gets its Markdown link")
