@@ -1,0 +1,214 @@
+"""Flattening hostile layers: nothing outside the root filesystem changes, and caps hold.
+
+Real layers (tar written by tarfile or GNU tar), flattened by the code under test into a
+tmp directory; the victims are real files and directories next to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.vm.qemu import rootfs
+
+DIGEST = "sha256:" + "a" * 64
+
+
+@dataclass(frozen=True)
+class Layer:
+    digest: str
+    media_type: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class M:
+    """One tar member: name, kind (tarfile type), mode, data, link target."""
+
+    name: str
+    kind: bytes = tarfile.REGTYPE
+    mode: int = 0o644
+    data: bytes = b""
+    link: str = ""
+
+
+def tar_bytes(members: list[M]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for m in members:
+            info = tarfile.TarInfo(m.name)
+            info.type, info.mode, info.linkname = m.kind, m.mode, m.link
+            info.size = len(m.data) if m.kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(m.data) if m.kind == tarfile.REGTYPE else None)
+    return raw.getvalue()
+
+
+def layer(path: Path, members: list[M]) -> Layer:
+    path.write_bytes(tar_bytes(members))
+    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+
+
+@dataclass
+class World:
+    dest: Path
+    victim: Path  # a host directory outside the rootfs
+    tmp: Path
+
+    def snapshot(self) -> dict[str, tuple[int, bytes | None]]:
+        out: dict[str, tuple[int, bytes | None]] = {}
+        for p in [self.victim, *sorted(self.victim.rglob("*"))]:
+            st = os.lstat(p)
+            out[str(p)] = (st.st_mode, p.read_bytes() if p.is_file() else None)
+        return out
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    victim.chmod(0o755)
+    (victim / "sub").chmod(0o755)
+    (victim / "file").write_text("keep")
+    (victim / "file").chmod(0o644)
+    (victim / "sub" / "file").write_text("keep too")
+    dest = tmp_path / "root"
+    dest.mkdir()
+    return World(dest, victim, tmp_path)
+
+
+D, S, H = tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
+
+# Each attack, with the members that, without the link, apply inside the rootfs.
+ATTACKS: dict[str, list[M]] = {
+    # 9.3 as found: a directory's mode, applied at the end of the layer, through a link
+    # that replaced the directory later in the same layer.
+    "link-then-mode": [M("x", D, 0o777), M("x", S, link="{victim}")],
+    "link-then-mode-on-a-file": [M("y", D, 0o777), M("y", S, link="{victim}/file")],
+    # a parent of the directory is replaced by a link after the directory was made
+    "link-as-parent-dir": [M("a", D, 0o755), M("a/sub", D, 0o777), M("a", S, link="{victim}")],
+    "link-then-file-write": [M("w", S, link="{victim}"), M("w/file", data=b"pwned")],
+    "link-then-file-replace": [M("file", S, link="{victim}/file"), M("file", data=b"pwned")],
+    "link-then-hardlink": [M("t", data=b"mine"), M("l", S, link="{victim}"),
+                           M("l/file", H, link="t")],
+    "link-then-whiteout": [M("z", S, link="{victim}"), M("z/.wh.file"), M("z/sub/.wh.file")],
+    "link-then-opaque": [M("o", S, link="{victim}"), M("o/.wh..wh..opq")],
+    "link-then-dir": [M("k", S, link="{victim}"), M("k/sub", D, 0o777),
+                      M("k/new", D, 0o777)],
+}
+
+
+def _expand(members: list[M], victim: Path) -> list[M]:
+    return [M(m.name, m.kind, m.mode, m.data, m.link.replace("{victim}", str(victim)))
+            for m in members]
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_flattening_never_changes_a_file_outside_the_rootfs(world: World, attack: str) -> None:
+    before = world.snapshot()
+    evil = layer(world.tmp / "evil.tar", _expand(ATTACKS[attack], world.victim))
+    with contextlib.suppress(errors.UnsafeImageLayer):  # refusing is fine, changing the host not
+        rootfs.flatten([evil], world.dest)
+    assert world.snapshot() == before
+
+
+def test_control_without_the_link_the_mode_and_writes_apply_inside(world: World) -> None:
+    plain = layer(world.tmp / "plain.tar", [
+        M("x", D, 0o777), M("a", D, 0o755), M("a/sub", D, 0o777), M("w", D, 0o755),
+        M("w/file", data=b"mine"), M("t", data=b"t"), M("l", D, 0o755), M("l/file", H, link="t"),
+    ])
+    rootfs.flatten([plain], world.dest)
+    assert os.stat(world.dest / "x").st_mode & 0o7777 == 0o777
+    assert os.stat(world.dest / "a" / "sub").st_mode & 0o7777 == 0o777
+    assert (world.dest / "w" / "file").read_bytes() == b"mine"
+    assert os.stat(world.dest / "l" / "file").st_ino == os.stat(world.dest / "t").st_ino
+    # and a whiteout in a real directory does remove, in a later layer
+    later = layer(world.tmp / "later.tar", [M("w/.wh.file"), M("a/.wh..wh..opq")])
+    rootfs.flatten([later], world.dest)
+    assert not (world.dest / "w" / "file").exists() and list((world.dest / "a").iterdir()) == []
+
+
+def test_the_link_itself_is_kept_inside_the_rootfs(world: World) -> None:
+    """The control for link-then-mode: the link is stored, only never followed."""
+    evil = layer(world.tmp / "evil.tar", _expand(ATTACKS["link-then-mode"], world.victim))
+    rootfs.flatten([evil], world.dest)
+    assert os.readlink(world.dest / "x") == str(world.victim)
+
+
+# -- caps on the flattened size and entry count ------------------------------------------
+
+
+def test_the_byte_cap_refuses_before_writing_and_names_the_limit(world: World) -> None:
+    big = layer(world.tmp / "big.tar", [M("small", data=b"s" * 100), M("big", data=b"b" * 5000)])
+    limits = rootfs.FlattenLimits(max_bytes=4000)
+    with pytest.raises(errors.UnsafeImageLayer) as refused:
+        rootfs.flatten([big], world.dest, limits)
+    text = refused.value.guidance().render_text()
+    assert f"{limits.max_bytes} bytes" in text and "MAX_FLATTENED_BYTES" in text
+    assert DIGEST in text and "'big'" in text
+    assert not (world.dest / "big").exists()  # refused before a byte of it was written
+    # control: under the cap it flattens
+    (ok := world.tmp / "ok").mkdir()
+    rootfs.flatten([big], ok, rootfs.FlattenLimits(max_bytes=5100))
+    assert (ok / "big").stat().st_size == 5000
+
+
+def test_the_entry_cap_counts_parents_and_names_the_limit(world: World) -> None:
+    many = layer(world.tmp / "many.tar",
+                 [M(f"d{i}/f{j}", data=b"x") for i in range(5) for j in range(5)])
+    limits = rootfs.FlattenLimits(max_entries=20)
+    with pytest.raises(errors.UnsafeImageLayer) as refused:
+        rootfs.flatten([many], world.dest, limits)
+    text = refused.value.guidance().render_text()
+    assert "20 files and directories" in text and "MAX_FLATTENED_ENTRIES" in text
+    assert sum(1 for _ in world.dest.rglob("*")) <= limits.max_entries
+    (ok := world.tmp / "ok").mkdir()
+    rootfs.flatten([many], ok, rootfs.FlattenLimits(max_entries=30))
+    assert sum(1 for _ in ok.rglob("*")) == 30
+
+
+def test_the_default_caps_are_the_stated_constants(world: World) -> None:
+    assert rootfs.FlattenLimits() == rootfs.FlattenLimits(rootfs.MAX_FLATTENED_BYTES,
+                                                          rootfs.MAX_FLATTENED_ENTRIES)
+    # the refusal states the constant's number
+    tiny = layer(world.tmp / "t.tar", [M("f", data=b"x")])
+    with pytest.raises(errors.UnsafeImageLayer) as refused:
+        rootfs.flatten([tiny], world.dest, rootfs.FlattenLimits(max_entries=0))
+    assert " 0 files and directories" in refused.value.guidance().render_text()
+
+
+def gnu_sparse_layer(tmp: Path, logical: int) -> Layer:
+    """A real GNU-sparse layer made by GNU tar: `logical` bytes, almost all of them a hole."""
+    src = tmp / "sparse-src"
+    src.mkdir()
+    with (src / "hole").open("wb") as f:
+        f.write(b"head")
+        f.truncate(logical)
+    path = tmp / "sparse.tar"
+    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(path), "-C", str(src),
+                    "hole"], check=True)
+    with tarfile.open(path) as check:
+        (member,) = check.getmembers()
+        assert member.type == tarfile.GNUTYPE_SPARSE and member.size == logical
+    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+
+
+def test_a_sparse_member_counts_its_logical_size(world: World) -> None:
+    logical = 64 * 1024 * 1024
+    sparse = gnu_sparse_layer(world.tmp, logical)
+    assert sparse.path.stat().st_size < 64 * 1024  # the bomb is small
+    with pytest.raises(errors.UnsafeImageLayer, match="MAX_FLATTENED_BYTES"):
+        rootfs.flatten([sparse], world.dest, rootfs.FlattenLimits(max_bytes=logical // 2))
+    assert not (world.dest / "hole").exists()
+    (ok := world.tmp / "ok").mkdir()
+    rootfs.flatten([sparse], ok, rootfs.FlattenLimits(max_bytes=logical))
+    assert (ok / "hole").stat().st_size == logical
+    with (ok / "hole").open("rb") as written:
+        assert written.read(4) == b"head"
