@@ -68,6 +68,7 @@ from roteiro_py.store.manifest import (
     check_digest,
     follow_indexes,
     hex_of,
+    load_json,
     parse_descriptor,
     parse_document,
 )
@@ -267,10 +268,10 @@ class Store:
             raise ImageNotProvisioned(str(ref), self.root, self._not_listed(ref))
         try:
             walk = self._walk(stored.descriptor, verify=True)
-            config = json.loads(self._read_document(walk.manifest.config))
+            config = load_json(self._read_document(walk.manifest.config))
         except _Absent as exc:
             raise ImageNotProvisioned(str(ref), self.root, str(exc)) from None
-        except json.JSONDecodeError as exc:
+        except ManifestError as exc:
             raise ImageNotProvisioned(str(ref), self.root,
                                       f"the config blob {walk.manifest.config.digest} is "
                                       f"not JSON ({exc})") from None
@@ -339,10 +340,10 @@ class Store:
 
     def _read_index_entries(self) -> list[dict[str, Any]]:
         try:
-            data = json.loads(self.index_path.read_bytes())
+            data = load_json(self.index_path.read_bytes())
         except FileNotFoundError:
             return []
-        except json.JSONDecodeError:
+        except ManifestError:
             # index.json is only ever replaced atomically, so this is outside damage;
             # treating it as empty makes every reference absent rather than guessed.
             return []
