@@ -11,10 +11,13 @@ import io
 import os
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from roteiro_py import errors
 from roteiro_py.vm.qemu import rootfs
@@ -212,3 +215,104 @@ def test_a_sparse_member_counts_its_logical_size(world: World) -> None:
     assert (ok / "hole").stat().st_size == logical
     with (ok / "hole").open("rb") as written:
         assert written.read(4) == b"head"
+
+
+# -- fuzzing tar headers ----------------------------------------------------------------------
+
+SEED_MEMBERS = [M("etc", D, 0o755), M("etc/motd", data=b"hello\n"), M("bin", D, 0o755),
+                M("bin/tool", mode=0o4755, data=b"#!x"), M("bin/sh", S, link="tool"),
+                M("bin/hard", H, link="bin/tool"), M("etc/.wh.gone"), M("opt/.wh..wh..opq"),
+                M("dev-node", tarfile.CHRTYPE), M("x", D, 0o777)]
+SEED = tar_bytes(SEED_MEMBERS)
+with tarfile.open(fileobj=io.BytesIO(SEED)) as _seed:
+    HEADERS = [m.offset for m in _seed.getmembers()]
+FUZZ_LIMITS = rootfs.FlattenLimits(max_bytes=1 << 20, max_entries=200)
+
+
+def _fix_checksum(data: bytearray, offset: int) -> None:
+    block = data[offset:offset + 512]
+    block[148:156] = b" " * 8
+    data[offset + 148:offset + 156] = b"%06o\0 " % sum(block)
+
+
+def _flatten_fuzzed(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        world = Path(tmp)
+        victim = world / "victim"
+        victim.mkdir()
+        (victim / "file").write_text("keep")
+        (dest := world / "root").mkdir()
+        path = world / "layer.tar"
+        path.write_bytes(data)
+        with contextlib.suppress(errors.UnsafeImageLayer):
+            rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], path)], dest, FUZZ_LIMITS)
+        assert sorted(p.name for p in world.iterdir()) == ["layer.tar", "root", "victim"]
+        assert [p.name for p in victim.iterdir()] == ["file"]
+        assert (victim / "file").read_text() == "keep"
+        assert os.lstat(victim).st_mode & 0o777 == 0o755
+
+
+MUTATIONS = st.lists(st.tuples(st.integers(0, len(SEED) - 1), st.integers(0, 255)),
+                     min_size=1, max_size=8)
+
+
+@given(MUTATIONS)
+def test_a_mutated_layer_flattens_or_is_refused_raw(mutations: list[tuple[int, int]]) -> None:
+    data = bytearray(SEED)
+    for at, value in mutations:
+        data[at] = value
+    _flatten_fuzzed(bytes(data))
+
+
+@given(st.lists(st.tuples(st.sampled_from(HEADERS), st.integers(0, 511), st.integers(0, 255)),
+                min_size=1, max_size=8))
+def test_a_layer_with_mutated_headers_flattens_or_is_refused(
+        mutations: list[tuple[int, int, int]]) -> None:
+    """Checksums recomputed, so the mutation reaches the fields (names, types, sizes,
+    modes, link names, ids, times) and not only the checksum check."""
+    data = bytearray(SEED)
+    for header, at, value in mutations:
+        data[header + at] = value
+    for header in HEADERS:
+        _fix_checksum(data, header)
+    _flatten_fuzzed(bytes(data))
+
+
+def test_control_the_unmutated_seed_flattens(tmp_path: Path) -> None:
+    (dest := tmp_path / "root").mkdir()
+    (tmp_path / "seed.tar").write_bytes(SEED)
+    report = rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "seed.tar")], dest,
+                            FUZZ_LIMITS)
+    assert (dest / "etc/motd").read_bytes() == b"hello\n" and report.files == 2
+    data = bytearray(SEED)
+    _fix_checksum(data, HEADERS[0])
+    assert bytes(data) == SEED  # the checksum fix reproduces tarfile's own
+
+
+def pax_layer(path: Path, name: str, kind: bytes, pax: dict[str, str], link: str = "") -> Layer:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.pax_headers = kind, link, pax
+        tar.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+    path.write_bytes(raw.getvalue())
+    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+
+
+@pytest.mark.parametrize("pax,kind,expect", [
+    ({"mtime": "1e300"}, tarfile.REGTYPE, "flattens"),      # os.utime: OverflowError
+    ({"mtime": "-99999999999999"}, tarfile.REGTYPE, "flattens"),
+    ({"uid": "99999999999999999999"}, tarfile.REGTYPE, "refused"),  # chown: OverflowError
+    ({"gid": "4294967295"}, tarfile.DIRTYPE, "refused"),     # -1 as an id: "unchanged"
+    ({"linkpath": "a\x00b"}, tarfile.SYMTYPE, "refused"),    # os.symlink: ValueError
+], ids=["mtime-1e300", "mtime-negative", "uid-2^66", "gid-2^32-1", "nul-in-linkpath"])
+def test_extreme_header_values_flatten_or_are_refused(tmp_path: Path, pax: dict[str, str],
+                                                      kind: bytes, expect: str) -> None:
+    (dest := tmp_path / "root").mkdir()
+    evil = pax_layer(tmp_path / "l.tar", "member", kind, pax)
+    if expect == "refused":
+        with pytest.raises(errors.UnsafeImageLayer, match="'member'"):
+            rootfs.flatten([evil], dest)
+        return
+    rootfs.flatten([evil], dest)
+    assert 0 <= os.lstat(dest / "member").st_mtime <= rootfs.MAX_MTIME
