@@ -4,14 +4,22 @@ Guarantees:
 - Layers are applied in order with OCI whiteouts honoured: `.wh.NAME` deletes NAME from
   the layers below, `.wh..wh..opq` empties its directory of what the layers below put
   there (what the same layer adds is kept, whatever the member order).
-- Extraction never writes outside the staging directory and never follows a link while
-  writing: absolute member names, `..` components and names that are empty after
-  normalisation refuse the image (`UnsafeLayer`); every file is created with
-  O_NOFOLLOW|O_EXCL after its parents were made real directories (a symlink or file
-  standing where a parent must be is replaced, as overlayfs would show it); a hardlink
-  must name a regular file already extracted inside the tree; symlinks are stored as
-  they are (they are never followed here, and in the guest they resolve inside the
-  guest's root).
+- Extraction never changes anything outside the staging directory and never follows a
+  link, for any operation (create, mkdir of parents, chmod, chown, utime, hardlink,
+  whiteout, opaque marker, the directory modes applied at the end of a layer): each is
+  made relative to a directory fd reached from the root component by component with
+  O_NOFOLLOW|O_DIRECTORY, never through a path string the image could have redirected.
+  Absolute member names, `..` components and names that are empty after normalisation
+  refuse the image (`UnsafeLayer`); a symlink or file standing where a parent must be is
+  replaced by a directory, as overlayfs would show it; a hardlink must name a regular
+  file already extracted inside the tree; symlinks are stored as they are (never
+  followed here; in the guest they resolve inside the guest's root).
+- One image flattens into at most MAX_FLATTENED_BYTES of file content (a sparse member
+  counts its logical size) and MAX_FLATTENED_ENTRIES files and directories, checked
+  before and while each member is written; past either the image is refused naming
+  the layer, the member and the cap. Header values a host call cannot take (owners
+  outside 32 bits, a NUL in a link target) refuse the image; mtimes are clamped.
+- A missing host tool (mkfs.ext4, zstd) is `HostToolMissing`, naming its Debian package.
 - Device nodes and FIFOs are dropped: the guest has its own /dev, and a device node in
   the image would be a way around it.
 - setuid and setgid bits are stripped, and file capabilities (xattrs) are not copied:
