@@ -131,21 +131,25 @@ class _Watched:
         self.watch = watch
 
     def read(self, size: int = -1) -> bytes:
-        try:
-            data = self.response.read1(size if size > 0 else 1 << 20)
-        except (OSError, http.client.HTTPException):
-            self.watch.check()
-            raise
-        self.watch.check()
-        return data
+        """`size` bytes (1 MiB when unsized) or fewer at the end of the body.
 
-    def read_up_to(self, limit: int) -> bytes:
-        """Up to `limit` bytes, to the end of the body (a document, a token)."""
+        Read in read1() steps, each one recv at most, so the deadline is checked
+        between steps even when the server sends a byte at a time.
+        """
+        want = size if size > 0 else 1 << 20
         parts: list[bytes] = []
-        total = 0
-        while total < limit and (chunk := self.read(min(1 << 20, limit - total))):
+        got = 0
+        while got < want:
+            try:
+                chunk = self.response.read1(want - got)
+            except (OSError, http.client.HTTPException):
+                self.watch.check()
+                raise
+            self.watch.check()
+            if not chunk:
+                break
             parts.append(chunk)
-            total += len(chunk)
+            got += len(chunk)
         return b"".join(parts)
 
 
@@ -172,7 +176,7 @@ class RegistrySource:
     def fetch_document(self, digest: str) -> tuple[bytes, str | None]:
         url = f"{self.base}/v2/{self.ref.repository}/manifests/{digest}"
         with self._request(url, accept=ACCEPT, what=f"manifest {digest}") as body:
-            data = body.read_up_to(MAX_DOCUMENT + 1)
+            data = body.read(MAX_DOCUMENT + 1)
             media_type = body.response.headers.get("Content-Type")
         return data, media_type.split(";")[0].strip() if media_type else None
 
@@ -256,7 +260,7 @@ class RegistrySource:
             request.add_unredirected_header("Authorization", self.credentials.basic_header())
         try:
             with _opener(watch).open(request, timeout=min(TIMEOUT, self.deadline)) as response:
-                body = json.loads(_Watched(response, watch).read_up_to(1 << 20))
+                body = json.loads(_Watched(response, watch).read(1 << 20))
         except urllib.error.HTTPError as exc:
             exc.close()
             raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} refused "
