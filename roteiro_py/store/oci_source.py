@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from roteiro_py.store.manifest import MAX_DOCUMENT, Descriptor, hex_of
+from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.store.transfer import SourceError
 
 #: Members read from an `oci:` archive before it is refused. An image's layout holds a
@@ -123,7 +124,8 @@ class LayoutArchiveSource:
         self.path = path
         self.description = f"oci:{path}"
         try:
-            self._tar = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by close()
+            self._tar = tarfile.open(path, "r:*",  # noqa: SIM115 - closed by close()
+                                     tarinfo=BoundedTarInfo)
         except (OSError, tarfile.TarError) as exc:
             raise SourceError(f"{path} is not a readable tar archive: {exc}") from None
         self._members: dict[str, tarfile.TarInfo] = {}

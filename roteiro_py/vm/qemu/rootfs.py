@@ -49,6 +49,7 @@ from typing import Protocol
 from filelock import FileLock
 
 from roteiro_py import errors, paths
+from roteiro_py.store.tarheaders import BoundedTarInfo
 
 MEDIA_TAR = (
     "application/vnd.oci.image.layer.v1.tar",
@@ -132,7 +133,8 @@ def _open_layer(layer: Layer) -> Iterator[tarfile.TarFile]:
     media = layer.media_type
     if media in MEDIA_TAR or media in MEDIA_GZIP:
         with layer.path.open("rb") as raw, tarfile.open(
-                fileobj=raw, mode="r|gz" if media in MEDIA_GZIP else "r|") as archive:
+                fileobj=raw, mode="r|gz" if media in MEDIA_GZIP else "r|",
+                tarinfo=BoundedTarInfo) as archive:
             yield archive
         return
     if media in MEDIA_ZSTD:
@@ -140,7 +142,8 @@ def _open_layer(layer: Layer) -> Iterator[tarfile.TarFile]:
         proc = subprocess.Popen([zstd, "-dcq", "--", str(layer.path)], stdout=subprocess.PIPE)
         assert proc.stdout is not None
         try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            with tarfile.open(fileobj=proc.stdout, mode="r|",
+                              tarinfo=BoundedTarInfo) as archive:
                 yield archive
         finally:
             proc.stdout.close()

@@ -139,3 +139,19 @@ def test_an_archive_with_too_many_members_is_refused_naming_the_limit(tmp_path: 
         oci_source.LayoutArchiveSource(path, max_members=10)
     assert "more than 10 members" in str(refused.value) and str(path) in str(refused.value)
     assert "MAX_ARCHIVE_MEMBERS" in str(refused.value) and oci_source.MAX_ARCHIVE_MEMBERS >= 1000
+
+
+def test_an_archive_of_chained_extended_headers_is_refused(tmp_path: Path) -> None:
+    record = b"13 comment=x\n"
+    path = tmp_path / "chain.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for _ in range(3000):
+            info = tarfile.TarInfo("PaxHeader")
+            info.type, info.size = tarfile.XHDTYPE, len(record)
+            tar.addfile(info, io.BytesIO(record))
+        info = tarfile.TarInfo("oci-layout")
+        tar.addfile(info, io.BytesIO(b""))
+    image = make_image({"a": b"x"})
+    with pytest.raises(PrefetchFailed) as refused:
+        prefetch(Store(tmp_path / "store"), ref_of(image), OciSourceSpec(path))
+    assert "extended headers in a row" in refused.value.guidance().render_text()

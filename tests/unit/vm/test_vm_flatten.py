@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roteiro_py import errors
+from roteiro_py.store import tarheaders
 from roteiro_py.vm.qemu import rootfs
 
 DIGEST = "sha256:" + "a" * 64
@@ -316,3 +317,46 @@ def test_extreme_header_values_flatten_or_are_refused(tmp_path: Path, pax: dict[
         return
     rootfs.flatten([evil], dest)
     assert 0 <= os.lstat(dest / "member").st_mtime <= rootfs.MAX_MTIME
+
+
+def chained_headers(count: int, tail: str = "after") -> bytes:
+    """`count` pax extended headers in a row, then one regular file: tarfile recurses per
+    header, so a few thousand of them were a RecursionError."""
+    record = b"13 comment=x\n"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for _ in range(count):
+            info = tarfile.TarInfo("PaxHeader")
+            info.type, info.size = tarfile.XHDTYPE, len(record)
+            tar.addfile(info, io.BytesIO(record))
+        info = tarfile.TarInfo(tail)
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"ok"))
+    return raw.getvalue()
+
+
+def test_chained_extended_headers_are_refused_not_recursed(tmp_path: Path) -> None:
+    (tmp_path / "few.tar").write_bytes(chained_headers(3))
+    (ok := tmp_path / "ok").mkdir()
+    rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "few.tar")], ok)
+    assert (ok / "after").read_bytes() == b"ok"  # control: a short chain is a member
+    (tmp_path / "many.tar").write_bytes(chained_headers(3000))
+    (dest := tmp_path / "root").mkdir()
+    with pytest.raises(errors.UnsafeImageLayer) as refused:
+        rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "many.tar")], dest)
+    text = refused.value.guidance().render_text()
+    assert f"more than {tarheaders.MAX_HEADER_CHAIN} extended headers" in text
+
+
+def test_an_oversized_pax_header_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    def layer_with_comment(size: int, path: Path) -> Layer:
+        return pax_layer(path, "member", tarfile.REGTYPE, {"comment": "c" * size})
+
+    (ok := tmp_path / "ok").mkdir()
+    rootfs.flatten([layer_with_comment(10_000, tmp_path / "small.tar")], ok)
+    assert (ok / "member").exists()  # control
+    (dest := tmp_path / "root").mkdir()
+    with pytest.raises(errors.UnsafeImageLayer) as refused:
+        rootfs.flatten([layer_with_comment(tarheaders.MAX_HEADER_DATA, tmp_path / "big.tar")],
+                       dest)
+    assert f"more than {tarheaders.MAX_HEADER_DATA}" in refused.value.guidance().render_text()
