@@ -139,7 +139,7 @@ class LayoutArchiveSource:
                                       "(oci_source.MAX_ARCHIVE_MEMBERS)")
                 name = member.name[2:] if member.name.startswith("./") else member.name
                 self._members[name.rstrip("/")] = member
-        except (OSError, tarfile.TarError, EOFError) as exc:
+        except (OSError, tarfile.TarError, EOFError, ValueError) as exc:  # ValueError: sparse maps
             self._tar.close()
             raise SourceError(f"{path} is not a readable tar archive: {exc}") from None
         except SourceError:
@@ -166,7 +166,7 @@ class LayoutArchiveSource:
                               "regular file is a blob")
         try:
             stream = self._tar.extractfile(member)
-        except (OSError, tarfile.TarError) as exc:
+        except (OSError, tarfile.TarError, ValueError) as exc:
             raise SourceError(f"the member {name} of {self.path} cannot be read: "
                               f"{exc}") from None
         assert stream is not None  # a regular member always has a stream

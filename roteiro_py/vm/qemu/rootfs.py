@@ -316,7 +316,9 @@ def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenRep
                                  dir_meta, kept, as_root):
                     kept.add(rel)
                     kept.update(rel.parents)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+    except (tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as exc:
+        # ValueError: tarfile's own parsing of a GNU sparse 1.0 map (`int(b"abc")`, a map
+        # cut short) raises it, not TarError, for bytes the layer chose.
         raise UnsafeLayer(layer.digest, "", f"cannot be read: {exc}") from exc
     for rel, mode, mtime in reversed(dir_meta):
         fd = _walk(root_fd, rel.parts)

@@ -360,3 +360,52 @@ def test_an_oversized_pax_header_is_refused_before_it_is_read(tmp_path: Path) ->
         rootfs.flatten([layer_with_comment(tarheaders.MAX_HEADER_DATA, tmp_path / "big.tar")],
                        dest)
     assert f"more than {tarheaders.MAX_HEADER_DATA}" in refused.value.guidance().render_text()
+
+
+@pytest.mark.parametrize("sparse_map", [b"5\nxx", b"abc\n", b"99999999\n1\n2\n"],
+                         ids=["map-cut-short", "map-not-a-number", "map-claims-more"])
+def test_a_broken_gnu_sparse_map_is_refused(tmp_path: Path, sparse_map: bytes) -> None:
+    """tarfile raises ValueError (not TarError) parsing these pax sparse 1.0 maps."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("s")
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                            "GNU.sparse.name": "s", "GNU.sparse.realsize": "10"}
+        info.size = len(sparse_map)
+        tar.addfile(info, io.BytesIO(sparse_map))
+    (tmp_path / "l.tar").write_bytes(raw.getvalue())
+    (dest := tmp_path / "root").mkdir()
+    with pytest.raises(errors.UnsafeImageLayer, match="cannot be read"):
+        rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "l.tar")], dest)
+
+
+def _sparse_seed() -> bytes:
+    """A valid pax sparse 1.0 member (map: one 2-byte extent at 0 of a 10-byte file)."""
+    body = b"1\n0\n2\n".ljust(512, b"\0") + b"ok"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("GNUSparseFile.0/s")
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                            "GNU.sparse.name": "s", "GNU.sparse.realsize": "10"}
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    return raw.getvalue()
+
+
+SPARSE_SEED = _sparse_seed()
+
+
+def test_control_the_sparse_seed_flattens(tmp_path: Path) -> None:
+    (dest := tmp_path / "root").mkdir()
+    (tmp_path / "s.tar").write_bytes(SPARSE_SEED)
+    rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "s.tar")], dest)
+    assert (dest / "s").read_bytes() == b"ok" + b"\0" * 8
+
+
+@given(st.lists(st.tuples(st.integers(0, len(SPARSE_SEED) - 1), st.integers(0, 255)),
+                min_size=1, max_size=8))
+def test_a_mutated_sparse_layer_flattens_or_is_refused(mutations: list[tuple[int, int]]) -> None:
+    data = bytearray(SPARSE_SEED)
+    for at, value in mutations:
+        data[at] = value
+    _flatten_fuzzed(bytes(data))
