@@ -155,3 +155,18 @@ def test_an_archive_of_chained_extended_headers_is_refused(tmp_path: Path) -> No
     with pytest.raises(PrefetchFailed) as refused:
         prefetch(Store(tmp_path / "store"), ref_of(image), OciSourceSpec(path))
     assert "extended headers in a row" in refused.value.guidance().render_text()
+
+
+def test_the_way_forward_for_another_name_is_its_own_prefetch(tmp_path: Path) -> None:
+    """C (9.5): the digest stored under name A is not provisioned as B; prefetching B
+    records B (its blobs reused, nothing downloaded twice), and then B resolves."""
+    image = make_image({"a": b"shared"})
+    layout = write_layout(tmp_path / "layout", image)
+    store = Store(tmp_path / "store")
+    a = f"localhost/team/a@{image.digest}"
+    b = f"localhost/team/b@{image.digest}"
+    prefetch(store, a, OciSourceSpec(layout))
+    assert store.is_present(a) and not store.is_present(b)
+    again = prefetch(store, b, OciSourceSpec(layout))
+    assert not again.already_present and again.blobs_fetched == 0 and again.blobs_reused == 2
+    assert store.resolve(b).reference == b and store.is_present(a)
