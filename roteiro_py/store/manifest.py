@@ -179,8 +179,16 @@ def parse_document(data: bytes, hint: str | None = None) -> ImageIndex | ImageMa
     raise ManifestError(f"media type {media_type!r} is neither a manifest nor an index")
 
 
+#: Layers in one image. Docker's overlay driver stops at 127; each layer is one request
+#: of at most registry.DEADLINE, so this also bounds how long a pull can be kept going.
+MAX_LAYERS = 256
+
+
 def check_usable(manifest: ImageManifest) -> None:
     """Refuse a manifest whose config or layers the VM backend could not use."""
+    if len(manifest.layers) > MAX_LAYERS:
+        raise ManifestError(f"the manifest lists {len(manifest.layers)} layers, more than "
+                            f"{MAX_LAYERS} (manifest.MAX_LAYERS)")
     if manifest.config.media_type not in CONFIG_TYPES:
         raise ManifestError(f"config media type {manifest.config.media_type!r} is not an "
                             "image config")
