@@ -15,7 +15,8 @@ Guarantees:
   file already extracted inside the tree; symlinks are stored as they are (never
   followed here; in the guest they resolve inside the guest's root).
 - One image flattens into at most MAX_FLATTENED_BYTES of file content (a sparse member
-  counts its logical size) and MAX_FLATTENED_ENTRIES files and directories, checked
+  counts its logical size; data tarfile reads through unwritten, behind a whiteout or
+  an unknown member type, counts too) and MAX_FLATTENED_ENTRIES files and directories, checked
   before and while each member is written; past either the image is refused naming
   the layer, the member and the cap. Header values a host call cannot take (owners
   outside 32 bits, a NUL in a link target) refuse the image; mtimes are clamped.
@@ -337,6 +338,13 @@ def _apply_member(layer: Layer, archive: tarfile.TarFile, member: tarfile.TarInf
                   as_root: bool) -> bool:
     """Apply one member; True when it added something to the tree."""
     base = rel.name
+    skipped = ((member.isreg() and base.startswith(WHITEOUT))
+               or member.type not in tarfile.SUPPORTED_TYPES)
+    if skipped and member.size > 0:
+        # tarfile reads through the data of these members without our writing it: a
+        # zstd layer could make a whiteout "hold" 100 GB of zeros to decompress. It
+        # counts against the same cap as what is written.
+        budget.add_bytes(layer, member.name, member.size)
     if base == OPAQUE:
         fd = _walk(root_fd, rel.parent.parts)
         if fd is not None:

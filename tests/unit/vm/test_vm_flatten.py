@@ -409,3 +409,23 @@ def test_a_mutated_sparse_layer_flattens_or_is_refused(mutations: list[tuple[int
     for at, value in mutations:
         data[at] = value
     _flatten_fuzzed(bytes(data))
+
+
+@pytest.mark.parametrize("name,kind", [("etc/.wh.gone", tarfile.REGTYPE),
+                                       ("opt/.wh..wh..opq", tarfile.REGTYPE),
+                                       ("odd", b"Z")],  # a type tarfile does not know
+                         ids=["whiteout", "opaque", "unknown-type"])
+def test_data_read_through_but_not_written_counts_against_the_byte_cap(
+        tmp_path: Path, name: str, kind: bytes) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo(name)
+        info.type, info.size = kind, 5000
+        tar.addfile(info, io.BytesIO(b"\0" * 5000))
+    (tmp_path / "l.tar").write_bytes(raw.getvalue())
+    layer_ = Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "l.tar")
+    (ok := tmp_path / "ok").mkdir()
+    rootfs.flatten([layer_], ok, rootfs.FlattenLimits(max_bytes=5000))  # control
+    (dest := tmp_path / "root").mkdir()
+    with pytest.raises(errors.UnsafeImageLayer, match="MAX_FLATTENED_BYTES"):
+        rootfs.flatten([layer_], dest, rootfs.FlattenLimits(max_bytes=4999))
