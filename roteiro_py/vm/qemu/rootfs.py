@@ -193,8 +193,8 @@ class _Budget:
         if self.entries + 1 > self.limits.max_entries:
             raise UnsafeLayer(layer.digest, name,
                               f"the flattened image would pass {self.limits.max_entries} files "
-                              "and directories, the cap on a flattened image "
-                              "(rootfs.MAX_FLATTENED_ENTRIES)")
+                              "and directories (whiteouts and dropped members count too), "
+                              "the cap on a flattened image (rootfs.MAX_FLATTENED_ENTRIES)")
         self.entries += 1
 
 
@@ -305,7 +305,9 @@ def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenRep
         with _open_layer(layer) as archive:
             for member in archive:
                 if member.isdir() and not member.name.strip("./"):
-                    continue  # the layer's own root entry ("./"): the tree exists already
+                    # the layer's own root entry ("./"): the tree exists already
+                    budget.add_entry(layer, member.name)
+                    continue
                 rel = member_path(layer.digest, member.name)
                 if len(rel.parts) > MAX_MEMBER_DEPTH:
                     raise UnsafeLayer(layer.digest, member.name,
@@ -317,6 +319,8 @@ def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenRep
                                  dir_meta, kept, as_root):
                     kept.add(rel)
                     kept.update(rel.parents)
+                else:  # a whiteout or a dropped member: no entry, but a member to loop over
+                    budget.add_entry(layer, member.name)
     except (tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as exc:
         # ValueError: tarfile's own parsing of a GNU sparse 1.0 map (`int(b"abc")`, a map
         # cut short) raises it, not TarError, for bytes the layer chose.

@@ -429,3 +429,16 @@ def test_data_read_through_but_not_written_counts_against_the_byte_cap(
     (dest := tmp_path / "root").mkdir()
     with pytest.raises(errors.UnsafeImageLayer, match="MAX_FLATTENED_BYTES"):
         rootfs.flatten([layer_], dest, rootfs.FlattenLimits(max_bytes=4999))
+
+
+def test_members_that_create_nothing_count_against_the_entry_cap(tmp_path: Path) -> None:
+    """A layer of a million device nodes or whiteouts writes nothing, yet is a loop."""
+    members = [M(f"dev{i}", tarfile.CHRTYPE) for i in range(15)] + \
+              [M(f".wh.gone{i}") for i in range(15)] + [M("./", D, 0o755)] * 5
+    layer_ = layer(tmp_path / "l.tar", members)
+    (ok := tmp_path / "ok").mkdir()
+    rootfs.flatten([layer_], ok, rootfs.FlattenLimits(max_entries=35))  # control
+    assert list(ok.iterdir()) == []
+    (dest := tmp_path / "root").mkdir()
+    with pytest.raises(errors.UnsafeImageLayer, match="MAX_FLATTENED_ENTRIES"):
+        rootfs.flatten([layer_], dest, rootfs.FlattenLimits(max_entries=34))
