@@ -356,6 +356,26 @@ class UnsafeImageLayer(Refusal):
         )
 
 
+class HostToolMissing(Refusal):
+    """A host program the image store or the VM images need is not installed."""
+
+    code = "host-tool-missing"
+
+    def __init__(self, tool: str, package: str, purpose: str) -> None:
+        super().__init__()
+        self.tool = tool
+        self.package = package
+        self.purpose = purpose
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"{_p(self.tool)} is not installed on this host; it is needed to "
+            f"{_p(self.purpose).rstrip('.')}.",
+            notes=(f"Debian and Ubuntu ship it in the package {_p(self.package)}.",),
+            commands=(f"apt-get install {_q(self.package)}", "pylint-sandbox doctor"),
+        )
+
+
 class NoPackageCache(Refusal):
     code = "no-package-cache"
 

@@ -130,7 +130,7 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
         config_name = lookup(entry["Config"])
         layer_names = [lookup(n) for n in entry["Layers"]]
         repo_tags = list(entry.get("RepoTags") or [])
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, RecursionError) as exc:
         raise SourceError(f"the engine's export has no usable manifest.json ({exc!r})") from None
     if len(index) != 1:
         raise SourceError(f"the engine's export holds {len(index)} images, not one")
@@ -140,7 +140,7 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
     try:
         config = json.loads(config_bytes)
         diff_ids = [check_digest(d) for d in config["rootfs"]["diff_ids"]]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
         raise SourceError(f"the image config has no usable rootfs.diff_ids ({exc})") from None
 
     layers: list[Descriptor] = []

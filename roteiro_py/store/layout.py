@@ -20,8 +20,13 @@ Guarantees, and why:
   keeps the same key; `os.utime` restores an mtime at will; and media corruption never
   touches it. Such a cache would answer "present" for exactly the corrupted blob this
   check exists to catch, so the store pays the half second instead.
-- A reference is looked up by its digest; the name in it is informational. The digest
-  pins every byte that will run, so two names with one digest are the same image.
+- A reference is looked up by its (registry/repository, digest) pair, as it was
+  provisioned: the digest pins the bytes, and the name is the provenance a report prints.
+  Resolving by digest alone let `ghcr.io/rust-lang/clippy-official:1.99.0@<digest of
+  another image>` resolve and be printed as where the image came from; another name
+  with a stored digest is now not provisioned, and prefetching it under that name (which
+  verifies the name serves that digest; its blobs are reused) is the way forward. The
+  tag is not compared: a name with a digest pins the same bytes whatever the tag says.
 - The store lock (`.lock`, filelock) serialises `index.json` updates and `prune`. Blob
   writes take no lock: they are content-addressed and atomic. `prune` leaves alone any
   unreferenced blob or temp file younger than its grace period, so it cannot delete the
@@ -44,8 +49,8 @@ from typing import Any
 from filelock import FileLock
 
 from roteiro_py import paths
-from roteiro_py.errors import ImageNotProvisioned
-from roteiro_py.reference import ImageReference, parse_pinned
+from roteiro_py.errors import ImageNotProvisioned, MalformedReference
+from roteiro_py.reference import ImageReference, parse, parse_pinned
 from roteiro_py.store.blobs import (
     TEMP_PREFIX,
     BlobWriter,
@@ -63,6 +68,7 @@ from roteiro_py.store.manifest import (
     check_digest,
     follow_indexes,
     hex_of,
+    load_json,
     parse_descriptor,
     parse_document,
 )
@@ -214,10 +220,13 @@ class Store:
             self._write_atomic(self.index_path, json.dumps(body, indent=2).encode() + b"\n")
 
     def remove_reference(self, reference: str | ImageReference) -> bool:
+        """Forget `reference` (its name and digest); other names of its digest stay."""
         ref = _as_reference(reference)
         with self.lock:
             entries = self._read_index_entries()
-            kept = [e for e in entries if e.get("digest") != ref.digest]
+            kept = [e for e in entries if not (
+                e.get("digest") == ref.digest
+                and _same_name((e.get("annotations") or {}).get(REF_NAME), ref))]
             if len(kept) == len(entries):
                 return False
             body = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
@@ -244,8 +253,7 @@ class Store:
         ref = _as_reference(reference)
         stored = self._lookup(ref)
         if stored is None:
-            return Presence(False, f"the store's index.json lists no image with digest "
-                                   f"{ref.digest}")
+            return Presence(False, self._not_listed(ref))
         try:
             self._walk(stored.descriptor, verify=True)
         except _Absent as exc:
@@ -257,15 +265,13 @@ class Store:
         ref = _as_reference(reference)
         stored = self._lookup(ref)
         if stored is None:
-            raise ImageNotProvisioned(str(ref), self.root,
-                                      f"The store's index.json lists no image with digest "
-                                      f"{ref.digest}")
+            raise ImageNotProvisioned(str(ref), self.root, self._not_listed(ref))
         try:
             walk = self._walk(stored.descriptor, verify=True)
-            config = json.loads(self._read_document(walk.manifest.config))
+            config = load_json(self._read_document(walk.manifest.config))
         except _Absent as exc:
             raise ImageNotProvisioned(str(ref), self.root, str(exc)) from None
-        except json.JSONDecodeError as exc:
+        except ManifestError as exc:
             raise ImageNotProvisioned(str(ref), self.root,
                                       f"the config blob {walk.manifest.config.digest} is "
                                       f"not JSON ({exc})") from None
@@ -315,17 +321,29 @@ class Store:
     # -- internals ---------------------------------------------------------------------
 
     def _lookup(self, ref: ImageReference) -> StoredReference | None:
-        matches = [s for s in self.references() if s.descriptor.digest == ref.digest]
+        """The entry provisioned under ref's name with ref's digest (the exact text first)."""
+        matches = [s for s in self.references()
+                   if s.descriptor.digest == ref.digest and _same_name(s.name, ref)]
         exact = [s for s in matches if s.name == str(ref)]
         found = exact or matches
         return found[0] if found else None
 
+    def _not_listed(self, ref: ImageReference) -> str:
+        others = sorted({s.name for s in self.references() if s.descriptor.digest == ref.digest})
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3
+                                             else "")
+            return (f"the digest {ref.digest} was provisioned only under another name "
+                    f"({shown}), not as {ref.name}; a name is provenance and is not taken "
+                    "on trust")
+        return f"the store's index.json lists no image with digest {ref.digest}"
+
     def _read_index_entries(self) -> list[dict[str, Any]]:
         try:
-            data = json.loads(self.index_path.read_bytes())
+            data = load_json(self.index_path.read_bytes())
         except FileNotFoundError:
             return []
-        except json.JSONDecodeError:
+        except ManifestError:
             # index.json is only ever replaced atomically, so this is outside damage;
             # treating it as empty makes every reference absent rather than guessed.
             return []
@@ -426,6 +444,17 @@ class Store:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _same_name(stored: object, ref: ImageReference) -> bool:
+    """True when the stored reference text names ref's registry and repository."""
+    if not isinstance(stored, str):
+        return False
+    try:
+        parsed = parse(stored)
+    except MalformedReference:
+        return False
+    return (parsed.registry, parsed.repository) == (ref.registry, ref.repository)
 
 
 def _sha256(data: bytes) -> str:

@@ -58,6 +58,19 @@ class ManifestError(ValueError):
     """A document that is not a usable image manifest or index; the text says why."""
 
 
+def load_json(data: bytes) -> Any:
+    """JSON from outside, or ManifestError.
+
+    json.loads raises more than JSONDecodeError on hostile input: ValueError for an
+    integer past Python's 4300-digit limit, RecursionError for arrays nested a few
+    thousand deep (4 MiB allows two million). Both were a crash (exit 4).
+    """
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError too
+        raise ManifestError(f"not JSON: {str(exc)[:200]}") from None
+
+
 def check_digest(value: object) -> str:
     """Return `value` if it is `sha256:<64 hex>`, else raise: it is about to become a path."""
     if not isinstance(value, str) or not _DIGEST.fullmatch(value):
@@ -130,10 +143,7 @@ def parse_document(data: bytes, hint: str | None = None) -> ImageIndex | ImageMa
     the document is an error: a source that says "manifest" and serves an index is broken
     or lying, and the store records the pin's media type from this decision.
     """
-    try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"not JSON: {exc}") from None
+    doc = load_json(data)
     if not isinstance(doc, dict):
         raise ManifestError("not a JSON object")
     if doc.get("schemaVersion") != 2:
@@ -169,8 +179,16 @@ def parse_document(data: bytes, hint: str | None = None) -> ImageIndex | ImageMa
     raise ManifestError(f"media type {media_type!r} is neither a manifest nor an index")
 
 
+#: Layers in one image. Docker's overlay driver stops at 127; each layer is one request
+#: of at most registry.DEADLINE, so this also bounds how long a pull can be kept going.
+MAX_LAYERS = 256
+
+
 def check_usable(manifest: ImageManifest) -> None:
     """Refuse a manifest whose config or layers the VM backend could not use."""
+    if len(manifest.layers) > MAX_LAYERS:
+        raise ManifestError(f"the manifest lists {len(manifest.layers)} layers, more than "
+                            f"{MAX_LAYERS} (manifest.MAX_LAYERS)")
     if manifest.config.media_type not in CONFIG_TYPES:
         raise ManifestError(f"config media type {manifest.config.media_type!r} is not an "
                             "image config")

@@ -6,10 +6,21 @@ The pin's digest is looked up directly as `blobs/sha256/<hex>` in the layout (it
 any manifest or index there: the one `index.json` lists, or a platform manifest inside
 it), and every blob copied is verified against its digest as it is written; the layout
 is never trusted for more than holding bytes.
+
+Nor for its file types: only a regular file is a blob. In a layout directory a blob
+that is a link (which would read a host file) or a FIFO/device (whose open would block
+the prefetch forever) is refused: each step below the layout's root is opened
+O_NOFOLLOW, the blob O_NONBLOCK, and it must fstat as a regular file. In an archive a
+symlink member once raised a raw KeyError (exit 4) and a FIFO member was "no blob";
+both are now refused naming the member, and the archive's member count is bounded
+before its headers are all held in memory.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +28,28 @@ from pathlib import Path
 from typing import IO
 
 from roteiro_py.store.manifest import MAX_DOCUMENT, Descriptor, hex_of
+from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.store.transfer import SourceError
+
+#: Members read from an `oci:` archive before it is refused. An image's layout holds a
+#: few dozen blobs; a layout of many images a few thousand.
+MAX_ARCHIVE_MEMBERS = 10_000
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device node"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 class LayoutDirSource:
@@ -28,23 +60,56 @@ class LayoutDirSource:
             raise SourceError(f"{path} is not an OCI image layout (no oci-layout file or "
                               "blobs directory)")
 
-    def _blob(self, digest: str) -> Path:
-        return self.path / "blobs" / "sha256" / hex_of(digest)
+    def _open(self, digest: str) -> IO[bytes]:
+        try:
+            return self._open_regular(digest)
+        except OSError as exc:
+            raise SourceError(f"reading the blob {digest} in {self.path} failed: "
+                              f"{exc}") from None
+
+    def _open_regular(self, digest: str) -> IO[bytes]:
+        """The blob as a regular file, reached without following a link, never blocking."""
+        name = f"blobs/sha256/{hex_of(digest)}"
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in ("blobs", "sha256"):
+                try:
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    raise SourceError(f"the layout has no blob {digest}") from None
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    raise SourceError(f"{part!r} in {self.path} is not a directory (a "
+                                      "link or a file); blobs are read only from real "
+                                      "directories in the layout") from None
+                os.close(fd)
+                fd = nxt
+            leaf = hex_of(digest)
+            try:
+                st = os.stat(leaf, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise SourceError(f"the layout has no blob {digest}") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise SourceError(f"the blob {name} in {self.path} is {_kind(st.st_mode)}; "
+                                  "only a regular file is a blob")
+            blob = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                           dir_fd=fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(os.fstat(blob).st_mode):  # swapped since the stat
+            os.close(blob)
+            raise SourceError(f"the blob {name} in {self.path} is not a regular file")
+        os.set_blocking(blob, True)
+        return os.fdopen(blob, "rb")
 
     def fetch_document(self, digest: str) -> tuple[bytes, str | None]:
-        try:
-            with self._blob(digest).open("rb") as f:
-                return f.read(MAX_DOCUMENT + 1), None
-        except FileNotFoundError:
-            raise SourceError(f"the layout has no blob {digest}") from None
+        with self._open(digest) as f:
+            return f.read(MAX_DOCUMENT + 1), None
 
     @contextmanager
     def open_blob(self, desc: Descriptor) -> Iterator[IO[bytes]]:
-        try:
-            f = self._blob(desc.digest).open("rb")
-        except FileNotFoundError:
-            raise SourceError(f"the layout has no blob {desc.digest}") from None
-        with f:
+        with self._open(desc.digest) as f:
             yield f
 
 
@@ -55,17 +120,31 @@ class LayoutArchiveSource:
     decompressed once per blob read, which is acceptable for the few blobs of one image.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_members: int = MAX_ARCHIVE_MEMBERS) -> None:
         self.path = path
         self.description = f"oci:{path}"
         try:
-            self._tar = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by close()
+            self._tar = tarfile.open(path, "r:*",  # noqa: SIM115 - closed by close()
+                                     tarinfo=BoundedTarInfo)
         except (OSError, tarfile.TarError) as exc:
             raise SourceError(f"{path} is not a readable tar archive: {exc}") from None
-        self._members = {}
-        for member in self._tar.getmembers():
-            name = member.name[2:] if member.name.startswith("./") else member.name
-            self._members[name.rstrip("/")] = member
+        self._members: dict[str, tarfile.TarInfo] = {}
+        try:
+            count = 0
+            while (member := self._tar.next()) is not None:
+                count += 1
+                if count > max_members:
+                    raise SourceError(f"{path} has more than {max_members} members, the "
+                                      "most an OCI layout archive may have "
+                                      "(oci_source.MAX_ARCHIVE_MEMBERS)")
+                name = member.name[2:] if member.name.startswith("./") else member.name
+                self._members[name.rstrip("/")] = member
+        except (OSError, tarfile.TarError, EOFError, ValueError) as exc:  # ValueError: sparse maps
+            self._tar.close()
+            raise SourceError(f"{path} is not a readable tar archive: {exc}") from None
+        except SourceError:
+            self._tar.close()
+            raise
         if "oci-layout" not in self._members:
             self._tar.close()
             raise SourceError(f"{path} is not an archive of an OCI image layout (no "
@@ -75,10 +154,22 @@ class LayoutArchiveSource:
         self._tar.close()
 
     def _open(self, digest: str) -> IO[bytes]:
-        member = self._members.get(f"blobs/sha256/{hex_of(digest)}")
-        stream = self._tar.extractfile(member) if member is not None else None
-        if stream is None:
+        name = f"blobs/sha256/{hex_of(digest)}"
+        member = self._members.get(name)
+        if member is None:
             raise SourceError(f"the archive has no blob {digest}")
+        if not member.isreg():
+            kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
+                    else "a FIFO" if member.isfifo() else "a device node"
+                    if member.ischr() or member.isblk() else "not a regular file")
+            raise SourceError(f"the member {name} of {self.path} is {kind}; only a "
+                              "regular file is a blob")
+        try:
+            stream = self._tar.extractfile(member)
+        except (OSError, tarfile.TarError, ValueError) as exc:
+            raise SourceError(f"the member {name} of {self.path} cannot be read: "
+                              f"{exc}") from None
+        assert stream is not None  # a regular member always has a stream
         return stream
 
     def fetch_document(self, digest: str) -> tuple[bytes, str | None]:

@@ -15,16 +15,23 @@ Guarantees:
   as Docker-Content-Digest are ignored.
 - Messages name the registry URL and the digest; they never contain credentials or
   tokens.
+- Every request (manifest, blob, token; headers and body, redirects included) ends
+  within DEADLINE seconds: a watchdog shuts the connection's socket down when it
+  passes. The 60 s socket timeout alone bounds only the gap between two bytes, so a
+  server trickling a byte every few seconds held a prefetch forever.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.client import HTTPResponse
 from typing import IO, cast
 
@@ -35,6 +42,115 @@ from roteiro_py.store.transfer import SourceError
 
 #: Seconds without progress on a connection before a pull is abandoned.
 TIMEOUT = 60.0
+#: Seconds one request may take in full, its body included: the 754 MB toolchain layer
+#: at 2 MB/s, with room to spare. A blob that needs longer is refused, naming this.
+DEADLINE = 3600.0
+
+
+class _Watch:
+    """Shuts down every socket of one request when its deadline passes.
+
+    Shutting a socket down wakes a recv() blocked in another thread (close() does not),
+    so the request ends with an error or a short read, which `check` turns into the
+    deadline's refusal.
+    """
+
+    def __init__(self, seconds: float, what: str, base: str) -> None:
+        self.seconds = seconds
+        self.what = what
+        self.base = base
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def arm(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.fired:
+                _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+    def check(self) -> None:
+        if self.fired:
+            raise SourceError(f"the {self.what} did not arrive from {self.base} within "
+                              f"{self.seconds:g} s, the deadline of one request "
+                              "(registry.DEADLINE)")
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with suppress(OSError):  # already closed by its connection
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
+    """An opener whose connections register their socket with `watch` once connected.
+
+    No proxies from the environment: an HTTP(S)_PROXY would see every request, and for
+    loopback registries would break them. Redirects are followed (blobs); each new
+    connection is watched too.
+    """
+
+    class Plain(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            watch.arm(self.sock)
+
+    class Tls(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            watch.arm(self.sock)
+
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Plain, req)
+
+    class TlsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Tls, req)
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), PlainHandler,
+                                       TlsHandler)
+
+
+class _Watched:
+    """A response body read under its request's watch."""
+
+    def __init__(self, response: HTTPResponse, watch: _Watch) -> None:
+        self.response = response
+        self.watch = watch
+
+    def read(self, size: int = -1) -> bytes:
+        """`size` bytes (1 MiB when unsized) or fewer at the end of the body.
+
+        Read in read1() steps, each one recv at most, so the deadline is checked
+        between steps even when the server sends a byte at a time.
+        """
+        want = size if size > 0 else 1 << 20
+        parts: list[bytes] = []
+        got = 0
+        while got < want:
+            try:
+                chunk = self.response.read1(want - got)
+            except (OSError, http.client.HTTPException):
+                self.watch.check()
+                raise
+            self.watch.check()
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
 
 
 def base_url(ref: ImageReference) -> str:
@@ -46,48 +162,59 @@ class RegistrySource:
     """One repository on one registry, with at most one bearer token (pull scope)."""
 
     def __init__(self, ref: ImageReference, credentials: Credentials | None = None,
-                 *, use_docker_config: bool = True) -> None:
+                 *, use_docker_config: bool = True, deadline: float | None = None) -> None:
         self.ref = ref
         self.base = base_url(ref)
         self.description = self.base
         self.credentials = credentials if credentials is not None else (
             credentials_for(ref.registry) if use_docker_config else None)
         self._authorization: str | None = None
-        # No proxies from the environment: an HTTP(S)_PROXY would see every request, and
-        # for loopback registries would break them. Redirects are followed (blobs).
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.deadline = DEADLINE if deadline is None else deadline
 
     # -- BlobSource --------------------------------------------------------------------
 
     def fetch_document(self, digest: str) -> tuple[bytes, str | None]:
         url = f"{self.base}/v2/{self.ref.repository}/manifests/{digest}"
-        with self._get(url, accept=ACCEPT, what=f"manifest {digest}") as response:
-            data = response.read(MAX_DOCUMENT + 1)
-            media_type = response.headers.get("Content-Type")
+        with self._request(url, accept=ACCEPT, what=f"manifest {digest}") as body:
+            data = body.read(MAX_DOCUMENT + 1)
+            media_type = body.response.headers.get("Content-Type")
         return data, media_type.split(";")[0].strip() if media_type else None
 
     @contextmanager
     def open_blob(self, desc: Descriptor) -> Iterator[IO[bytes]]:
         url = f"{self.base}/v2/{self.ref.repository}/blobs/{desc.digest}"
-        with self._get(url, accept="*/*", what=f"blob {desc.digest}") as response:
-            yield cast(IO[bytes], response)
+        with self._request(url, accept="*/*", what=f"blob {desc.digest}") as body:
+            yield cast(IO[bytes], body)
 
     # -- HTTP --------------------------------------------------------------------------
 
-    def _get(self, url: str, *, accept: str, what: str) -> HTTPResponse:
+    @contextmanager
+    def _request(self, url: str, *, accept: str, what: str) -> Iterator[_Watched]:
+        """One GET (and its auth retry) under one deadline, its body read through `_Watched`."""
+        watch = _Watch(self.deadline, what, self.base)
+        try:
+            with self._get(url, accept=accept, what=what, watch=watch) as response:
+                yield _Watched(response, watch)
+        finally:
+            watch.cancel()
+
+    def _get(self, url: str, *, accept: str, what: str, watch: _Watch) -> HTTPResponse:
+        opener = _opener(watch)
         for attempt in range(2):
             request = urllib.request.Request(url, headers={"Accept": accept})
             if self._authorization:
                 request.add_unredirected_header("Authorization", self._authorization)
             try:
-                return cast(HTTPResponse, self._opener.open(request, timeout=TIMEOUT))
+                return cast(HTTPResponse, opener.open(request, timeout=min(TIMEOUT,
+                                                                           self.deadline)))
             except urllib.error.HTTPError as exc:
                 exc.close()
                 if exc.code == 401 and attempt == 0:
-                    self._authenticate(exc.headers.get("WWW-Authenticate", ""))
+                    self._authenticate(exc.headers.get("WWW-Authenticate", ""), watch)
                     continue
                 raise SourceError(self._http_failure(exc.code, what)) from None
-            except (urllib.error.URLError, OSError) as exc:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                watch.check()
                 reason = getattr(exc, "reason", exc)
                 raise SourceError(f"could not reach {self.base} for the {what}: "
                                   f"{reason}") from None
@@ -105,10 +232,10 @@ class RegistrySource:
             return f"the registry refused the {what} {who} (HTTP {code})"
         return f"the registry answered HTTP {code} for the {what}"
 
-    def _authenticate(self, header: str) -> None:
+    def _authenticate(self, header: str, watch: _Watch) -> None:
         challenges = {c.scheme: c for c in parse_www_authenticate(header)}
         if "bearer" in challenges:
-            self._authorization = "Bearer " + self._token(challenges["bearer"].params)
+            self._authorization = "Bearer " + self._token(challenges["bearer"].params, watch)
         elif "basic" in challenges and self.credentials:
             self._authorization = self.credentials.basic_header()
         else:
@@ -117,7 +244,7 @@ class RegistrySource:
                               f" (no credentials for {self.ref.registry} in the Docker "
                               "config)"))
 
-    def _token(self, params: dict[str, str]) -> str:
+    def _token(self, params: dict[str, str], watch: _Watch) -> str:
         realm = params.get("realm", "")
         parsed = urllib.parse.urlsplit(realm)
         if parsed.scheme != "https" and not (
@@ -132,13 +259,14 @@ class RegistrySource:
         if self.credentials:
             request.add_unredirected_header("Authorization", self.credentials.basic_header())
         try:
-            with self._opener.open(request, timeout=TIMEOUT) as response:
-                body = json.loads(response.read(1 << 20))
+            with _opener(watch).open(request, timeout=min(TIMEOUT, self.deadline)) as response:
+                body = json.loads(_Watched(response, watch).read(1 << 20))
         except urllib.error.HTTPError as exc:
             exc.close()
             raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} refused "
                               f"a pull token (HTTP {exc.code})") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            watch.check()
             raise SourceError(f"could not get a pull token from {parsed.scheme}://"
                               f"{parsed.netloc}: {getattr(exc, 'reason', exc)}") from None
         token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from roteiro_py.errors import MalformedReference, TagNotDigest
-from roteiro_py.reference import DEFAULT_REGISTRY, parse, parse_pinned
+from roteiro_py.reference import DEFAULT_REGISTRY, ImageReference, parse, parse_pinned
 
 HEX = "0123456789abcdef" * 4
 
@@ -60,3 +62,36 @@ def test_malformed_says_what(text: str, what: str) -> None:
     with pytest.raises(MalformedReference) as caught:
         parse_pinned(text)
     assert what in caught.value.guidance().render_text()
+
+
+# -- fuzzing: any text is a reference or our refusal, never another exception ---------------
+
+_FRAGMENTS = st.sampled_from([
+    "localhost", "registry.example", "127.0.0.1", "[::1]", ":5000", ":", "/", "//", "@",
+    "sha256:", HEX, HEX.upper(), "sha512:", "team", "clippy", "Team", "_", "__", "-", ".",
+    "..", "1.95", "latest", " ", "\t", "\n", "é", "\u202e", "\x00", "docker.io", "library",
+    "a" * 130, "0", "[", "]", "x" * 300,
+])
+REFERENCE_TEXT = st.one_of(st.text(max_size=300),
+                           st.lists(_FRAGMENTS, max_size=14).map("".join))
+
+
+@given(REFERENCE_TEXT)
+def test_any_text_parses_or_is_refused_as_malformed(text: str) -> None:
+    try:
+        ref = parse(text)
+    except MalformedReference as refused:
+        assert refused.guidance().render_text().startswith("error: ")
+        return
+    assert isinstance(ref, ImageReference) and ref.repository
+    assert isinstance(ref.is_loopback, bool)
+    assert parse(str(ref)) == ref  # what is printed reads back as the same image
+
+
+@given(REFERENCE_TEXT)
+def test_any_text_is_pinned_or_refused(text: str) -> None:
+    try:
+        ref = parse_pinned(text)
+    except (MalformedReference, TagNotDigest):
+        return
+    assert ref.digest is not None and ref.digest.startswith("sha256:")

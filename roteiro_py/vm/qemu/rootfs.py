@@ -4,14 +4,23 @@ Guarantees:
 - Layers are applied in order with OCI whiteouts honoured: `.wh.NAME` deletes NAME from
   the layers below, `.wh..wh..opq` empties its directory of what the layers below put
   there (what the same layer adds is kept, whatever the member order).
-- Extraction never writes outside the staging directory and never follows a link while
-  writing: absolute member names, `..` components and names that are empty after
-  normalisation refuse the image (`UnsafeLayer`); every file is created with
-  O_NOFOLLOW|O_EXCL after its parents were made real directories (a symlink or file
-  standing where a parent must be is replaced, as overlayfs would show it); a hardlink
-  must name a regular file already extracted inside the tree; symlinks are stored as
-  they are (they are never followed here, and in the guest they resolve inside the
-  guest's root).
+- Extraction never changes anything outside the staging directory and never follows a
+  link, for any operation (create, mkdir of parents, chmod, chown, utime, hardlink,
+  whiteout, opaque marker, the directory modes applied at the end of a layer): each is
+  made relative to a directory fd reached from the root component by component with
+  O_NOFOLLOW|O_DIRECTORY, never through a path string the image could have redirected.
+  Absolute member names, `..` components and names that are empty after normalisation
+  refuse the image (`UnsafeLayer`); a symlink or file standing where a parent must be is
+  replaced by a directory, as overlayfs would show it; a hardlink must name a regular
+  file already extracted inside the tree; symlinks are stored as they are (never
+  followed here; in the guest they resolve inside the guest's root).
+- One image flattens into at most MAX_FLATTENED_BYTES of file content (a sparse member
+  counts its logical size; data tarfile reads through unwritten, behind a whiteout or
+  an unknown member type, counts too) and MAX_FLATTENED_ENTRIES files and directories, checked
+  before and while each member is written; past either the image is refused naming
+  the layer, the member and the cap. Header values a host call cannot take (owners
+  outside 32 bits, a NUL in a link target) refuse the image; mtimes are clamped.
+- A missing host tool (mkfs.ext4, zstd) is `HostToolMissing`, naming its Debian package.
 - Device nodes and FIFOs are dropped: the guest has its own /dev, and a device node in
   the image would be a way around it.
 - setuid and setgid bits are stripped, and file capabilities (xattrs) are not copied:
@@ -25,13 +34,15 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -39,6 +50,7 @@ from typing import Protocol
 from filelock import FileLock
 
 from roteiro_py import errors, paths
+from roteiro_py.store.tarheaders import BoundedTarInfo
 
 MEDIA_TAR = (
     "application/vnd.oci.image.layer.v1.tar",
@@ -52,6 +64,27 @@ MEDIA_ZSTD = ("application/vnd.oci.image.layer.v1.tar+zstd",)
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
+
+#: Caps on what one image may flatten into, checked as each member is written. The
+#: toolchain image (754 MB of layers) flattens to about 2 GB and 40,000 entries; these
+#: leave room for images several times larger and stop a sparse or tiny-file bomb long
+#: before it fills the cache's disk or its inodes.
+MAX_FLATTENED_BYTES = 16 * 1024**3
+MAX_FLATTENED_ENTRIES = 1_000_000
+#: Path components in one member name: bounds the directory walk and the recursion of a
+#: removal (shutil.rmtree recurses per level); real images stay under 30.
+MAX_MEMBER_DEPTH = 256
+#: Owners are 32-bit on Linux; -1 would mean "leave unchanged" to chown.
+MAX_ID = 2**32 - 2
+#: Member mtimes are clamped to 0..this (year 2106): far past any real image, and a
+#: header's 12-digit or pax value cannot overflow os.utime.
+MAX_MTIME = 2**32 - 1
+COPY_CHUNK = 1 << 20
+
+#: Host tools spawned here and the Debian package that provides each.
+HOST_TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "zstd": "zstd"}
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class Layer(Protocol):
@@ -67,6 +100,14 @@ class Layer(Protocol):
 
 #: Refusal for a layer that would escape the tree or cannot be read (errors.py owns it).
 UnsafeLayer = errors.UnsafeImageLayer
+
+
+@dataclass(frozen=True)
+class FlattenLimits:
+    """The caps one flatten enforces (tests and the bench pass small ones)."""
+
+    max_bytes: int = MAX_FLATTENED_BYTES
+    max_entries: int = MAX_FLATTENED_ENTRIES
 
 
 @dataclass
@@ -93,14 +134,17 @@ def _open_layer(layer: Layer) -> Iterator[tarfile.TarFile]:
     media = layer.media_type
     if media in MEDIA_TAR or media in MEDIA_GZIP:
         with layer.path.open("rb") as raw, tarfile.open(
-                fileobj=raw, mode="r|gz" if media in MEDIA_GZIP else "r|") as archive:
+                fileobj=raw, mode="r|gz" if media in MEDIA_GZIP else "r|",
+                tarinfo=BoundedTarInfo) as archive:
             yield archive
         return
     if media in MEDIA_ZSTD:
-        proc = subprocess.Popen(["zstd", "-dcq", str(layer.path)], stdout=subprocess.PIPE)
+        zstd = host_tool("zstd", f"decompress the image layer {layer.digest}")
+        proc = subprocess.Popen([zstd, "-dcq", "--", str(layer.path)], stdout=subprocess.PIPE)
         assert proc.stdout is not None
         try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            with tarfile.open(fileobj=proc.stdout, mode="r|",
+                              tarinfo=BoundedTarInfo) as archive:
                 yield archive
         finally:
             proc.stdout.close()
@@ -110,137 +154,302 @@ def _open_layer(layer: Layer) -> Iterator[tarfile.TarFile]:
     raise UnsafeLayer(layer.digest, "", f"unsupported layer media type {media!r}")
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
+def host_tool(tool: str, purpose: str) -> str:
+    """The absolute path of a host tool, or HostToolMissing naming its Debian package.
 
-
-def _real_parents(root: Path, rel: PurePosixPath) -> Path:
-    """Make each parent of rel a real directory (replacing links/files), return the target."""
-    current = root
-    for part in rel.parts[:-1]:
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            os.mkdir(current, 0o755)
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            os.unlink(current)
-            os.mkdir(current, 0o755)
-    return current / rel.name
-
-
-def _real_dir_chain(root: Path, rel_dir: PurePosixPath) -> bool:
-    """True when `root/rel_dir` and every directory on the way are real directories.
-
-    Whiteouts, opaque markers and hardlink sources name paths in earlier layers; a
-    symlink in any component of such a path (`x -> /etc`, then `x/.wh.passwd`) would
-    otherwise send the removal or the link to the host. Checking the member's own parents
-    (`_real_parents`) is not enough: these paths are looked up, not created.
+    Without it a missing `mkfs.ext4` or `zstd` surfaced as FileNotFoundError, exit 4.
     """
-    current = root
-    for part in rel_dir.parts:
-        current = current / part
-        try:
-            if not stat.S_ISDIR(os.lstat(current).st_mode):
-                return False
-        except FileNotFoundError:
-            return False
-    return True
+    where = shutil.which(tool)
+    if where is None:
+        raise errors.HostToolMissing(tool, HOST_TOOL_PACKAGES[tool], purpose)
+    return where
 
 
-def flatten(layers: Sequence[Layer], dest: Path) -> FlattenReport:
-    """Apply `layers` bottom first into the empty directory `dest`."""
+class _Budget:
+    """What one image has written so far, refused the moment a cap would be passed.
+
+    A 10 KB GNU-sparse layer once flattened into 3.1 GB: the caps bound the host's disk
+    and inodes whatever the layer's compressed size, and sparse members count their
+    full logical size (that is what gets written).
+    """
+
+    def __init__(self, limits: FlattenLimits) -> None:
+        self.limits = limits
+        self.bytes = 0
+        self.entries = 0
+
+    def check_bytes(self, layer: Layer, name: str, amount: int) -> None:
+        """Refuse now if writing `amount` more bytes would pass the cap."""
+        if self.bytes + amount > self.limits.max_bytes:
+            raise UnsafeLayer(layer.digest, name,
+                              f"the flattened image would pass {self.limits.max_bytes} bytes, "
+                              "the cap on a flattened image (rootfs.MAX_FLATTENED_BYTES)")
+
+    def add_bytes(self, layer: Layer, name: str, amount: int) -> None:
+        self.check_bytes(layer, name, amount)
+        self.bytes += amount
+
+    def add_entry(self, layer: Layer, name: str) -> None:
+        if self.entries + 1 > self.limits.max_entries:
+            raise UnsafeLayer(layer.digest, name,
+                              f"the flattened image would pass {self.limits.max_entries} files "
+                              "and directories (whiteouts and dropped members count too), "
+                              "the cap on a flattened image (rootfs.MAX_FLATTENED_ENTRIES)")
+        self.entries += 1
+
+
+def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _remove_entry(dir_fd: int, name: str) -> None:
+    """Remove `name` inside dir_fd whatever it is; a directory goes with its content.
+
+    shutil.rmtree with dir_fd works through file descriptors on Linux and never
+    follows a link inside the tree it removes.
+    """
+    st = _lstat(dir_fd, name)
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dir_fd)
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _open_dir(dir_fd: int, name: str) -> int | None:
+    """An fd of the real directory `name` in dir_fd; None if it is absent or not one."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a link, a file, a fifo
+            return None
+        raise
+
+
+def _walk(root_fd: int, parts: Sequence[str], *,
+          made: Callable[[str], None] | None = None) -> int | None:
+    """An fd of root/parts[0]/parts[1]/..., every step opened O_NOFOLLOW|O_DIRECTORY.
+
+    Nothing here resolves a path string that the image could have redirected: each
+    component is looked up relative to the fd of the real directory before it. With
+    `made` (a member's own parents), a component that is missing is created and one
+    that is a link or a file is replaced by a directory (as overlayfs shows it), and
+    `made` is told of each directory created. Without it (whiteouts, opaque markers,
+    hardlink sources, the final chmod), such a path gives None: it is looked up, and
+    a link on the way is not the directory the image named.
+    The caller closes the fd.
+    """
+    fd = os.dup(root_fd)
+    try:
+        for part in parts:
+            nxt = _open_dir(fd, part)
+            if nxt is None:
+                if made is None:
+                    os.close(fd)
+                    return None
+                _remove_entry(fd, part)
+                made(part)
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _clamp_time(value: float) -> float:
+    return min(max(float(value), 0.0), float(MAX_MTIME))
+
+
+def _ids(layer: Layer, member: tarfile.TarInfo) -> tuple[int, int]:
+    if not (0 <= member.uid <= MAX_ID and 0 <= member.gid <= MAX_ID):
+        raise UnsafeLayer(layer.digest, member.name,
+                          f"owner {member.uid}:{member.gid} is outside 0..{MAX_ID}")
+    return member.uid, member.gid
+
+
+def flatten(layers: Sequence[Layer], dest: Path, limits: FlattenLimits | None = None) -> FlattenReport:
+    """Apply `layers` bottom first into the empty directory `dest`.
+
+    Every operation (create, chmod, chown, utime, link, whiteout, opaque marker, the
+    mkdir of parents) is made relative to a directory fd reached component by component
+    with O_NOFOLLOW (`_walk`): a hostile layer once planted `x -> /host/dir` after a
+    directory `x` of mode 0777, and the chmod applied at the end of the layer followed
+    the link and made the host directory world-writable.
+    """
     report = FlattenReport()
-    as_root = os.geteuid() == 0
-    for layer in layers:
-        added: set[PurePosixPath] = set()
-        dir_modes: list[tuple[Path, int]] = []
-        try:
-            with _open_layer(layer) as archive:
-                for member in archive:
-                    if member.isdir() and not member.name.strip("./"):
-                        continue  # the layer's own root entry ("./"): the tree exists already
-                    rel = member_path(layer.digest, member.name)
-                    base = rel.name
-                    if base == OPAQUE:
-                        target = dest / rel.parent
-                        if _real_dir_chain(dest, rel.parent):
-                            for child in target.iterdir():
-                                crel = rel.parent / child.name
-                                if not any(a == crel or crel in a.parents for a in added):
-                                    _remove(child)
-                        continue
-                    if base.startswith(WHITEOUT):
-                        victim = rel.parent / base[len(WHITEOUT):]
-                        if victim.name in ("", ".", ".."):
-                            raise UnsafeLayer(layer.digest, member.name, "invalid whiteout")
-                        if _real_dir_chain(dest, rel.parent):
-                            _remove(dest / victim)
-                        continue
-                    if member.ischr() or member.isblk() or member.isfifo():
-                        report.dropped.append(str(rel))
-                        continue
-                    path = _real_parents(dest, rel)
-                    mode = member.mode & 0o7777
-                    if mode & (stat.S_ISUID | stat.S_ISGID) and not member.isdir():
-                        report.stripped.append(str(rel))
-                    mode &= ~(stat.S_ISUID | stat.S_ISGID) if not member.isdir() else 0o7777
-                    existing = os.path.lexists(path)
-                    if member.isdir():
-                        if existing and not (path.is_dir() and not path.is_symlink()):
-                            _remove(path)
-                            existing = False
-                        if not existing:
-                            os.mkdir(path, 0o700)
-                        dir_modes.append((path, mode & ~stat.S_ISUID))
-                    else:
-                        if existing:
-                            _remove(path)
-                        if member.issym():
-                            os.symlink(member.linkname, path)
-                        elif member.islnk():
-                            link_rel = member_path(layer.digest, member.linkname)
-                            if not _real_dir_chain(dest, link_rel.parent):
-                                raise UnsafeLayer(layer.digest, member.name,
-                                                  "hardlink through a symbolic link")
-                            src = dest / link_rel
-                            try:
-                                st = os.lstat(src)
-                            except FileNotFoundError as exc:
-                                raise UnsafeLayer(layer.digest, member.name,
-                                                  "hardlink to a missing file") from exc
-                            if not stat.S_ISREG(st.st_mode):
-                                raise UnsafeLayer(layer.digest, member.name,
-                                                  "hardlink to something not a regular file")
-                            os.link(src, path, follow_symlinks=False)
-                        elif member.isfile():
-                            source = archive.extractfile(member)
-                            assert source is not None
-                            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
-                                         os.O_NOFOLLOW, 0o600)
-                            with os.fdopen(fd, "wb") as out:
-                                shutil.copyfileobj(source, out, 1 << 20)
-                            os.chmod(path, mode)
-                            report.files += 1
-                        else:
-                            report.dropped.append(str(rel))
-                            continue
-                    if as_root:
-                        os.lchown(path, member.uid, member.gid)
-                    if not member.issym():
-                        os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
-                    added.add(rel)
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            if isinstance(exc, UnsafeLayer):
-                raise
-            raise UnsafeLayer(layer.digest, "", f"cannot be read: {exc}") from exc
-        for path, mode in reversed(dir_modes):
-            os.chmod(path, mode)
+    budget = _Budget(limits or FlattenLimits())
+    root_fd = os.open(dest, _DIR_FLAGS)
+    try:
+        for layer in layers:
+            _apply_layer(layer, root_fd, budget, report)
+    finally:
+        os.close(root_fd)
     return report
+
+
+def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenReport) -> None:
+    as_root = os.geteuid() == 0
+    # Paths this layer added, and every directory above them: an opaque marker keeps them.
+    kept: set[PurePosixPath] = set()
+    dir_meta: list[tuple[PurePosixPath, int, float]] = []
+    try:
+        with _open_layer(layer) as archive:
+            for member in archive:
+                if member.isdir() and not member.name.strip("./"):
+                    # the layer's own root entry ("./"): the tree exists already
+                    budget.add_entry(layer, member.name)
+                    continue
+                rel = member_path(layer.digest, member.name)
+                if len(rel.parts) > MAX_MEMBER_DEPTH:
+                    raise UnsafeLayer(layer.digest, member.name,
+                                      f"more than {MAX_MEMBER_DEPTH} path components "
+                                      "(rootfs.MAX_MEMBER_DEPTH)")
+                if "\0" in member.linkname:
+                    raise UnsafeLayer(layer.digest, member.name, "link target holds a NUL byte")
+                if _apply_member(layer, archive, member, rel, root_fd, budget, report,
+                                 dir_meta, kept, as_root):
+                    kept.add(rel)
+                    kept.update(rel.parents)
+                else:  # a whiteout or a dropped member: no entry, but a member to loop over
+                    budget.add_entry(layer, member.name)
+    except (tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as exc:
+        # ValueError: tarfile's own parsing of a GNU sparse 1.0 map (`int(b"abc")`, a map
+        # cut short) raises it, not TarError, for bytes the layer chose.
+        raise UnsafeLayer(layer.digest, "", f"cannot be read: {exc}") from exc
+    for rel, mode, mtime in reversed(dir_meta):
+        fd = _walk(root_fd, rel.parts)
+        if fd is None:
+            continue  # replaced later in the layer by a link or a file: nothing to chmod
+        try:
+            os.fchmod(fd, mode)
+            os.utime(fd, (mtime, mtime))
+        finally:
+            os.close(fd)
+
+
+def _apply_member(layer: Layer, archive: tarfile.TarFile, member: tarfile.TarInfo,
+                  rel: PurePosixPath, root_fd: int, budget: _Budget, report: FlattenReport,
+                  dir_meta: list[tuple[PurePosixPath, int, float]], kept: set[PurePosixPath],
+                  as_root: bool) -> bool:
+    """Apply one member; True when it added something to the tree."""
+    base = rel.name
+    skipped = ((member.isreg() and base.startswith(WHITEOUT))
+               or member.type not in tarfile.SUPPORTED_TYPES)
+    if skipped and member.size > 0:
+        # tarfile reads through the data of these members without our writing it: a
+        # zstd layer could make a whiteout "hold" 100 GB of zeros to decompress. It
+        # counts against the same cap as what is written.
+        budget.add_bytes(layer, member.name, member.size)
+    if base == OPAQUE:
+        fd = _walk(root_fd, rel.parent.parts)
+        if fd is not None:
+            try:
+                for name in os.listdir(fd):
+                    if rel.parent / name not in kept:
+                        _remove_entry(fd, name)
+            finally:
+                os.close(fd)
+        return False
+    if base.startswith(WHITEOUT):
+        victim = base[len(WHITEOUT):]
+        if victim in ("", ".", ".."):
+            raise UnsafeLayer(layer.digest, member.name, "invalid whiteout")
+        fd = _walk(root_fd, rel.parent.parts)
+        if fd is not None:
+            try:
+                _remove_entry(fd, victim)
+            finally:
+                os.close(fd)
+        return False
+    if member.ischr() or member.isblk() or member.isfifo():
+        report.dropped.append(str(rel))
+        return False
+    if not (member.isdir() or member.issym() or member.islnk() or member.isfile()):
+        report.dropped.append(str(rel))
+        return False
+    uid, gid = _ids(layer, member)
+    mtime = _clamp_time(member.mtime)
+    mode = member.mode & 0o7777
+    if member.isdir():
+        mode &= ~stat.S_ISUID
+    else:
+        if mode & (stat.S_ISUID | stat.S_ISGID):
+            report.stripped.append(str(rel))
+        mode &= ~(stat.S_ISUID | stat.S_ISGID)
+    if member.isfile():
+        budget.check_bytes(layer, member.name, member.size)  # before a byte is written
+    pfd = _walk(root_fd, rel.parts[:-1],
+                made=lambda _part: budget.add_entry(layer, member.name))
+    assert pfd is not None
+    try:
+        existing = _lstat(pfd, base)
+        if member.isdir():
+            if existing is not None and not stat.S_ISDIR(existing.st_mode):
+                _remove_entry(pfd, base)
+                existing = None
+            if existing is None:
+                budget.add_entry(layer, member.name)
+                os.mkdir(base, 0o700, dir_fd=pfd)
+            if as_root:
+                os.chown(base, uid, gid, dir_fd=pfd, follow_symlinks=False)
+            dir_meta.append((rel, mode, mtime))
+            return True
+        if existing is not None:
+            _remove_entry(pfd, base)
+        budget.add_entry(layer, member.name)
+        if member.issym():
+            os.symlink(member.linkname, base, dir_fd=pfd)
+        elif member.islnk():
+            _hardlink(layer, member, root_fd, pfd, base)
+        else:
+            _write_file(layer, archive, member, pfd, base, mode, budget)
+            report.files += 1
+        if as_root:
+            os.chown(base, uid, gid, dir_fd=pfd, follow_symlinks=False)
+        if not member.issym():
+            os.utime(base, (mtime, mtime), dir_fd=pfd, follow_symlinks=False)
+        return True
+    finally:
+        os.close(pfd)
+
+
+def _hardlink(layer: Layer, member: tarfile.TarInfo, root_fd: int, pfd: int, base: str) -> None:
+    link_rel = member_path(layer.digest, member.linkname)
+    sfd = _walk(root_fd, link_rel.parts[:-1])
+    if sfd is None:
+        raise UnsafeLayer(layer.digest, member.name, "hardlink through a symbolic link")
+    try:
+        st = _lstat(sfd, link_rel.name)
+        if st is None:
+            raise UnsafeLayer(layer.digest, member.name, "hardlink to a missing file")
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeLayer(layer.digest, member.name,
+                              "hardlink to something not a regular file")
+        os.link(link_rel.name, base, src_dir_fd=sfd, dst_dir_fd=pfd, follow_symlinks=False)
+    finally:
+        os.close(sfd)
+
+
+def _write_file(layer: Layer, archive: tarfile.TarFile, member: tarfile.TarInfo, pfd: int,
+                base: str, mode: int, budget: _Budget) -> None:
+    source = archive.extractfile(member)
+    assert source is not None
+    fd = os.open(base, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600, dir_fd=pfd)
+    with os.fdopen(fd, "wb") as out:
+        while chunk := source.read(COPY_CHUNK):
+            budget.add_bytes(layer, member.name, len(chunk))
+            out.write(chunk)
+        os.fchmod(out.fileno(), mode)
 
 
 def _tree_size(root: Path) -> tuple[int, int]:
@@ -258,8 +467,9 @@ def make_ext4(source: Path, image: Path, *, label: str = "rootfs") -> None:
     size, count = _tree_size(source)
     blocks_kib = (int(size * 1.25) // 1024) + count * 4 + 16 * 1024
     inodes = count + 1024
+    mkfs = host_tool("mkfs.ext4", f"build the ext4 image {image}")
     done = subprocess.run(
-        ["mkfs.ext4", "-q", "-F", "-L", label, "-d", str(source), "-N", str(inodes),
+        [mkfs, "-q", "-F", "-L", label, "-d", str(source), "-N", str(inodes),
          "-E", "root_owner=0:0", "-O", "^has_journal", "-b", "4096", str(image),
          f"{blocks_kib}k"], capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from roteiro_py import errors
 from roteiro_py.vm.qemu.job import GUEST_GID, GUEST_UID
+from roteiro_py.vm.qemu.rootfs import host_tool
 
 
 def create_scratch(path: Path, size_mib: int) -> Path:
@@ -26,8 +27,9 @@ def create_scratch(path: Path, size_mib: int) -> Path:
     if size_mib < 16:
         raise ValueError("a scratch disk needs at least 16 MiB")
     path.parent.mkdir(parents=True, exist_ok=True)
+    mkfs = host_tool("mkfs.ext4", f"make the scratch disk {path}")
     done = subprocess.run(
-        ["mkfs.ext4", "-q", "-F", "-L", "scratch", "-E",
+        [mkfs, "-q", "-F", "-L", "scratch", "-E",
          f"root_owner={GUEST_UID}:{GUEST_GID}", str(path), f"{size_mib}M"],
         capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -10,10 +10,17 @@ import pytest
 
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
 from roteiro_py.store.manifest import (
+    MAX_LAYERS,
+    OCI_CONFIG,
     OCI_INDEX,
+    OCI_LAYER_TAR,
+    OCI_MANIFEST,
+    Descriptor,
     ImageIndex,
+    ImageManifest,
     ManifestError,
     check_digest,
+    check_usable,
     parse_document,
     select_manifest,
 )
@@ -110,3 +117,14 @@ def test_follow_indexes_reaches_the_platform_manifest_and_bounds_the_nesting() -
     top, docs = nested(m.MAX_INDEX_DEPTH + 1)
     with pytest.raises(m.ManifestError, match=f"more than {m.MAX_INDEX_DEPTH} deep"):
         m.follow_indexes(top, lambda desc: docs[desc.digest])
+
+
+def test_a_manifest_with_more_layers_than_the_bound_is_unusable() -> None:
+    def manifest(layers: int) -> ImageManifest:
+        d = "sha256:" + "f" * 64
+        return ImageManifest(OCI_MANIFEST, Descriptor(OCI_CONFIG, d, 2),
+                             [Descriptor(OCI_LAYER_TAR, d, 1)] * layers)
+
+    check_usable(manifest(MAX_LAYERS))  # control: at the bound it is usable
+    with pytest.raises(ManifestError, match=f"more than {MAX_LAYERS} \\(manifest.MAX_LAYERS\\)"):
+        check_usable(manifest(MAX_LAYERS + 1))

@@ -146,3 +146,25 @@ def test_prune_frees_only_unreferenced_old_blobs(store: Store) -> None:
     assert store.blob_path(young).exists()  # inside the grace period
     assert store.is_present(ref)
     assert store.prune(grace_seconds=0) == 10
+
+
+def test_a_digest_resolves_only_under_the_name_it_was_provisioned_as(store: Store) -> None:
+    """9.5: a known digest under another name must not resolve (and print) as provenance."""
+    image = make_image({"a": b"genuine"})
+    ours = provision(store, image, "localhost/team/clippy")
+    # control arm: the provisioned name resolves, with or without a tag
+    assert store.resolve(ours).pinned_digest == image.digest
+    assert store.is_present(f"localhost/team/clippy:1.95@{image.digest}")
+    forged = f"ghcr.io/rust-lang/clippy-official:1.99.0@{image.digest}"
+    assert not store.is_present(forged)
+    with pytest.raises(ImageNotProvisioned) as refused:
+        store.resolve(forged)
+    text = refused.value.guidance().render_text()
+    assert "localhost/team/clippy" in text and "provisioned only under another name" in text
+    assert f"pylint-sandbox prefetch --analyzer clippy --image {forged} --allow-download" in text
+    # the same digest in another repository of the same registry is another name too
+    with pytest.raises(ImageNotProvisioned):
+        store.resolve(f"localhost/team/other@{image.digest}")
+    # removing the forged name removes nothing; removing ours does
+    assert not store.remove_reference(forged) and store.is_present(ours)
+    assert store.remove_reference(ours) and not store.is_present(ours)

@@ -56,8 +56,9 @@ def test_a_tar_zstd_layer_is_flattened(tmp_path: Path) -> None:
     assert (dest / "etc/zstd-layer").read_bytes() == b"came through zstd\n"
     assert os.stat(dest / "bin/tool").st_mode & 0o777 == 0o755 and report.files == 2
     # control arm: the same bytes declared as a plain tar are not readable as one
+    (other := tmp_path / "x").mkdir()
     with pytest.raises(rootfs.UnsafeLayer):
-        rootfs.flatten([Layer(layer.digest, rootfs.MEDIA_TAR[0], layer.path)], tmp_path / "x")
+        rootfs.flatten([Layer(layer.digest, rootfs.MEDIA_TAR[0], layer.path)], other)
 
 
 BUILD_IN_CHILD = textwrap.dedent("""
@@ -317,3 +318,30 @@ def test_the_mount_script_mounts_images_and_9p_shares_by_kind(tmp_path: Path) ->
     assert f"mount_image {job.share_serial(1)} /work/tree\n" in script
     assert (f"mount_share {job.share_tag(0)} {shlex.quote(GUEST_CARGO_HOME + '/registry')} "
             f"{job.NINEP_CACHE}\n") in script
+
+
+# -- host tools ------------------------------------------------------------------------------
+
+
+def test_a_missing_host_tool_is_a_refusal_naming_its_package(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from roteiro_py.vm.qemu import scratch
+
+    # control arm: with the host's PATH the tools run
+    assert scratch.create_scratch(tmp_path / "ok.img", 16).stat().st_size == 16 << 20
+    (empty := tmp_path / "empty-path").mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(errors.HostToolMissing) as refused:
+        scratch.create_scratch(tmp_path / "scratch.img", 16)
+    text = refused.value.guidance().render_text()
+    assert "mkfs.ext4" in text and "apt-get install e2fsprogs" in text
+    assert str(tmp_path / "scratch.img") in text and refused.value.exit_code == 3
+    (tree := tmp_path / "tree").mkdir()
+    with pytest.raises(errors.HostToolMissing, match="mkfs.ext4"):
+        rootfs.make_ext4(tree, tmp_path / "rootfs.ext4")
+    (tmp_path / "l.tar.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(errors.HostToolMissing) as refused:
+        rootfs.flatten([Layer("sha256:" + "2" * 64, rootfs.MEDIA_ZSTD[0],
+                              tmp_path / "l.tar.zst")], tree)
+    assert "apt-get install zstd" in refused.value.guidance().render_text()
+    assert {tool for tool in rootfs.HOST_TOOL_PACKAGES} == {"mkfs.ext4", "zstd"}

@@ -1,0 +1,43 @@
+"""Tar headers from outside, read with a bound on what one member's headers may hold.
+
+tarfile reads a pax extended header or a GNU long name whole into memory
+(`fileobj.read(size)` with the size the header claims), and follows a chain of such
+headers by recursion. So a gzip layer of a few MB can claim a 2 GB pax header (memory),
+and a few thousand chained headers raise RecursionError (exit 4, not a refusal).
+`BoundedTarInfo` refuses both as a `tarfile.HeaderError` before reading, which the
+callers (flattening, `oci:` archives) already turn into their refusal. Every tarfile
+opened on hostile bytes passes `tarinfo=BoundedTarInfo`.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from typing import Any
+
+#: Bytes of one pax extended header or GNU long name/link. Real ones hold a path, a
+#: link target, a few times and xattrs: well under 64 KiB.
+MAX_HEADER_DATA = 1024 * 1024
+#: Extension headers in a row before the member they describe (a pax header, a long
+#: name and a long link make three; tar writers never chain more).
+MAX_HEADER_CHAIN = 16
+
+_EXTENSIONS = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+               tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    def _proc_member(self, tarfile_: Any) -> Any:
+        if self.type in _EXTENSIONS:
+            chain = getattr(tarfile_, "_roteiro_header_chain", 0) + 1
+            tarfile_._roteiro_header_chain = chain
+            if self.size > MAX_HEADER_DATA:
+                raise tarfile.HeaderError(
+                    f"an extended header of {self.size} bytes, more than {MAX_HEADER_DATA} "
+                    "(tarheaders.MAX_HEADER_DATA)")
+            if chain > MAX_HEADER_CHAIN:
+                raise tarfile.HeaderError(
+                    f"more than {MAX_HEADER_CHAIN} extended headers in a row "
+                    "(tarheaders.MAX_HEADER_CHAIN)")
+        else:
+            tarfile_._roteiro_header_chain = 0
+        return super()._proc_member(tarfile_)  # type: ignore[misc]
