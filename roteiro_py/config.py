@@ -31,6 +31,11 @@ from roteiro_py.errors import ConfigError
 REPO_CONFIG_NAME = "roteiro.toml"
 ENV_PREFIX = "ROTEIRO_"
 
+#: At most this many `lint.allowed_images` entries.
+MAX_ALLOWED_IMAGES = 256
+#: An allowed-images entry: a host (optionally with a port), then repository components.
+_IMAGE_PREFIX = re.compile(r"[A-Za-z0-9.:\[\]-]{1,255}(/[a-z0-9._-]{1,255})*/?")
+
 Accel = Literal["auto", "kvm", "hvf", "tcg"]
 FailOn = Literal["warning", "error", "never"]
 Format = Literal["human", "json", "sarif", "github"]
@@ -48,12 +53,25 @@ class LintSettings(BaseModel):
     features: list[str] = Field(default_factory=list, description="cargo features to enable")
     all_features: bool = Field(False, description="enable every cargo feature")
     no_default_features: bool = Field(False, description="do not enable the default feature")
+    allowed_images: list[str] = Field(
+        default_factory=list, max_length=MAX_ALLOWED_IMAGES,
+        description="registry/repository prefixes an image chosen by a repository's "
+        "roteiro.toml must match (empty: any image)")
 
-    @field_validator("features", mode="before")
+    @field_validator("features", "allowed_images", mode="before")
     @classmethod
     def _split_features(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part for part in re.split(r"[,\s]+", value) if part]
+        return value
+
+    @field_validator("allowed_images")
+    @classmethod
+    def _image_prefixes(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not _IMAGE_PREFIX.fullmatch(entry):
+                raise ValueError(f"{entry!r} is not a registry/repository prefix "
+                                 "(e.g. ghcr.io/myorg/)")
         return value
 
 
@@ -84,10 +102,23 @@ SECTIONS: dict[str, type[BaseModel]] = {"lint": LintSettings, "vm": VmSettings}
 #: repository is the code under review; a branch must not be able to weaken how it is
 #: confined or judged: the guest kernel and initramfs (host files booted as the guest's
 #: root), the accelerator (TCG is the user's opt-in), warm caches, resources, the
-#: deadline and the exit-status threshold come only from the user's config, the
-#: environment or flags.
+#: deadline, the exit-status threshold and which images a repository may choose
+#: (allowed_images) come only from the user's config, the environment or flags.
 REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",
                        "lint.all_features", "lint.no_default_features"})
+
+
+def image_allowed(name: str, allowed: list[str]) -> bool:
+    """Whether the image `registry/repository` lies under one of the `allowed` prefixes.
+
+    A prefix matches whole components: `ghcr.io/myorg` allows `ghcr.io/myorg/clippy`,
+    never `ghcr.io/myorg-evil/clippy`.
+    """
+    for entry in allowed:
+        prefix = entry.rstrip("/")
+        if name == prefix or name.startswith(prefix + "/"):
+            return True
+    return False
 
 
 def check_repo_key(path: Path | str, key: str) -> None:

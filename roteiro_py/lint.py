@@ -34,6 +34,7 @@ from roteiro_py.errors import (
     EXIT_FINDINGS,
     EXIT_OK,
     DeadlineExceeded,
+    ImageNotAllowed,
     LockfileWouldBeWritten,
     NoImageConfigured,
     NoPackageCache,
@@ -114,12 +115,32 @@ def repo_config_hint(resolved: config.Resolved, path: Path) -> Path:
 
 
 def pinned_image(resolved: config.Resolved, path: Path) -> ImageReference:
-    """Steps 1 and 2: an image is configured, and it is pinned by digest."""
+    """Steps 1 and 2: an image is configured, pinned by digest, and (when the repository
+    chose it) under the user's `lint.allowed_images`."""
     image = resolved.settings.lint.image
     if not image:
         raise NoImageConfigured(user_config=paths.user_config_path(),
                                 repo_config=repo_config_hint(resolved, path))
-    return parse_pinned(image, source=str(resolved.source_of("lint.image")))
+    source = resolved.source_of("lint.image")
+    reference = parse_pinned(image, source=str(source))
+    allowed = resolved.settings.lint.allowed_images
+    if source.kind == "repo" and allowed and not config.image_allowed(reference.name, allowed):
+        raise ImageNotAllowed(str(reference), source.label, allowed,
+                              str(resolved.source_of("lint.allowed_images")))
+    return reference
+
+
+def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
+    """Which setting chose the image, as the report states it: the flag, the variable, or
+    the file (the repository's relative to its root, the user's with $HOME as ~)."""
+    source = resolved.source_of("lint.image")
+    if source.kind == "repo" and resolved.repo_config is not None:
+        return os.path.relpath(resolved.repo_config, tree.repo_root)
+    if source.kind == "user":
+        home = str(Path.home())
+        label = source.label
+        return "~" + label[len(home):] if home != "/" and label.startswith(home + "/") else label
+    return source.label
 
 
 def lockfile_sources(lockfile: Path) -> set[str]:
@@ -385,7 +406,9 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
         features = ["(all)"]
     report = Report(
         tool=ToolInfo(name="pylint-sandbox", version=__version__),
-        provenance=Provenance(image_reference=str(reference), image_digest=image.manifest_digest),
+        provenance=Provenance(image_reference=str(reference), image_digest=image.manifest_digest,
+                              image_chosen_by=resolved.source_of("lint.image").kind,
+                              image_chosen_in=image_chosen_in(resolved, tree)),
         toolchain=toolchain,
         isolation=ReportIsolation(backend=isolation.backend, accelerator=isolation.accelerator,
                                   hardware_isolated=isolation.hardware_isolated,
