@@ -15,8 +15,10 @@ tomli-w writes data, not documents; `config set` says so when the file had any).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -187,16 +189,55 @@ def find_repo_config(start: Path) -> Path | None:
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """Read one configuration file; syntax errors name the file, line and column."""
+#: A configuration file holds a few hundred bytes; reading stops past this many.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_bounded(path: Path, *, follow_links: bool) -> bytes | None:
+    """The bytes of a regular file, at most MAX_CONFIG_BYTES; None when it does not exist."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ConfigError(path, "is a symbolic link; a repository's configuration is read "
+                              "only from a file in the repository") from None
         raise ConfigError(path, f"cannot be read: {error.strerror}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(path, "is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise ConfigError(path, f"cannot be read: {error.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(path, f"is larger than {MAX_CONFIG_BYTES} bytes, the limit for a "
+                          "configuration file (config.MAX_CONFIG_BYTES)")
+    return b"".join(chunks)
+
+
+def read_toml(path: Path, *, follow_links: bool = True) -> dict[str, Any]:
+    """Read one configuration file; syntax errors name the file, line and column.
+
+    A repository's roteiro.toml is read with `follow_links=False`: it is the tree's, and a
+    link in it would make a file of the host the configuration. Every file is bounded
+    (MAX_CONFIG_BYTES), and nesting too deep for tomllib, which recurses once per level
+    (`a = [[[[...` some thousand deep raised RecursionError: exit 4, "a bug"), is refused.
+    """
+    data = _read_bounded(path, follow_links=follow_links)
+    if data is None:
+        return {}
+    try:
         return tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(path, "nests arrays or tables too deeply to be read") from None
     except UnicodeDecodeError as error:
         raise ConfigError(path, "is not UTF-8 text", line=data[: error.start].count(b"\n") + 1) from None
     except tomllib.TOMLDecodeError as error:
@@ -238,7 +279,19 @@ def _validate(where: Path | str, flat: Mapping[str, Any]) -> Settings:
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"][:2])
-        raise ConfigError(where, f"{first['msg']} (got {first.get('input')!r})", key=key) from None
+        raise ConfigError(where, f"{first['msg']} (got {_shown(first.get('input'))})", key=key) from None
+
+
+#: How much of a refused value a message repeats.
+SHOWN_VALUE_CHARS = 200
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"a {type(value).__name__} nested too deeply to show"
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
 
 
 def env_layer(environ: Mapping[str, str]) -> dict[str, tuple[Any, Source]]:
@@ -273,7 +326,7 @@ def resolve(
         layers.append((user_path, _flatten(user_path, read_toml(user_path)),
                        Source("user", str(user_path))))
     if repo_path is not None:
-        repo_layer = _flatten(repo_path, read_toml(repo_path))
+        repo_layer = _flatten(repo_path, read_toml(repo_path, follow_links=False))
         for key in repo_layer:
             check_repo_key(repo_path, key)
         layers.append((repo_path, repo_layer, Source("repo", str(repo_path))))
@@ -327,10 +380,8 @@ def set_value(file: Path, key: str, raw: str) -> Any:
     Returns the stored value. The whole file is validated before it is written, and written
     atomically, so a refused value leaves the file as it was.
     """
-    import tomli_w
-
     section, name = split_key(key)
-    value = _parse_cli_value(raw)
+    value = _parse_cli_value(raw, key)
     if key == "lint.image":
         from roteiro_py.reference import parse_pinned
 
@@ -342,31 +393,42 @@ def set_value(file: Path, key: str, raw: str) -> Any:
     settings = _validate(file, _flatten(file, data))
     stored = getattr(getattr(settings, section), name)
     table[name] = stored
-    _atomic_write(file, tomli_w.dumps(data).encode())
+    _atomic_write(file, _dumps(file, data))
     return stored
 
 
 def unset_value(file: Path, key: str) -> bool:
     """Remove `key` from `file`; True when it was there."""
-    import tomli_w
-
     section, name = split_key(key)
     data = read_toml(file)
+    _flatten(file, data)
     table = data.get(section)
     if not isinstance(table, dict) or name not in table:
         return False
     del table[name]
     if not table:
         del data[section]
-    _atomic_write(file, tomli_w.dumps(data).encode())
+    _atomic_write(file, _dumps(file, data))
     return True
 
 
-def _parse_cli_value(raw: str) -> Any:
+def _dumps(file: Path, data: dict[str, Any]) -> bytes:
+    import tomli_w
+
+    try:
+        return tomli_w.dumps(data).encode()
+    except RecursionError:
+        raise ConfigError(file, "nests arrays or tables too deeply to be written back") from None
+
+
+def _parse_cli_value(raw: str, key: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+    except RecursionError:
+        raise ConfigError("the command line", "the value nests arrays or tables too deeply "
+                          "to be read", key=key) from None
 
 
 def _atomic_write(file: Path, content: bytes) -> None:
