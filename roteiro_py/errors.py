@@ -449,7 +449,7 @@ class ImageLacksLinter(Refusal):
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
-            notes=(_said("`cargo clippy --version` in the guest said", self.output),
+            notes=(_said("`cargo-clippy --version` in the guest said", self.output),
                    f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
                    "base plus `rustup component add clippy`) and pin the new digest.",),
         )
