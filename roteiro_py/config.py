@@ -256,15 +256,16 @@ def _flatten(path: Path | str, data: Mapping[str, Any]) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, table in data.items():
         if section not in SECTIONS:
-            raise ConfigError(path, f"unknown section [{section}]; known: "
-                              f"{', '.join('[' + s + ']' for s in SECTIONS)}", key=section)
+            shown = _clip(section)
+            raise ConfigError(path, f"unknown section [{shown}]; known: "
+                              f"{', '.join('[' + s + ']' for s in SECTIONS)}", key=shown)
         if not isinstance(table, dict):
             raise ConfigError(path, f"`{section}` must be a table ([{section}])", key=section)
         for name, value in table.items():
             key = f"{section}.{name}"
             if name not in SECTIONS[section].model_fields:
                 raise ConfigError(path, f"unknown key; known keys in [{section}]: "
-                                  f"{', '.join(SECTIONS[section].model_fields)}", key=key)
+                                  f"{', '.join(SECTIONS[section].model_fields)}", key=_clip(key))
             flat[key] = value
     return flat
 
@@ -286,12 +287,15 @@ def _validate(where: Path | str, flat: Mapping[str, Any]) -> Settings:
 SHOWN_VALUE_CHARS = 200
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
+
+
 def _shown(value: Any) -> str:
     try:
-        text = repr(value)
+        return _clip(repr(value))
     except RecursionError:
-        text = f"a {type(value).__name__} nested too deeply to show"
-    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
+        return f"a {type(value).__name__} nested too deeply to show"
 
 
 def env_layer(environ: Mapping[str, str]) -> dict[str, tuple[Any, Source]]:
