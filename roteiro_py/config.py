@@ -15,8 +15,10 @@ tomli-w writes data, not documents; `config set` says so when the file had any).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +32,11 @@ from roteiro_py.errors import ConfigError
 
 REPO_CONFIG_NAME = "roteiro.toml"
 ENV_PREFIX = "ROTEIRO_"
+
+#: At most this many `lint.allowed_images` entries.
+MAX_ALLOWED_IMAGES = 256
+#: An allowed-images entry: a host (optionally with a port), then repository components.
+_IMAGE_PREFIX = re.compile(r"[A-Za-z0-9.:\[\]-]{1,255}(/[a-z0-9._-]{1,255})*/?")
 
 Accel = Literal["auto", "kvm", "hvf", "tcg"]
 FailOn = Literal["warning", "error", "never"]
@@ -48,12 +55,25 @@ class LintSettings(BaseModel):
     features: list[str] = Field(default_factory=list, description="cargo features to enable")
     all_features: bool = Field(False, description="enable every cargo feature")
     no_default_features: bool = Field(False, description="do not enable the default feature")
+    allowed_images: list[str] = Field(
+        default_factory=list, max_length=MAX_ALLOWED_IMAGES,
+        description="registry/repository prefixes an image chosen by a repository's "
+        "roteiro.toml must match (empty: any image)")
 
-    @field_validator("features", mode="before")
+    @field_validator("features", "allowed_images", mode="before")
     @classmethod
     def _split_features(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part for part in re.split(r"[,\s]+", value) if part]
+        return value
+
+    @field_validator("allowed_images")
+    @classmethod
+    def _image_prefixes(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not _IMAGE_PREFIX.fullmatch(entry):
+                raise ValueError(f"{entry!r} is not a registry/repository prefix "
+                                 "(e.g. ghcr.io/myorg/)")
         return value
 
 
@@ -84,10 +104,23 @@ SECTIONS: dict[str, type[BaseModel]] = {"lint": LintSettings, "vm": VmSettings}
 #: repository is the code under review; a branch must not be able to weaken how it is
 #: confined or judged: the guest kernel and initramfs (host files booted as the guest's
 #: root), the accelerator (TCG is the user's opt-in), warm caches, resources, the
-#: deadline and the exit-status threshold come only from the user's config, the
-#: environment or flags.
+#: deadline, the exit-status threshold and which images a repository may choose
+#: (allowed_images) come only from the user's config, the environment or flags.
 REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",
                        "lint.all_features", "lint.no_default_features"})
+
+
+def image_allowed(name: str, allowed: list[str]) -> bool:
+    """Whether the image `registry/repository` lies under one of the `allowed` prefixes.
+
+    A prefix matches whole components: `ghcr.io/myorg` allows `ghcr.io/myorg/clippy`,
+    never `ghcr.io/myorg-evil/clippy`.
+    """
+    for entry in allowed:
+        prefix = entry.rstrip("/")
+        if name == prefix or name.startswith(prefix + "/"):
+            return True
+    return False
 
 
 def check_repo_key(path: Path | str, key: str) -> None:
@@ -156,16 +189,55 @@ def find_repo_config(start: Path) -> Path | None:
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """Read one configuration file; syntax errors name the file, line and column."""
+#: A configuration file holds a few hundred bytes; reading stops past this many.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_bounded(path: Path, *, follow_links: bool) -> bytes | None:
+    """The bytes of a regular file, at most MAX_CONFIG_BYTES; None when it does not exist."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ConfigError(path, "is a symbolic link; a repository's configuration is read "
+                              "only from a file in the repository") from None
         raise ConfigError(path, f"cannot be read: {error.strerror}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(path, "is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise ConfigError(path, f"cannot be read: {error.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(path, f"is larger than {MAX_CONFIG_BYTES} bytes, the limit for a "
+                          "configuration file (config.MAX_CONFIG_BYTES)")
+    return b"".join(chunks)
+
+
+def read_toml(path: Path, *, follow_links: bool = True) -> dict[str, Any]:
+    """Read one configuration file; syntax errors name the file, line and column.
+
+    A repository's roteiro.toml is read with `follow_links=False`: it is the tree's, and a
+    link in it would make a file of the host the configuration. Every file is bounded
+    (MAX_CONFIG_BYTES), and nesting too deep for tomllib, which recurses once per level
+    (`a = [[[[...` some thousand deep raised RecursionError: exit 4, "a bug"), is refused.
+    """
+    data = _read_bounded(path, follow_links=follow_links)
+    if data is None:
+        return {}
+    try:
         return tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(path, "nests arrays or tables too deeply to be read") from None
     except UnicodeDecodeError as error:
         raise ConfigError(path, "is not UTF-8 text", line=data[: error.start].count(b"\n") + 1) from None
     except tomllib.TOMLDecodeError as error:
@@ -184,15 +256,16 @@ def _flatten(path: Path | str, data: Mapping[str, Any]) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, table in data.items():
         if section not in SECTIONS:
-            raise ConfigError(path, f"unknown section [{section}]; known: "
-                              f"{', '.join('[' + s + ']' for s in SECTIONS)}", key=section)
+            shown = _clip(section)
+            raise ConfigError(path, f"unknown section [{shown}]; known: "
+                              f"{', '.join('[' + s + ']' for s in SECTIONS)}", key=shown)
         if not isinstance(table, dict):
             raise ConfigError(path, f"`{section}` must be a table ([{section}])", key=section)
         for name, value in table.items():
             key = f"{section}.{name}"
             if name not in SECTIONS[section].model_fields:
                 raise ConfigError(path, f"unknown key; known keys in [{section}]: "
-                                  f"{', '.join(SECTIONS[section].model_fields)}", key=key)
+                                  f"{', '.join(SECTIONS[section].model_fields)}", key=_clip(key))
             flat[key] = value
     return flat
 
@@ -207,7 +280,22 @@ def _validate(where: Path | str, flat: Mapping[str, Any]) -> Settings:
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"][:2])
-        raise ConfigError(where, f"{first['msg']} (got {first.get('input')!r})", key=key) from None
+        raise ConfigError(where, f"{first['msg']} (got {_shown(first.get('input'))})", key=key) from None
+
+
+#: How much of a refused value a message repeats.
+SHOWN_VALUE_CHARS = 200
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
+
+
+def _shown(value: Any) -> str:
+    try:
+        return _clip(repr(value))
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
 
 
 def env_layer(environ: Mapping[str, str]) -> dict[str, tuple[Any, Source]]:
@@ -242,7 +330,7 @@ def resolve(
         layers.append((user_path, _flatten(user_path, read_toml(user_path)),
                        Source("user", str(user_path))))
     if repo_path is not None:
-        repo_layer = _flatten(repo_path, read_toml(repo_path))
+        repo_layer = _flatten(repo_path, read_toml(repo_path, follow_links=False))
         for key in repo_layer:
             check_repo_key(repo_path, key)
         layers.append((repo_path, repo_layer, Source("repo", str(repo_path))))
@@ -296,10 +384,8 @@ def set_value(file: Path, key: str, raw: str) -> Any:
     Returns the stored value. The whole file is validated before it is written, and written
     atomically, so a refused value leaves the file as it was.
     """
-    import tomli_w
-
     section, name = split_key(key)
-    value = _parse_cli_value(raw)
+    value = _parse_cli_value(raw, key)
     if key == "lint.image":
         from roteiro_py.reference import parse_pinned
 
@@ -311,31 +397,42 @@ def set_value(file: Path, key: str, raw: str) -> Any:
     settings = _validate(file, _flatten(file, data))
     stored = getattr(getattr(settings, section), name)
     table[name] = stored
-    _atomic_write(file, tomli_w.dumps(data).encode())
+    _atomic_write(file, _dumps(file, data))
     return stored
 
 
 def unset_value(file: Path, key: str) -> bool:
     """Remove `key` from `file`; True when it was there."""
-    import tomli_w
-
     section, name = split_key(key)
     data = read_toml(file)
+    _flatten(file, data)
     table = data.get(section)
     if not isinstance(table, dict) or name not in table:
         return False
     del table[name]
     if not table:
         del data[section]
-    _atomic_write(file, tomli_w.dumps(data).encode())
+    _atomic_write(file, _dumps(file, data))
     return True
 
 
-def _parse_cli_value(raw: str) -> Any:
+def _dumps(file: Path, data: dict[str, Any]) -> bytes:
+    import tomli_w
+
+    try:
+        return tomli_w.dumps(data).encode()
+    except RecursionError:
+        raise ConfigError(file, "nests arrays or tables too deeply to be written back") from None
+
+
+def _parse_cli_value(raw: str, key: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+    except RecursionError:
+        raise ConfigError("the command line", "the value nests arrays or tables too deeply "
+                          "to be read", key=key) from None
 
 
 def _atomic_write(file: Path, content: bytes) -> None:

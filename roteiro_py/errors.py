@@ -20,6 +20,7 @@ command line through `shlex.quote`.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -215,6 +216,34 @@ class TagNotDigest(Refusal):
             ),
             snippet_title="use a pinned reference",
             snippet=f'[lint]\nimage = "{_p(self.reference)}@{_DIGEST_PLACEHOLDER}"',
+        )
+
+
+class ImageNotAllowed(Refusal):
+    """The repository's own roteiro.toml chose an image outside the user's allowed list."""
+
+    code = "image-not-allowed"
+
+    def __init__(self, reference: str, chosen_in: str, allowed: Sequence[str], allowed_in: str) -> None:
+        super().__init__()
+        self.reference = reference
+        self.chosen_in = chosen_in
+        self.allowed = tuple(allowed)
+        self.allowed_in = allowed_in
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The image {_p(self.reference)!r}, chosen by the repository's "
+            f"{_p(self.chosen_in)}, is not under any prefix in `lint.allowed_images` "
+            f"(from {_p(self.allowed_in)}).",
+            notes=(
+                "The repository is the code under review: the image it names is where its "
+                "build scripts and proc macros run, so it must come from a registry you "
+                "allow. Allowed: " + ", ".join(_p(entry) for entry in self.allowed) + ".",
+                "If you trust this image, pass it with --image, set it in your own config, "
+                "or add its registry/repository to `lint.allowed_images`; an image you "
+                "choose yourself is not checked against the list.",
+            ),
         )
 
 
@@ -440,7 +469,7 @@ class ImageLacksLinter(Refusal):
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
-            notes=(_said("`cargo clippy --version` in the guest said", self.output),
+            notes=(_said("`cargo-clippy --version` in the guest said", self.output),
                    f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
                    "base plus `rustup component add clippy`) and pin the new digest.",),
         )

@@ -7,10 +7,11 @@ anything more expensive starts:
     -> package cache present (and a lockfile) -> scratch available
 
 Only then is the root filesystem built (cached per manifest digest) and a VM booted.
-In the one boot, the guest's toolchain is probed before the build (`cargo clippy
---version`, `rustc -vV`), so an image without clippy is "image lacks the linter" and
-never an empty report. Nothing here ever runs the tree's code on the host; the host only
-reads the tree (for snippets) after the guest is gone.
+In the one boot, the guest's toolchain is probed before the build (`cargo-clippy
+--version`, `rustc -vV`, outside the tree: clippy/command.py), so an image without
+clippy is "image lacks the linter" and never an empty report. Nothing here ever runs
+the tree's code on the host; the host only reads the tree (for snippets) after the guest
+is gone.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from roteiro_py.errors import (
     EXIT_FINDINGS,
     EXIT_OK,
     DeadlineExceeded,
+    ImageNotAllowed,
     LockfileWouldBeWritten,
     NoImageConfigured,
     NoPackageCache,
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from roteiro_py.store import ResolvedImage
     from roteiro_py.vm import JobOutcome, VmBackend, VmOutcome
 
-#: Deadline of each toolchain probe step (`cargo clippy --version`, `rustc -vV`).
+#: Deadline of each toolchain probe step (`cargo-clippy --version`, `rustc -vV`).
 PROBE_TIMEOUT_S = 120.0
 #: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it. Shares
 #: keep their host paths in the guest, so this is a path no host tree uses: with
@@ -113,12 +115,32 @@ def repo_config_hint(resolved: config.Resolved, path: Path) -> Path:
 
 
 def pinned_image(resolved: config.Resolved, path: Path) -> ImageReference:
-    """Steps 1 and 2: an image is configured, and it is pinned by digest."""
+    """Steps 1 and 2: an image is configured, pinned by digest, and (when the repository
+    chose it) under the user's `lint.allowed_images`."""
     image = resolved.settings.lint.image
     if not image:
         raise NoImageConfigured(user_config=paths.user_config_path(),
                                 repo_config=repo_config_hint(resolved, path))
-    return parse_pinned(image, source=str(resolved.source_of("lint.image")))
+    source = resolved.source_of("lint.image")
+    reference = parse_pinned(image, source=str(source))
+    allowed = resolved.settings.lint.allowed_images
+    if source.kind == "repo" and allowed and not config.image_allowed(reference.name, allowed):
+        raise ImageNotAllowed(str(reference), source.label, allowed,
+                              str(resolved.source_of("lint.allowed_images")))
+    return reference
+
+
+def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
+    """Which setting chose the image, as the report states it: the flag, the variable, or
+    the file (the repository's relative to its root, the user's with $HOME as ~)."""
+    source = resolved.source_of("lint.image")
+    if source.kind == "repo" and resolved.repo_config is not None:
+        return os.path.relpath(resolved.repo_config, tree.repo_root)
+    if source.kind == "user":
+        home = str(Path.home())
+        label = source.label
+        return "~" + label[len(home):] if home != "/" and label.startswith(home + "/") else label
+    return source.label
 
 
 def lockfile_sources(lockfile: Path) -> set[str]:
@@ -223,6 +245,7 @@ def _sweep(scratch_dir: Path) -> None:
 
 def guest_env(image: ResolvedImage) -> dict[str, str]:
     """The guest command's whole environment: set here, from the image's config and constants."""
+    from roteiro_py.clippy.command import PINNED_ENV
     from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 
     env: dict[str, str] = {"PATH": DEFAULT_GUEST_PATH}
@@ -232,12 +255,16 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
             name, value = entry.split("=", 1)
             if name in IMAGE_ENV_KEPT and "\n" not in value and len(value) < 4096:
                 env[name] = value
+    # A relative PATH entry (or an empty one, which means `.`) would look `cargo` and
+    # `rustc` up in the tree, the lint's working directory.
+    env["PATH"] = ":".join(d for d in env["PATH"].split(":") if d.startswith("/")) or DEFAULT_GUEST_PATH
     if "RUST_VERSION" in env and "RUSTUP_TOOLCHAIN" not in env:
         # Official Rust images run cargo through rustup, which would otherwise obey the
         # tree's rust-toolchain file and try to download another toolchain (offline: a
         # failure blamed on the image). The pinned image's toolchain is the one that lints.
         env["RUSTUP_TOOLCHAIN"] = env["RUST_VERSION"]
     env.update({
+        **PINNED_ENV,
         "HOME": GUEST_HOME,
         "CARGO_HOME": GUEST_CARGO_HOME,
         "CARGO_TARGET_DIR": GUEST_TARGET_DIR,
@@ -272,15 +299,22 @@ def clippy_command(settings: config.Settings) -> list[str]:
 
 
 def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
-    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_RUSTC
+    """The probes, run outside the tree (command.PROBE_CWD), then the lint in the workspace."""
+    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_CWD, PROBE_RUSTC
     from roteiro_py.process.sandbox import Command
 
-    def command(words: tuple[str, ...] | list[str], timeout: float) -> Command:
-        return Command(program=words[0], args=tuple(words[1:]), workspace=tree.workspace,
-                       env=env, timeout=timeout)
+    def command(words: tuple[str, ...] | list[str], cwd: Path, timeout: float) -> Command:
+        return Command(program=words[0], args=tuple(words[1:]), workspace=cwd, env=env,
+                       timeout=timeout)
 
-    return [command(PROBE_CLIPPY, PROBE_TIMEOUT_S), command(PROBE_RUSTC, PROBE_TIMEOUT_S),
-            command(argv, float(settings.vm.timeout_s))]
+    probe_cwd = Path(PROBE_CWD)
+    if probe_cwd.is_relative_to(tree.workspace):
+        # Shares keep their host paths in the guest: the probes would run in the tree.
+        raise UsageError(f"The workspace {tree.workspace} holds {PROBE_CWD}, where the guest probes "
+                         "its toolchain away from the tree.", hint="Move or copy the tree elsewhere to lint it.")
+    return [command(PROBE_CLIPPY, probe_cwd, PROBE_TIMEOUT_S),
+            command(PROBE_RUSTC, probe_cwd, PROBE_TIMEOUT_S),
+            command(argv, tree.workspace, float(settings.vm.timeout_s))]
 
 
 def _signal_of(status: int) -> str | None:
@@ -372,7 +406,9 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
         features = ["(all)"]
     report = Report(
         tool=ToolInfo(name="pylint-sandbox", version=__version__),
-        provenance=Provenance(image_reference=str(reference), image_digest=image.manifest_digest),
+        provenance=Provenance(image_reference=str(reference), image_digest=image.manifest_digest,
+                              image_chosen_by=resolved.source_of("lint.image").kind,
+                              image_chosen_in=image_chosen_in(resolved, tree)),
         toolchain=toolchain,
         isolation=ReportIsolation(backend=isolation.backend, accelerator=isolation.accelerator,
                                   hardware_isolated=isolation.hardware_isolated,

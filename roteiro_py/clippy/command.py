@@ -1,6 +1,29 @@
-"""The exact argv run in the guest for the probe and for the lint.
+"""The exact argv run in the guest for the probe and for the lint, and what pins them.
 
 Stated once here so the orchestrator, the report's `command` field and the tests agree.
+
+Which clippy ran is the image's, and no file in the tree can change that (the review's
+forgery: a tree `.cargo/config.toml` with `[alias] clippy = ["run", ...]` turned both the
+probe and the lint into the tree's own program: exit 0, "clippy 1.99.0", for a tree with
+`compile_error!`). What holds it:
+- The probes run in PROBE_CWD, outside the tree, so cargo reads no tree `.cargo/config.toml`
+  and rustup no tree `rust-toolchain` file (both are found from the working directory up;
+  cargo's other config file is `$CARGO_HOME/config.toml`, and the guest's CARGO_HOME is a
+  fresh tmpfs holding only the read-only registry shares).
+- The lint runs the `cargo-clippy` binary itself, never `cargo clippy`: a tree alias can
+  shadow an external subcommand (cargo only warns), but not the built-in `check` that
+  cargo-clippy runs, with RUSTC_WORKSPACE_WRAPPER set by it to the `clippy-driver` beside
+  it (the variable outranks `build.rustc-workspace-wrapper`).
+- PINNED_ENV outranks the config keys that would put another program in the compiler's
+  place or load one into it: `build.rustc` (RUSTC), `build.rustc-wrapper` (RUSTC_WRAPPER
+  empty: no wrapper, measured with cargo 1.95), and `build.rustflags` /
+  `target.<triple>.rustflags` (CARGO_ENCODED_RUSTFLAGS empty: none). rustflags go because
+  with `[env] RUSTC_BOOTSTRAP = {value = "1", force = true}` they pass
+  `-Zcodegen-backend=<tree .so>` to clippy-driver on a stable toolchain (measured with
+  cargo 1.95); a tree that needs `--cfg` flags from its config gets them no more.
+Not guaranteed: the tree's build scripts and proc macros run inside this build (a proc
+macro runs inside clippy-driver), so what they print can still lie about findings, and a
+nightly image honours the tree's `[unstable]` table and `cargo-features`.
 The lint runs with the working directory at the cargo workspace root inside the guest
 (no --manifest-path): rustc's `file_name`s are then relative to that root, which is the
 `workspace` clippy/parse.py resolves them against. (They are relative to the workspace
@@ -22,11 +45,20 @@ import re
 from dataclasses import dataclass
 
 from roteiro_py.errors import UsageError
+from roteiro_py.vm.mounts import FRESH_CWD
 
-#: `cargo clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`.
-PROBE_CLIPPY: tuple[str, ...] = ("cargo", "clippy", "--version")
+#: `cargo-clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`; the
+#: lint runs the same binary.
+PROBE_CLIPPY: tuple[str, ...] = ("cargo-clippy", "--version")
 #: `rustc -vV` prints `key: value` lines, among them `release:` and `host:`.
 PROBE_RUSTC: tuple[str, ...] = ("rustc", "-vV")
+#: Where the probes run in the guest: a tmpfs every boot provides empty, outside the tree
+#: and the scratch disk (which a kept cache carries from one run's build scripts to the
+#: next), so no tree or build-script file is on the way up from it.
+PROBE_CWD = FRESH_CWD
+#: Variables that outrank the tree's `.cargo/config.toml` for the compiler (see above).
+#: RUSTC is the `rustc` on the image's PATH, the one the probe asked.
+PINNED_ENV: dict[str, str] = {"RUSTC": "rustc", "RUSTC_WRAPPER": "", "CARGO_ENCODED_RUSTFLAGS": ""}
 
 #: The statuses of a completed `cargo clippy` run, measured with cargo 1.95: 0 when the
 #: build finished (warnings only, or nothing), 101 when it did not (a deny-level lint,
@@ -73,7 +105,8 @@ def clippy_argv(options: ClippyOptions) -> list[str]:
     features = validate_features(options.features)
     if features and options.all_features:
         raise UsageError("--features and --all-features cannot be used together.")
-    argv = ["cargo", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
+    # cargo-clippy skips its first argument, the subcommand name cargo passes it.
+    argv = ["cargo-clippy", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
     if options.all_targets:
         argv.append("--all-targets")
     if options.all_features:

@@ -1,6 +1,6 @@
 """What the guest's toolchain says it is, parsed from the probe's output.
 
-The probe runs `cargo clippy --version` and `rustc -vV` in the guest (command.py). Their
+The probe runs `cargo-clippy --version` and `rustc -vV` in the guest (command.py). Their
 output is the guest's to choose, so it is bounded (PROBE_LIMIT_BYTES) and must match the
 formats those tools print exactly; anything else is refused (ProbeFailed) rather than
 put into a report as the "toolchain" that produced it. A clippy that is missing or does
@@ -47,8 +47,8 @@ def _text(data: bytes, what: str) -> str:
 
 
 def parse_clippy_version(probe: ProbeOutput, *, reference: str) -> dict[str, str | None]:
-    """The fields of `cargo clippy --version`; ImageLacksLinter when clippy is not there."""
-    what = "`cargo clippy --version`"
+    """The fields of `cargo-clippy --version`; ImageLacksLinter when clippy is not there."""
+    what = "`cargo-clippy --version`"
     stdout = _text(probe.stdout, what).strip()
     stderr = _text(probe.stderr, what).strip()
     if probe.status != 0:

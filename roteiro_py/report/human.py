@@ -100,6 +100,9 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
     # The pin may name an index; the digest shown is then the platform manifest's.
     shown = image.image_reference if image.image_reference.endswith(image.image_digest) else (
         f"{image.image_reference} (manifest {image.image_digest})")
+    chooser = {"user": "your config ", "repo": "the repository's "}.get(image.image_chosen_by or "", "")
+    if image.image_chosen_in:
+        shown += f" (chosen by {chooser}{image.image_chosen_in})"
     console.print(Text(
         f"linted in {shown} "
         f"with clippy {toolchain.clippy_version}, rustc {toolchain.rustc_release} "

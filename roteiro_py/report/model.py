@@ -151,10 +151,16 @@ class ToolInfo(_Model):
 
 
 class Provenance(_Model):
-    """The linter image, by the reference the user configured and its manifest digest."""
+    """The linter image, by the reference configured and its manifest digest, and which
+    setting chose it: a flag, an environment variable, the user's config, or the
+    repository's own roteiro.toml (the code under review). `image_chosen_in` names the
+    flag, the variable or the file (the repository's relative to its root). Both are None
+    only in reports written before they existed."""
 
     image_reference: SafeLine
     image_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    image_chosen_by: Literal["flag", "env", "user", "repo"] | None = None
+    image_chosen_in: SafeLine | None = None
 
 
 class Toolchain(_Model):

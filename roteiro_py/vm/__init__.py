@@ -2,7 +2,7 @@
 
 A backend is a `Sandbox` (`run(command, grant) -> Outcome`) that boots a disposable
 virtual machine per run. On top of the single-command protocol it offers `run_steps`:
-one boot running a short sequence of commands (the lint probes `cargo clippy --version`
+one boot running a short sequence of commands (the lint probes `cargo-clippy --version`
 and `rustc -vV`, then runs clippy), each with its own exit status and output, because a
 boot costs ~2 s under TCG (VM_NOTES) and three boots would triple that.
 

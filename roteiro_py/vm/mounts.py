@@ -19,6 +19,7 @@ The mapping (what the guest sees):
   scratch is the one writable place. Everything else the guest can write (its root
   overlay, /tmp) is RAM that disappears with the VM.
 - `proc:exec:*` is accepted: every process the command starts runs inside the VM.
+- A command's working directory is on a share, on the scratch disk, or FRESH_CWD.
 - `net:*`, `secret:*`, `env:read:*` and unknown domains are refused: there is no network
   device, no secret channel, and the environment is set, never inherited.
 """
@@ -40,6 +41,9 @@ GUEST_SCRATCH = "/scratch"
 RESERVED = ("/proc", "/sys", "/dev", GUEST_CARGO_HOME)
 #: The sub-directories of the host cargo home that may be shared (read-only).
 CARGO_SHAREABLE = ("registry", "git")
+#: A guest directory every boot provides empty (a tmpfs), where a command may start
+#: outside every share: the toolchain probes run there, away from the tree's files.
+FRESH_CWD = "/tmp"
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
     visible = [PurePosixPath(s.guest) for s in shares]
     if scratch_path is not None and scratch_mode is not None:
         visible.append(scratch_path)
-    if not any(_is_within(cwd, v) for v in visible):
+    if cwd != PurePosixPath(FRESH_CWD) and not any(_is_within(cwd, v) for v in visible):
         raise errors.Unenforceable(f"fs:read:{cwd}/**", shown, "the working directory is "
                                    "neither shared nor on the scratch disk")
     return MountTable(tuple(shares), scratch if scratch_mode else None, scratch_mode,

@@ -32,6 +32,11 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                         "pylint-sandbox prefetch --analyzer clippy"]),
     errors.TagNotDigest: lambda: (errors.TagNotDigest("ghcr.io/acme/clippy:1.95", "flag --image"),
                                   ["ghcr.io/acme/clippy:1.95", "flag --image"]),
+    errors.ImageNotAllowed: lambda: (errors.ImageNotAllowed(
+        "ghcr.io/evil7/c@" + D, "/src/r4/roteiro.toml", ("ghcr.io/ours3/", "quay.io/q2"),
+        "/home/u5/.roteiro/config.toml"),
+        ["ghcr.io/evil7/c@" + D, "/src/r4/roteiro.toml", "ghcr.io/ours3/", "quay.io/q2",
+         "/home/u5/.roteiro/config.toml", "lint.allowed_images", "--image"]),
     errors.SandboxUnavailable: lambda: (errors.SandboxUnavailable(
         "the KVM canary did not boot within 5.0 s", accel="auto",
         findings=("kvm: exit 134 after 35 ms",), tcg_possible=True,

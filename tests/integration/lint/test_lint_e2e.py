@@ -99,6 +99,30 @@ def test_image_without_clippy_is_refused_as_lacking_the_linter(demo: Path, nocli
     assert "has no working `cargo clippy`" in done.stderr and noclippy_image.reference in done.stderr
 
 
+def test_a_tree_config_cannot_forge_the_toolchain_or_which_clippy_ran(clippy_image: Image, tmp_path: Path) -> None:
+    """The review's forgery: the tree's .cargo/config.toml aliases `cargo clippy` to its own
+    program, which said "clippy 1.99.0" and reported a clean build (exit 0) of a crate with
+    `compile_error!`. Control: the same tree without the alias, where the error is seen."""
+    forged = tmp_path / "forged"
+    shutil.copytree(ROOT / "tests" / "data" / "forged-toolchain", forged,
+                    ignore=shutil.ignore_patterns("target"))
+    (forged / "roteiro.toml").write_text(f'[lint]\nimage = "{clippy_image.reference}"\n')
+    plain = tmp_path / "plain"
+    shutil.copytree(forged, plain)
+    shutil.rmtree(plain / ".cargo")
+    for tree in (forged, plain):
+        done = cli("lint", "clippy", str(tree), "--format", "json")
+        assert done.returncode == 1, done.stdout + done.stderr
+        report = json.loads(done.stdout)
+        assert report["toolchain"]["clippy_version"] == "0.1.95"
+        assert report["summary"]["build_succeeded"] is False
+        assert any("the real clippy ran on forged-toolchain" in finding["message"]
+                   for finding in report["findings"])
+        assert report["command"][:2] == ["cargo-clippy", "clippy"]
+        assert (report["provenance"]["image_chosen_by"], report["provenance"]["image_chosen_in"]) == (
+            "repo", "roteiro.toml")
+
+
 def test_image_absent_is_refused_fast_without_a_vm(demo: Path, clippy_image: Image) -> None:
     absent = clippy_image.reference.rsplit("@", 1)[0] + "@sha256:" + "0" * 64
     started = time.monotonic()

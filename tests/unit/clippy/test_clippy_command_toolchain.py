@@ -30,7 +30,7 @@ def real(argv: tuple[str, ...]) -> ProbeOutput:
 
 
 def test_argv_exactly() -> None:
-    base = ["cargo", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
+    base = ["cargo-clippy", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
     assert clippy_argv(ClippyOptions()) == base
     assert clippy_argv(ClippyOptions(all_targets=True, features=("a, b", "pkg/c", "a"),
                                      no_default_features=True)) == [

@@ -1,0 +1,1 @@
+compile_error!("the real clippy ran on forged-toolchain");
