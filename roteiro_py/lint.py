@@ -449,7 +449,7 @@ def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int 
     """
     if outcome.exit is None:
         if outcome.truncated:
-            raise OutputTooLarge("stdout or stderr", limit_bytes)
+            raise OutputTooLarge("output (all streams together)", limit_bytes)
         raise VmFailed(outcome.failure or job.failure or "the guest reported no status for clippy",
                        job.console.decode("utf-8", "replace"))
     killed = _signal_of(outcome.exit)
