@@ -31,8 +31,25 @@ What the guest sees, and what it never sees:
   the lint's CARGO_TARGET_DIR is on the scratch disk, and a source directory merely
   named `target` (e.g. `src/target/`) is kept because it holds neither file.
 
+Bounded, and honest about what it left out:
+- Caps on logical bytes (a sparse file counts at its size: a 3 GiB sparse file once
+  became 3.1 GB of real disk), on entries and on depth (`StageLimits`, from [vm]
+  stage_max_mib, stage_max_files, stage_max_depth), and the run's deadline; each
+  refusal (errors.TreeTooLarge, errors.DeadlineExceeded) names the setting. The walk is
+  iterative (1,500 nested directories raised RecursionError).
+- One filesystem: a directory or file on another device than the root (a mount point
+  inside the tree) is left out as "other filesystem", never crossed.
+- What was left out, other than the exclusions above, is in `StageReport.left_out()`;
+  the lint prints it on stderr. When cargo needs it (`_needed`: a Cargo.toml, Cargo.lock
+  or build.rs anywhere, or anything under a `src/` next to a copied Cargo.toml), the
+  copy is refused (errors.TreeIncomplete) rather than letting cargo fail later over a
+  file the user can see.
+
 The image is private to one run: built in a 0700 directory under `paths.cache_root()`,
-attached read-only, deleted after the run. The host never mounts or reads it back.
+attached read-only, deleted after the run. The host never mounts or reads it back. The
+staged copy is deleted once the image is built, unless the caller asks to keep it
+(`tree_image(keep=...)` in a `staging_area()`): the lint keeps it until the report is
+built, and reads snippets from it (report/snippet.py), the bytes the guest saw.
 """
 
 from __future__ import annotations
