@@ -235,7 +235,9 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
     for entry in declared if isinstance(declared, list) else []:
         if isinstance(entry, str) and "=" in entry:
             name, value = entry.split("=", 1)
-            if name in IMAGE_ENV_KEPT and "\n" not in value and len(value) < 4096:
+            # printable: no newline, NUL or lone surrogate, which the job script cannot
+            # carry (a ValueError there was exit 4 for a hostile image's config)
+            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < 4096:
                 env[name] = value
     if "RUST_VERSION" in env and "RUSTUP_TOOLCHAIN" not in env:
         # Official Rust images run cargo through rustup, which would otherwise obey the

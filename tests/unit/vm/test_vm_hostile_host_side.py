@@ -122,3 +122,17 @@ def test_any_status_lines_give_a_job_outcome(status: list[tuple[float, str]],
     for step in outcome.steps:
         assert step.exit is None or isinstance(step.exit, int)
         assert step.exit is None or not step.timed_out
+
+
+def test_image_env_values_no_job_can_carry_are_dropped(tmp_path: Path) -> None:
+    from roteiro_py import lint
+
+    class Image:
+        config = {"config": {"Env": ["RUSTUP_HOME=/opt/\ud800", "RUST_VERSION=1.95\x00x",
+                                     "RUSTUP_TOOLCHAIN=a\nb", "PATH=/opt/bin:/usr/bin"]}}
+
+    env = lint.guest_env(Image())  # type: ignore[arg-type]
+    assert "RUSTUP_HOME" not in env and "RUST_VERSION" not in env
+    assert "RUSTUP_TOOLCHAIN" not in env
+    assert env["PATH"] == "/opt/bin:/usr/bin"  # control: a plain value is kept
+    assert b"PATH=/opt/bin:/usr/bin" in archive_for(tmp_path, env=env)  # and the job is made
