@@ -191,3 +191,16 @@ def test_hostile_levels_and_file_names_are_ignored_not_crashes(tmp_path: Path) -
     by_path = {f.path: f.snippet for f in parsed.findings}
     assert by_path["src/a.rs"] == "c"
     assert by_path["src/\\ud800.rs"] is None and by_path["src/\\udcff.rs"] is None
+
+
+def test_snippet_reads_stop_at_the_per_report_budget(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.rs").write_text(lines("x" * 40, "y" * 40, name))
+    monkeypatch.setattr(snippet, "MAX_TOTAL_BYTES", 2 * 84)  # two files' worth
+    reader = snippet.SnippetReader(tmp_path)
+    got = [reader.snippet(f"{name}.rs", 3) for name in ("a", "b", "c")]
+    assert got == ["a", "b", None]  # the first two are read (control), the third is not
+    assert reader.bytes_read == 2 * 84 and reader.files_read == 2
+    assert reader.snippet("a.rs", 2) == "y" * 40  # read once, served again from the cache
+    assert reader.files_read == 2
