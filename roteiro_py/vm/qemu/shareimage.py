@@ -132,12 +132,29 @@ class _TooLarge(Exception):
 
 
 def _excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
+    """Whether `name` in `dir_fd` is `.git` or a cargo target directory.
+
+    The markers are looked up from `target` opened O_NOFOLLOW: a `target` swapped for a
+    link since the lstat would otherwise be followed (a path through /proc/self/fd
+    followed it) and its target's markers decide what the guest sees."""
     if name == ".git":
         return True
     if name != "target" or not stat.S_ISDIR(st.st_mode):
         return False
-    return any(os.path.lexists(f"/proc/self/fd/{dir_fd}/target/{m}")
-               for m in CARGO_TARGET_MARKERS)
+    try:
+        target = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return False  # not a directory now: the copy below sees what it is
+    try:
+        for marker in CARGO_TARGET_MARKERS:
+            try:
+                os.stat(marker, dir_fd=target, follow_symlinks=False)
+                return True
+            except OSError:
+                continue
+        return False
+    finally:
+        os.close(target)
 
 
 def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, room: int,

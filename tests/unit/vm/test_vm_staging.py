@@ -248,3 +248,24 @@ def test_a_kept_staged_copy_outlives_the_image_and_is_the_callers(tmp_path: Path
         assert not image.exists()  # the image is gone with its block ...
         assert (area / "share0" / "a.rs").read_text() == "fn a() {}\n"  # ... the copy is kept
     assert not area.exists()
+
+
+def test_a_target_swapped_for_a_link_is_not_judged_by_where_the_link_points(tmp_path: Path) -> None:
+    # The state a race between the lstat and the exclusion check produces, set up directly:
+    # `target` was a directory when listed, and is now a link to a cargo target elsewhere.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    tree = tmp_path / "tree"
+    (tree / "real-target").mkdir(parents=True)
+    (tree / "target").symlink_to(elsewhere)
+    as_listed = os.stat(tree / "real-target")  # what the lstat saw: a directory
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert not shareimage._excluded(fd, "target", as_listed)
+        os.rename(tree / "target", tree / "link")
+        os.rename(tree / "real-target", tree / "target")
+        (tree / "target" / "CACHEDIR.TAG").write_text("Signature\n")
+        assert shareimage._excluded(fd, "target", as_listed)  # control: a real target is
+    finally:
+        os.close(fd)
