@@ -580,15 +580,19 @@ class UnexpectedStatus(Refusal):
 class DeadlineExceeded(Refusal):
     code = "deadline-exceeded"
 
-    def __init__(self, command: str, seconds: float) -> None:
+    def __init__(self, command: str, seconds: float, *,
+                 stopped: str = "the VM was killed") -> None:
         super().__init__()
         self.command = command
         self.seconds = seconds
+        #: What was cut short: the VM, or the host's own work (copying, parsing) that the
+        #: same `[vm] timeout_s` covers.
+        self.stopped = stopped
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "
-            f"{self.seconds:g} s; the VM was killed.",
+            f"{self.seconds:g} s; {_p(self.stopped)}.",
             notes=("No report was made: a build cut short is never reported as a clean tree.",
                    "Raise the deadline with --timeout or `[vm] timeout_s` if the tree needs "
                    "longer (software emulation is 10 to 40 times slower than the host).",),
@@ -629,6 +633,54 @@ class OutputTooLarge(Refusal):
             "bytes; the run was stopped.",
             notes=("Output from the guest is untrusted and bounded. Raise the limit with "
                    "`[vm] output_limit_mib` if the tree really produces that much.",),
+        )
+
+
+class TreeTooLarge(Refusal):
+    """The tree passed a cap of the copy the guest reads (vm/qemu/shareimage.py)."""
+
+    code = "tree-too-large"
+
+    def __init__(self, tree: Path, what: str, setting: str, limit: int) -> None:
+        super().__init__()
+        self.tree = tree
+        self.what = what
+        self.setting = setting
+        self.limit = limit
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The tree {_p(self.tree)} holds {_p(self.what)}, past the limit of "
+            f"{self.limit} (`[vm] {_p(self.setting)}`); nothing was linted.",
+            notes=("The tree is copied for the VM with bounded work and disk. Remove what "
+                   "the build does not need from the workspace, or raise the limit if the "
+                   "tree really is that large.",),
+            commands=(f"pylint-sandbox config set vm.{_p(self.setting)} {self.limit * 2}",),
+        )
+
+
+class TreeIncomplete(Refusal):
+    """Something cargo needs could not be copied for the guest (shareimage._needed)."""
+
+    code = "tree-incomplete"
+
+    def __init__(self, tree: Path, left_out: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.tree = tree
+        self.left_out = left_out
+
+    def guidance(self) -> Guidance:
+        shown = [f"{_p(where)} ({_p(why)})" for where, why in self.left_out[:8]]
+        more = len(self.left_out) - len(shown)
+        return Guidance(
+            summary=f"{len(self.left_out)} file(s) of {_p(self.tree)} that cargo needs could "
+            "not be copied for the VM; nothing was linted.",
+            notes=("A manifest, a lockfile, a build script or a file under a package's src/ "
+                   "that is unreadable, not a regular file, or on another filesystem would "
+                   "make the guest's build fail over a file you can see. Make it readable, "
+                   "or move it into the tree.",)
+            + ((f"and {more} more",) if more else ()),
+            details=tuple(shown),
         )
 
 

@@ -9,9 +9,11 @@ anything more expensive starts:
 Only then is the root filesystem built (cached per manifest digest) and a VM booted.
 In the one boot, the guest's toolchain is probed before the build (`cargo-clippy
 --version`, `rustc -vV`, outside the tree: clippy/command.py), so an image without
-clippy is "image lacks the linter" and never an empty report. Nothing here ever runs
-the tree's code on the host; the host only reads the tree (for snippets) after the guest
-is gone.
+clippy is "image lacks the linter" and never an empty report. Nothing here ever runs the
+tree's code on the host; after the guest is gone the host reads only the staged copy the
+guest saw (for snippets), never the tree itself. `[vm] timeout_s` bounds the whole run
+from the first preflight to the report, the host's own work (copying the tree, building
+images, parsing) included.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import json
 import os
 import signal
 import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,6 +51,7 @@ from roteiro_py.errors import (
 from roteiro_py.reference import ImageReference, parse_pinned
 
 if TYPE_CHECKING:
+    from roteiro_py.clippy.parse import Deadline
     from roteiro_py.process.grants import GrantSet
     from roteiro_py.process.sandbox import Command
     from roteiro_py.report.model import Report
@@ -253,7 +258,9 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
     for entry in declared if isinstance(declared, list) else []:
         if isinstance(entry, str) and "=" in entry:
             name, value = entry.split("=", 1)
-            if name in IMAGE_ENV_KEPT and "\n" not in value and len(value) < 4096:
+            # printable: no newline, NUL or lone surrogate, which the job script cannot
+            # carry (a ValueError there was exit 4 for a hostile image's config)
+            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < 4096:
                 env[name] = value
     # A relative PATH entry (or an empty one, which means `.`) would look `cargo` and
     # `rustc` up in the tree, the lint's working directory.
@@ -340,18 +347,16 @@ def judge_job(job: JobOutcome, steps: list[Command]) -> None:
 
 def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not."""
+    began = time.monotonic()
     resolved = config.resolve(request.path, flags=request.flags)
     settings = resolved.settings
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
-    from roteiro_py.clippy.classify import ClippyRun, classify
-    from roteiro_py.clippy.parse import PathLayout
-    from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
-    from roteiro_py.report.model import Isolation as ReportIsolation
-    from roteiro_py.report.model import Provenance, Report, ToolInfo
+    from roteiro_py.clippy.parse import Deadline
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.qemu.rootfs import rootfs_image
+    from roteiro_py.vm.qemu.shareimage import StageLimits, staging_area
 
     argv = clippy_command(settings)
     tree = locate(request.path)
@@ -363,11 +368,11 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
             cpus=vm.cpus, memory_mib=vm.memory_mib,
             kernel=Path(vm.kernel) if vm.kernel else None,
             initrd=Path(vm.initrd) if vm.initrd else None,
-            output_limit=vm.output_limit_mib * 1024 * 1024)
+            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm))
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
-    isolation = backend(Path(os.devnull), None).isolation()               # 3
+    backend(Path(os.devnull), None).isolation()                           # 3
     image = Store.default().resolve(reference)                             # 4
     registry, git = package_cache(tree)                                    # 5
     env = guest_env(image)
@@ -375,10 +380,58 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     grant = grant_for(tree, registry, git)
     key = scratch_key(tree, image.manifest_digest, settings.lint.features)
     started = datetime.now(UTC)
-    with scratch_disk(settings, key) as disk:                              # 6
-        rootfs = rootfs_image(image.layers, image.manifest_digest)
-        job = backend(rootfs, disk).run_steps(steps, grant, stop_on_failure=True)
-    ended = datetime.now(UTC)
+    deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
+    with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
+        with scratch_disk(settings, key) as disk:                          # 6
+            rootfs = rootfs_image(image.layers, image.manifest_digest)
+            job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)
+        ended = datetime.now(UTC)
+        report_left_out(job)
+        report = build_report(job, steps, deadline, tree, resolved, reference,
+                              image.manifest_digest, started, ended)
+    return report, settings
+
+
+def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline: Deadline,
+            staging: Path) -> JobOutcome:
+    """The one boot, within what is left of the run's deadline."""
+    left = deadline.at - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("preparing the run", deadline.seconds,
+                               stopped="the VM was not started")
+    try:
+        return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
+                                 staging=staging)
+    except DeadlineExceeded as error:  # stated as the run's deadline, not what was left
+        raise DeadlineExceeded(error.command, deadline.seconds, stopped=error.stopped) from None
+
+
+def report_left_out(job: JobOutcome, *, shown: int = 5) -> None:
+    """One line on stderr per copied share that left something out (shareimage.py)."""
+    from roteiro_py.report.safe import clean
+
+    for share in job.staged:
+        if share.left_out:
+            names = ", ".join(f"{clean(where)} ({why})" for where, why in share.left_out[:shown])
+            more = len(share.left_out) - shown
+            sys.stderr.write(f"pylint-sandbox: {len(share.left_out)} entries of "
+                             f"{clean(str(share.host))} were not copied for the VM: {names}"
+                             + (f" and {more} more" if more > 0 else "") + "\n")
+
+
+def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree: Tree,
+                 resolved: config.Resolved, reference: ImageReference, digest: str,
+                 started: datetime, ended: datetime) -> Report:
+    """Judge the job and make its report; snippets come from the staged workspace copy."""
+    from roteiro_py.clippy.classify import ClippyRun, classify
+    from roteiro_py.clippy.parse import PathLayout
+    from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
+    from roteiro_py.report.model import Isolation as ReportIsolation
+    from roteiro_py.report.model import Provenance, Report, ToolInfo
+
+    settings = resolved.settings
+    vm = settings.vm
+    isolation = job.isolation
     judge_job(job, steps)
     if not job.steps:
         raise VmFailed(job.failure or "the guest ran no step", job.console.decode("utf-8", "replace"))
@@ -400,13 +453,14 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
         tree=tree.asked, image_reference=str(reference),
         layout=PathLayout(workspace=tree.layout_workspace,
                           guest_root=PurePosixPath(tree.repo_root.as_posix())),
-        repo_root=tree.repo_root)
+        staged=next((s.copy for s in job.staged if s.host == tree.workspace), None),
+        deadline=deadline)
     features = list(settings.lint.features)
     if settings.lint.all_features:
         features = ["(all)"]
     report = Report(
         tool=ToolInfo(name="pylint-sandbox", version=__version__),
-        provenance=Provenance(image_reference=str(reference), image_digest=image.manifest_digest,
+        provenance=Provenance(image_reference=str(reference), image_digest=digest,
                               image_chosen_by=resolved.source_of("lint.image").kind,
                               image_chosen_in=image_chosen_in(resolved, tree)),
         toolchain=toolchain,
@@ -416,7 +470,7 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
         workspace=tree.layout_workspace.as_posix(),
         command=list(steps[2].argv), features=features, started=started, ended=ended,
         findings=result.findings, summary=result.summary())
-    return report, settings
+    return report
 
 
 def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
@@ -434,7 +488,7 @@ def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int 
     """
     if outcome.exit is None:
         if outcome.truncated:
-            raise OutputTooLarge("stdout or stderr", limit_bytes)
+            raise OutputTooLarge("output (all streams together)", limit_bytes)
         raise VmFailed(outcome.failure or job.failure or "the guest reported no status for clippy",
                        job.console.decode("utf-8", "replace"))
     killed = _signal_of(outcome.exit)
@@ -452,7 +506,47 @@ def exit_code(report: Report, fail_on: str) -> int:
     return EXIT_FINDINGS if worst >= threshold else EXIT_OK
 
 
+def check_output(output: Path | None) -> None:
+    """Refuse an `--output` that cannot be written, before anything is booted.
+
+    Found only after the lint, a directory or a missing parent cost the whole run and
+    ended as an internal error (IsADirectoryError, exit 4)."""
+    if output is None:
+        return
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a directory.", hint="Name a file to write the report to.")
+    parent = output.parent
+    if not parent.is_dir():
+        raise UsageError(f"--output {output}: the directory {parent} does not exist.",
+                         hint="Create it first, or name a file in an existing directory.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output}: the directory {parent} is not writable.",
+                         hint="Name a file in a directory you can write to.")
+
+
+def write_output(output: Path, text: str) -> None:
+    """Write the report beside `output` and rename it into place: a run that fails while
+    writing (disk full, interrupted) never leaves a half-written report behind."""
+    fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temp, 0o644 & ~_umask())
+        os.replace(temp, output)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def run_lint_command(request: LintRequest) -> int:
+    check_output(request.output)                                           # 0: cheapest
     report, settings = lint(request)
     from roteiro_py.report.render import render
 
@@ -461,8 +555,7 @@ def run_lint_command(request: LintRequest) -> int:
     width = os.get_terminal_size().columns if to_terminal else 100
     text = render(report, fmt, width=width, color=to_terminal)
     if request.output is not None:
-        request.output.parent.mkdir(parents=True, exist_ok=True)
-        request.output.write_text(text, encoding="utf-8")
+        write_output(request.output, text)
     else:
         sys.stdout.write(text)
     return exit_code(report, settings.lint.fail_on)

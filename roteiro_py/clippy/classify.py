@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py.clippy.command import EXPECTED_STATUSES
-from roteiro_py.clippy.parse import ParsedStream, PathLayout, parse_messages
+from roteiro_py.clippy.parse import Deadline, ParsedStream, PathLayout, parse_messages
 from roteiro_py.errors import (
     BuildProducedNothing,
     ColdCache,
@@ -90,11 +90,13 @@ class LintResult:
     build_succeeded: bool
     outside_repository: int
     ignored_lines: int
+    dropped_findings: int = 0
 
     def summary(self) -> Summary:
         return Summary.of(self.findings, build_succeeded=self.build_succeeded,
                           outside_repository=self.outside_repository,
-                          ignored_lines=self.ignored_lines)
+                          ignored_lines=self.ignored_lines,
+                          dropped_findings=self.dropped_findings)
 
 
 def _first(lines: list[str], pattern: re.Pattern[str]) -> str | None:
@@ -140,12 +142,15 @@ def classify(
     tree: Path,
     image_reference: str,
     layout: PathLayout,
-    repo_root: Path | None = None,
+    staged: Path | None = None,
+    deadline: Deadline | None = None,
 ) -> LintResult:
     """Judge `run` and parse its findings; raise the refusal when it did not lint the tree.
 
     tree:      the host path the user asked to lint (named in refusals).
-    repo_root: the host's copy of the repository, for snippets (None: no snippets).
+    staged:    the staged copy of the workspace the guest linted, for snippets (None:
+               no snippets); never the host tree (report/snippet.py says why).
+    deadline:  the run's deadline; parsing past it is DeadlineExceeded.
     """
     command = shlex.join(run.command)
     if run.truncated:
@@ -160,7 +165,7 @@ def classify(
         status = 128 + int(number) if number is not None else -1
         raise UnexpectedStatus(command, status, EXPECTED_STATUSES, run.stderr)
 
-    stream = parse_messages(run.stdout, layout, repo_root=repo_root)
+    stream = parse_messages(run.stdout, layout, staged=staged, deadline=deadline)
     errors = [finding for finding in stream.findings if finding.level == "error"]
     if run.status != 0:
         _refuse_from_stderr(run.stderr, tree)
@@ -190,4 +195,5 @@ def classify(
 def _result(stream: ParsedStream, *, succeeded: bool) -> LintResult:
     return LintResult(findings=stream.findings, build_succeeded=succeeded,
                       outside_repository=stream.outside_repository,
-                      ignored_lines=stream.ignored_lines)
+                      ignored_lines=stream.ignored_lines,
+                      dropped_findings=stream.dropped_findings)

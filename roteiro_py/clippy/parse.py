@@ -11,6 +11,11 @@ Input is the guest's stdout as bytes: untrusted. Guarantees:
 - Deduplicated: under --all-targets cargo checks a crate once per target (lib, test,
   bin) and rustc repeats each diagnostic for each; they are keyed on (code, level,
   message, primary location) and reported once.
+- Bounded work after the VM: at most MAX_FINDINGS findings are kept (the rest are
+  counted in `dropped_findings`, and the report says so), each source file is read once
+  for all of its findings (report/snippet.py), and past `deadline` (the run's, [vm]
+  timeout_s) parsing stops with errors.DeadlineExceeded: 3,000 diagnostics pointing into
+  one 8 MB file once cost 73 s of host CPU after the deadline had passed.
 - Summaries are not findings: rustc's "N warnings emitted" / "aborting due to ..." and
   `failure-note` lines ("For more information about this error, try ...") have no span
   and no code and restate the others. (cargo 1.95 already filters most; older ones did
@@ -34,18 +39,24 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
+from roteiro_py.errors import DeadlineExceeded
 from roteiro_py.report.model import Finding, Location
-from roteiro_py.report.snippet import read_snippet
+from roteiro_py.report.snippet import SnippetReader
 
 #: rustc's longest diagnostics (long type names, embedded explanations) are tens of KiB.
 MAX_LINE_BYTES = 1024 * 1024
 #: Secondary spans kept per finding; rustc rarely gives more than a handful.
 MAX_RELATED = 10
+#: Findings kept per report; more are counted (`dropped_findings`), not kept. Real trees
+#: with thousands of warnings stay far below it; a guest printing the 64 MiB output cap
+#: in short diagnostics would otherwise build ~200,000 findings.
+MAX_FINDINGS = 10_000
 _MAX_POSITION = 10_000_000
 _MAX_EXPANSION_DEPTH = 32
 
@@ -110,6 +121,11 @@ class PathLayout:
             return None
         return relative
 
+    def workspace_path(self, repo_path: str) -> str:
+        """`repo_path` (from `repo_path()`) relative to the workspace root."""
+        workspace = str(self.workspace)
+        return repo_path if workspace == "." else repo_path[len(workspace.rstrip("/")) + 1:]
+
 
 @dataclass
 class ParsedStream:
@@ -122,6 +138,8 @@ class ParsedStream:
     #: Messages of error-level diagnostics dropped as outside the repository.
     dropped_errors: list[str] = field(default_factory=list)
     ignored_lines: int = 0
+    #: Findings past MAX_FINDINGS: counted, not kept.
+    dropped_findings: int = 0
     summaries_skipped: int = 0
     duplicates: int = 0
 
@@ -175,10 +193,18 @@ def _suggestion_and_help(children: object) -> tuple[str | None, str | None]:
     return suggestion, help_text
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """The run's deadline as time.monotonic() `at`, and its length for the refusal."""
+
+    at: float
+    seconds: float
+
+
 class _Parser:
-    def __init__(self, layout: PathLayout, repo_root: Path | None) -> None:
+    def __init__(self, layout: PathLayout, snippets: SnippetReader | None) -> None:
         self.layout = layout
-        self.repo_root = repo_root
+        self.snippets = snippets
         self.out = ParsedStream()
         self.seen: set[tuple[object, ...]] = set()
 
@@ -212,12 +238,13 @@ class _Parser:
         """Record one rustc diagnostic; False when it is not one."""
         if not isinstance(diag, dict):
             return False
-        level = _LEVELS.get(diag.get("level"))  # type: ignore[arg-type]
+        raw_level = diag.get("level")
+        level = _LEVELS.get(raw_level) if isinstance(raw_level, str) else None
         message = _str(diag.get("message"))
         spans = diag.get("spans")
         if message is None or not isinstance(spans, list):
             return False
-        if diag.get("level") == "failure-note":
+        if raw_level == "failure-note":
             self.out.summaries_skipped += 1
             return True
         if level is None:
@@ -243,6 +270,9 @@ class _Parser:
         if key in self.seen:
             self.out.duplicates += 1
             return True
+        if len(self.out.findings) >= MAX_FINDINGS:
+            self.out.dropped_findings += 1
+            return True
         self.seen.add(key)
 
         related: list[Location] = []
@@ -265,8 +295,8 @@ class _Parser:
             path, line, column, end_line, end_column = location
             where = {"path": path, "line": line, "column": column, "end_line": end_line,
                      "end_column": end_column}
-            if self.repo_root is not None:
-                snippet = read_snippet(self.repo_root, path, line, end_line)
+            if self.snippets is not None:
+                snippet = self.snippets.snippet(self.layout.workspace_path(path), line, end_line)
         try:
             self.out.findings.append(Finding.model_validate({
                 "code": code, "level": level, "message": message, "path": None, "line": None,
@@ -280,10 +310,23 @@ class _Parser:
 
 
 def parse_messages(
-    stdout: bytes, layout: PathLayout, *, repo_root: Path | None = None
+    stdout: bytes, layout: PathLayout, *, staged: Path | None = None,
+    deadline: Deadline | None = None,
 ) -> ParsedStream:
-    """Parse cargo's `--message-format=json` stdout. `repo_root` (host) enables snippets."""
-    parser = _Parser(layout, repo_root)
-    for raw in stdout.split(b"\n"):
-        parser.line(raw)
+    """Parse cargo's `--message-format=json` stdout.
+
+    staged:   the staged copy of the workspace the guest linted (shareimage.py), for
+              snippets; None for none. Never the host tree (see report/snippet.py).
+    deadline: past it, DeadlineExceeded.
+    """
+    parser = _Parser(layout, SnippetReader(staged) if staged is not None else None)
+    start = 0
+    while start <= len(stdout):
+        end = stdout.find(b"\n", start)
+        end = len(stdout) if end < 0 else end
+        if deadline is not None and time.monotonic() > deadline.at:
+            raise DeadlineExceeded("reading clippy's output", deadline.seconds,
+                                   stopped="the report was not made")
+        parser.line(stdout[start:end])
+        start = end + 1
     return parser.out

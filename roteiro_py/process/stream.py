@@ -18,6 +18,9 @@ both sit on it. What it guarantees, and the failure each guarantee prevents:
   escapes the kill; containing those is the VM's job, not this module's.
 * When the group leader exits, whatever it left running in its group is killed, so a
   backgrounded grandchild cannot hold the pipes open and keep the stream alive.
+* `max_bytes` is a total over stdout and stderr together (a per-stream cap let a child
+  deliver twice the cap); the read that passes it is cut, the stream it was on is
+  flagged in `truncated_streams`, and later reads of either stream are dropped.
 * Backpressure: at most `QUEUE_FRAMES` frames of at most `READ_BYTES` each wait for the
   consumer; a chatty child blocks on its pipe instead of growing our memory. Line framing
   emits at a newline or at `READ_BYTES`, so output without newlines is bounded too.
@@ -149,7 +152,7 @@ class _Pump:
         """
         with self.cond:
             if self.max_bytes is not None:
-                room = self.max_bytes - self.sent[stream]
+                room = self.max_bytes - self.sent["stdout"] - self.sent["stderr"]
                 if len(data) > room:
                     self.cut.add(stream)
                     data = data[:max(room, 0)]
@@ -360,7 +363,7 @@ class Stream:
 
     @property
     def truncated_streams(self) -> frozenset[str]:
-        """The streams whose output went past `max_bytes` and was cut."""
+        """The streams whose output went past `max_bytes` (a total) and was cut."""
         with self._pump.cond:
             return frozenset(self._pump.cut)
 

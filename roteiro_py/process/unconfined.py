@@ -15,7 +15,7 @@ any other atom with `errors.Unenforceable` before spawning. Even that grant is n
 enforced: the child can read the whole machine. Accepting it means "this is what was
 asked", not "this is all that can happen".
 
-Output is capped at `OUTPUT_LIMIT` bytes per stream, keeping the start and cutting on a
+Output is capped at `OUTPUT_LIMIT` bytes, stdout and stderr together, keeping the start and cutting on a
 UTF-8 character boundary, so a runaway child cannot exhaust memory and a cut never
 leaves half a character for a decoder to turn into U+FFFD.
 """
@@ -31,7 +31,7 @@ from roteiro_py.process.grants import GrantAtom, GrantSet, workspace_grant
 from roteiro_py.process.sandbox import Command, Outcome
 from roteiro_py.process.stream import collect, spawn_sandboxed
 
-#: Bytes kept per stream; the rest is dropped and the outcome flagged `truncated`.
+#: Bytes kept over stdout and stderr together; the rest is dropped and the outcome flagged `truncated`.
 OUTPUT_LIMIT = 256 * 1024
 
 #: The only variables taken from our environment; locale and temporary-directory ones so

@@ -72,5 +72,7 @@ def render_github(report: Report) -> str:
             )
     summary = report.summary
     lines.append(f"clippy: {summary.total} findings; build "
-                 f"{'succeeded' if summary.build_succeeded else 'failed'}.")
+                 f"{'succeeded' if summary.build_succeeded else 'failed'}"
+                 + (f"; {summary.dropped_findings} more past the cap of a report, not shown."
+                    if summary.dropped_findings else "."))
     return "\n".join(lines) + "\n"

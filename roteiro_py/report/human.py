@@ -95,6 +95,9 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
                 style="" if summary.build_succeeded else "bold red")
     if summary.outside_repository:
         line.append(f"; {summary.outside_repository} outside the repository, not shown")
+    if summary.dropped_findings:
+        line.append(f"; {summary.dropped_findings} more past the cap of a report, not shown",
+                    style="bold")
     console.print(line)
     toolchain, isolation, image = report.toolchain, report.isolation, report.provenance
     # The pin may name an index; the digest shown is then the platform manifest's.

@@ -125,6 +125,9 @@ class Summary(_Model):
     outside_repository: int = 0
     #: Lines of clippy's stdout that were not JSON, or JSON that was not a cargo message.
     ignored_lines: int = 0
+    #: Findings past the cap of one report (clippy/parse.py MAX_FINDINGS): counted, not
+    #: reported. A report with any is incomplete, and every renderer says so.
+    dropped_findings: int = 0
 
     @classmethod
     def of(
@@ -134,6 +137,7 @@ class Summary(_Model):
         build_succeeded: bool,
         outside_repository: int = 0,
         ignored_lines: int = 0,
+        dropped_findings: int = 0,
     ) -> Summary:
         counted = Counter(finding.level for finding in findings)
         return cls(
@@ -142,6 +146,7 @@ class Summary(_Model):
             build_succeeded=build_succeeded,
             outside_repository=outside_repository,
             ignored_lines=ignored_lines,
+            dropped_findings=dropped_findings,
         )
 
 

@@ -169,6 +169,7 @@ def render_sarif(report: Report) -> str:
         "results": results,
         "properties": {
             "buildSucceeded": report.summary.build_succeeded,
+            "droppedFindings": report.summary.dropped_findings,
             "image": report.provenance.model_dump(mode="json"),
             "toolchain": toolchain.model_dump(mode="json"),
             "isolation": report.isolation.model_dump(mode="json"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from roteiro_py.process.grants import GrantSet
@@ -44,6 +45,21 @@ class VmOutcome(Outcome):
 
 
 @dataclass(frozen=True)
+class StagedShare:
+    """A read-only share that reached the guest as a copy made for this run.
+
+    copy:     the copied tree, kept in the caller's `staging` directory (the bytes the
+              guest saw); None when the caller passed no staging directory.
+    left_out: (relative path, why) of what the copy left out that was not excluded by
+              design: "unreadable", "special", "other filesystem".
+    """
+
+    host: Path
+    copy: Path | None
+    left_out: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class JobOutcome:
     """What came of one boot running a sequence of steps.
 
@@ -63,6 +79,8 @@ class JobOutcome:
     failure: str | None
     #: The tail of the guest's kernel console, for diagnosing a boot that failed.
     console: bytes
+    #: The shares that travelled as copies, in share order.
+    staged: tuple[StagedShare, ...] = ()
 
 
 class VmBackend(Protocol):
@@ -79,8 +97,13 @@ class VmBackend(Protocol):
         ...
 
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
-                  stop_on_failure: bool = True, deadline: float | None = None) -> JobOutcome:
-        """Several commands in one boot; each is checked against `grant` before booting."""
+                  stop_on_failure: bool = True, deadline: float | None = None,
+                  staging: Path | None = None) -> JobOutcome:
+        """Several commands in one boot; each is checked against `grant` before booting.
+
+        `deadline` (seconds) bounds all of it, the host's preparation included;
+        `staging` is a directory the caller owns where copies of the shares are kept
+        (`JobOutcome.staged`) until the caller removes it."""
         ...
 
 

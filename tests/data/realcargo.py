@@ -8,9 +8,11 @@ crate, so nothing is written into the checkout.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -94,12 +96,25 @@ def make_report(findings: list[Finding], *, build_succeeded: bool = True,
     )
 
 
+def staged_copy(workspace: Path) -> Path:
+    """The workspace staged as the VM backend stages it (snippets are read from this)."""
+    from roteiro_py.vm.qemu.shareimage import stage_tree
+
+    area = tempfile.mkdtemp(prefix="staged-")
+    atexit.register(shutil.rmtree, area, True)
+    staged = Path(area) / "share0"
+    staged.mkdir()
+    stage_tree(workspace, staged)
+    return staged
+
+
 def report_of(run: CargoRun, repo_root: Path, workspace: str = ".") -> Report:
     result = classify(
         ClippyRun(command=run.argv, status=run.status, stdout=run.stdout, stderr=run.stderr,
                   memory_mib=1024, limit_bytes=1 << 26),
         tree=repo_root, image_reference="registry.example/team/clippy:1.95",
-        layout=PathLayout(workspace=PurePosixPath(workspace)), repo_root=repo_root)
+        layout=PathLayout(workspace=PurePosixPath(workspace)),
+        staged=staged_copy(repo_root / workspace))
     report = make_report(result.findings, build_succeeded=result.build_succeeded,
                          command=run.argv, workspace=workspace)
     return report.model_copy(update={"summary": result.summary()})

@@ -57,7 +57,8 @@ def test_a_repository_cannot_weaken_its_own_confinement(tmp_path: Path, key: str
 VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true",
           "vm.accel": '"tcg"', "vm.cpus": "64", "vm.memory_mib": "1048576", "vm.timeout_s": "99999",
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',
-          "vm.initrd": '"/root/.cargo/credentials.toml"',
+          "vm.initrd": '"/root/.cargo/credentials.toml"', "vm.stage_max_mib": "1048576",
+          "vm.stage_max_files": "100000000", "vm.stage_max_depth": "400",
           "lint.allowed_images": '["evil.example/"]'}
 
 

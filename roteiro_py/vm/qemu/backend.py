@@ -18,15 +18,18 @@ step killed at its own deadline has `exit=None, timed_out=True`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import platform
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from roteiro_py import errors, paths
+from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
-from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
+from roteiro_py.vm import Isolation, JobOutcome, StagedShare, VmOutcome
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
 from roteiro_py.vm.qemu import job, probe, shareimage
 from roteiro_py.vm.qemu.assets import Assets, load_assets
@@ -68,7 +71,7 @@ class QemuBackend:
                  scratch_guest: str = GUEST_SCRATCH, accel: str = "auto", cpus: int = 2,
                  memory_mib: int = 256, kernel: Path | None = None,
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
-                 qemu: str = QEMU) -> None:
+                 qemu: str = QEMU, stage: shareimage.StageLimits | None = None) -> None:
         if accel not in ACCEL_CHOICES:
             raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
                                     f"not {accel!r}")
@@ -82,6 +85,7 @@ class QemuBackend:
         self.initrd = initrd
         self.output_limit = output_limit
         self.qemu = qemu
+        self.stage = stage or shareimage.StageLimits.of(VmSettings())
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -140,12 +144,16 @@ class QemuBackend:
                          isolation=outcome.isolation)
 
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
-                  stop_on_failure: bool = True, deadline: float | None = None) -> JobOutcome:
+                  stop_on_failure: bool = True, deadline: float | None = None,
+                  staging: Path | None = None) -> JobOutcome:
         """Boot once and run `steps` in order; each gets its own exit, stdout and stderr.
 
-        `deadline` bounds the whole boot (default: the steps' timeouts plus
-        BOOT_ALLOWANCE); past it qemu's process group is killed and what arrived is kept.
+        `deadline` (seconds from now) bounds the whole call, the copies and images of the
+        shares included (default: the steps' timeouts plus BOOT_ALLOWANCE); past it qemu's
+        process group is killed and what arrived is kept, or, if it passes before the
+        boot, errors.DeadlineExceeded. `staging`: see `VmBackend.run_steps`.
         """
+        started = time.monotonic()
         steps = list(steps)
         table = self.mounts(steps, grant)
         images = {i for i, share in enumerate(table.shares) if share_transport(share) == "image"}
@@ -164,11 +172,20 @@ class QemuBackend:
                               readonly=table.scratch_mode != "rw"))
         ports = tuple(f"{kind}{i}" for i in range(len(steps)) for kind in ("stdout", "stderr"))
         limit = deadline or sum(s.timeout for s in steps) + BOOT_ALLOWANCE
+        until = started + limit
+        limits = dataclasses.replace(self.stage, deadline=until, deadline_s=limit)
+        staged: list[StagedShare] = []
         with contextlib.ExitStack() as built:
             for index in sorted(images):
-                image, _ = built.enter_context(
-                    shareimage.tree_image(table.shares[index].host))
+                host = table.shares[index].host
+                keep = staging / job.share_serial(index) if staging is not None else None
+                image, report = built.enter_context(
+                    shareimage.tree_image(host, limits=limits, keep=keep))
                 disks.append(Disk(job.share_serial(index), image, readonly=True))
+                staged.append(StagedShare(host, keep, tuple(report.left_out())))
+            if time.monotonic() >= until:
+                raise errors.DeadlineExceeded("copying the shares for the VM", limit,
+                                              stopped="the VM was not started")
             spec = MachineSpec(
                 assets=assets, accel=isolation.accelerator,
                 cpu=probe.CPU[isolation.accelerator], cpus=self.cpus,
@@ -176,8 +193,9 @@ class QemuBackend:
                 shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)
                              if i not in images),
                 ports=ports, job=archive, qemu=self.qemu)
-            result = boot(spec, deadline=limit, output_limit=self.output_limit)
-        return _outcome(steps, result, isolation)
+            result = boot(spec, deadline=until - time.monotonic(),
+                          output_limit=self.output_limit)
+        return dataclasses.replace(_outcome(steps, result, isolation), staged=tuple(staged))
 
 
 def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobOutcome:

@@ -4,6 +4,10 @@ Guarantees: every value that came from the caller (paths, arguments, environment
 reaches the guest init only as a single-quoted POSIX shell word (`shlex.quote`), so no
 value can become shell syntax; names that cannot be environment variable names, and NUL
 bytes (which no argv or environment entry can hold), are rejected with ValueError.
+Scripts are encoded as the filesystem encodes names (UTF-8, surrogateescape): a host
+path that is not UTF-8 (Python holds its bytes as lone surrogates) reaches the guest as
+the same bytes; it used to raise UnicodeEncodeError (exit 4). A string that has no
+bytes at all (a lone surrogate outside the escape range) is a ValueError too.
 
 The archive is appended to the base initramfs, unpacked by the kernel into the guest's
 initial root, and read there by init as root; /job is 0700 and init removes each file
@@ -58,7 +62,15 @@ def share_serial(index: int) -> str:
 def _q(value: str) -> str:
     if "\0" in value:
         raise ValueError(f"{value!r} contains a NUL byte, which no argv or environment holds")
+    _encode(value)
     return shlex.quote(value)
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ValueError(f"{text!r} holds a character no file name or argv can hold") from None
 
 
 def mounts_script(table: MountTable, images: Collection[int] = ()) -> str:
@@ -112,10 +124,10 @@ def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure:
         Entry.file("init", guest_init(), 0o755),
         Entry.directory("job", 0o700),
         Entry.file("job/config", config.encode(), 0o600),
-        Entry.file("job/mounts", mounts_script(table, images).encode(), 0o600),
+        Entry.file("job/mounts", _encode(mounts_script(table, images)), 0o600),
     ]
     for index, step in enumerate(steps):
-        entries.append(Entry.file(f"job/step{index}", step_script(step).encode(), 0o600))
+        entries.append(Entry.file(f"job/step{index}", _encode(step_script(step)), 0o600))
     return write_newc(entries)
 
 

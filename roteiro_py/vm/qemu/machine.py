@@ -13,9 +13,14 @@ Guarantees, and what each prevents:
 - Every byte from the guest arrives on a unix socket this process listens on (qemu
   connects to it as a client at start-up), per channel: the serial console (kernel
   messages, capped ring), `status` (only the guest's init can open it), and
-  `stdoutN`/`stderrN` per step. Each step stream is capped at `output_limit` bytes; when
-  one passes it, the VM is killed (a guest that floods cannot keep us reading until the
-  deadline) and the stream is flagged truncated.
+  `stdoutN`/`stderrN` per step. The step streams share one cap of `output_limit` bytes
+  in total (it was per stream, so 6 streams could hold 6x the documented cap); when they
+  pass it, the VM is killed (a guest that floods cannot keep us reading until the
+  deadline) and the stream that passed it is flagged truncated. `Channels` does this
+  accounting, and is what a fuzz test drives.
+- Its unix sockets live in a run directory whose socket paths fit `sun_path`
+  (SUN_PATH_MAX): under TMPDIR when that is short enough, else under /tmp; a long
+  TMPDIR made the bind fail with an OSError (exit 4).
 - The deadline is the process layer's (`process.stream.spawn`): qemu leads its own
   process group and the group is SIGKILLed when the deadline passes or when we stop
   reading, so neither qemu nor a helper outlives the run; what arrived before is kept.
@@ -46,6 +51,7 @@ Guarantees, and what each prevents:
 from __future__ import annotations
 
 import contextlib
+import os
 import selectors
 import shutil
 import socket
@@ -55,11 +61,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roteiro_py import errors
 from roteiro_py.process.stream import Exit, Failed, Output, spawn
 from roteiro_py.vm.qemu.assets import Assets
 
-#: Bytes kept per step stream (stdout or stderr). 40 MB of clippy JSON comes back whole
-#: (tested); past this the VM is stopped and the outcome is truncated.
+#: Bytes kept over all step streams together (stdout and stderr of every step). 40 MB of
+#: clippy JSON comes back whole (tested); past this the VM is stopped and the outcome is
+#: truncated.
 OUTPUT_LIMIT = 64 * 1024 * 1024
 #: Bytes of the serial console and of qemu's own output kept for diagnostics.
 CONSOLE_LIMIT = 64 * 1024
@@ -67,6 +75,10 @@ CONSOLE_LIMIT = 64 * 1024
 STATUS_LIMIT = 64 * 1024
 
 QEMU = "qemu-system-x86_64"
+#: Bytes of a unix socket path, the terminating NUL included (Linux `sun_path`).
+SUN_PATH_MAX = 108
+#: The longest channel name: "stderr" and a two-digit step index.
+_LONGEST_CHANNEL = "stderr99"
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,69 @@ class MachineResult:
     duration: float
     status_truncated: bool = False
     connected: set[str] = field(default_factory=set)
+
+
+class Channels:
+    """What arrived on each channel, with every cap applied; `feed` returns False when the
+    VM must be stopped (the output cap passed, or the `stop_on` status line came)."""
+
+    def __init__(self, names: list[str], output_limit: int, stop_on: str | None = None) -> None:
+        self.data: dict[str, bytearray] = {name: bytearray() for name in names}
+        self.output_limit = output_limit
+        self.stop_on = stop_on
+        self.kept = 0  # bytes kept over all step streams
+        self.truncated: set[str] = set()
+        self.status: list[tuple[float, str]] = []
+        self.status_truncated = False
+        self.failure: str | None = None
+        self._pending = b""
+
+    def feed(self, name: str, chunk: bytes, now: float) -> bool:
+        buf = self.data[name]
+        if name == "console":
+            buf.extend(chunk)
+            del buf[:-CONSOLE_LIMIT]
+            return True
+        if name == "status":
+            if len(buf) + len(chunk) > STATUS_LIMIT:
+                self.status_truncated = True
+                chunk = chunk[:max(STATUS_LIMIT - len(buf), 0)]
+            buf.extend(chunk)
+            self._pending += chunk
+            *lines, self._pending = self._pending.split(b"\n")
+            go_on = True
+            for line in lines:
+                text = line.decode("ascii", "replace").strip()
+                self.status.append((now, text))
+                if self.stop_on is not None and text.startswith(self.stop_on):
+                    self.failure = self.failure or f"stopped on {self.stop_on!r}"
+                    go_on = False
+            return go_on
+        room = self.output_limit - self.kept
+        if len(chunk) > room:
+            self.truncated.add(name)
+            buf.extend(chunk[:max(room, 0)])
+            self.kept += max(room, 0)
+            self.failure = self.failure or (
+                f"the guest's output passed the limit of {self.output_limit} bytes (all "
+                f"streams together) on {name}; the VM was stopped")
+            return False
+        buf.extend(chunk)
+        self.kept += len(chunk)
+        return True
+
+
+def run_directory() -> Path:
+    """A private directory for one boot whose socket paths fit in `sun_path`."""
+    for base in (None, "/tmp"):
+        rundir = Path(tempfile.mkdtemp(prefix="roteiro-vm-", dir=base))
+        if len(os.fsencode(rundir / _LONGEST_CHANNEL)) < SUN_PATH_MAX:
+            return rundir
+        rundir.rmdir()
+    raise errors.UsageError(  # unreachable while /tmp/roteiro-vm-XXXXXXXX/stderr99 fits
+        f"No directory for qemu's sockets fits the {SUN_PATH_MAX}-byte limit of a unix "
+        f"socket path (TMPDIR is {tempfile.gettempdir()}).",
+        hint="Set TMPDIR to a shorter directory.")
 
 
 def tsc_khz() -> int | None:
@@ -184,7 +259,7 @@ def boot(spec: MachineSpec, *, deadline: float, output_limit: int = OUTPUT_LIMIT
     `stop_on`: a status line prefix after which the VM is killed at once (the probe's
     marker); None waits for the guest to power off.
     """
-    rundir = Path(tempfile.mkdtemp(prefix="roteiro-vm-"))
+    rundir = run_directory()
     try:
         return _boot(spec, rundir, deadline, output_limit, stop_on)
     finally:
@@ -201,15 +276,11 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
     names = ["console"] + (["status", *spec.ports] if spec.ports else [])
     listeners: list[socket.socket] = []
     conns: dict[socket.socket, str] = {}
-    data: dict[str, bytearray] = {name: bytearray() for name in names}
-    truncated: set[str] = set()
-    status: list[tuple[float, str]] = []
+    channels = Channels(names, output_limit, stop_on)
     connected: set[str] = set()
     wake_r, wake_w = socket.socketpair()
     qemu_out = bytearray()
     terminal: list[Exit | Failed] = []
-    failure: str | None = None
-    status_truncated = False
     try:
         for name in names:
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -235,7 +306,6 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
 
         reader = threading.Thread(target=consume, daemon=True, name=f"qemu-{stream.pid}")
         reader.start()
-        pending = b""
         qemu_done_at: float | None = None
         with stream:
             while True:
@@ -270,34 +340,8 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                         conn.close()
                         del conns[conn]
                         continue
-                    buf = data[name]
-                    if name == "console":
-                        buf.extend(chunk)
-                        del buf[:-CONSOLE_LIMIT]
-                    elif name == "status":
-                        if len(buf) + len(chunk) > STATUS_LIMIT:
-                            status_truncated = True
-                            chunk = chunk[:max(STATUS_LIMIT - len(buf), 0)]
-                        buf.extend(chunk)
-                        pending += chunk
-                        *lines, pending = pending.split(b"\n")
-                        now = time.monotonic() - clock
-                        for line in lines:
-                            text = line.decode("ascii", "replace").strip()
-                            status.append((now, text))
-                            if stop_on is not None and text.startswith(stop_on):
-                                failure = failure or f"stopped on {stop_on!r}"
-                                stream.close()
-                    else:
-                        room = output_limit - len(buf)
-                        if len(chunk) > room:
-                            truncated.add(name)
-                            buf.extend(chunk[:max(room, 0)])
-                            failure = failure or (f"the guest's {name} passed the limit of "
-                                                  f"{output_limit} bytes; the VM was stopped")
-                            stream.close()
-                        else:
-                            buf.extend(chunk)
+                    if not channels.feed(name, chunk, time.monotonic() - clock):
+                        stream.close()
                 if not conns and qemu_done_at is None and terminal:
                     qemu_done_at = time.monotonic()
         reader.join()
@@ -309,12 +353,14 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
         sel.close()
     end = terminal[0] if terminal else None
     timed_out = isinstance(end, Failed) and end.code == "timeoutExceeded"
+    failure = channels.failure
     if failure is None and isinstance(end, Failed):
         failure = end.message
     return MachineResult(
-        channels={name: bytes(buf) for name, buf in data.items()},
-        truncated=truncated, status=status, console=bytes(data["console"]),
+        channels={name: bytes(buf) for name, buf in channels.data.items()},
+        truncated=channels.truncated, status=channels.status,
+        console=bytes(channels.data["console"]),
         qemu_output=bytes(qemu_out), qemu_exit=end.code if isinstance(end, Exit) else None,
         timed_out=timed_out, failure=failure, started_wall=started_wall, duration=duration,
-        status_truncated=status_truncated, connected=connected,
+        status_truncated=channels.status_truncated, connected=connected,
     )

@@ -31,8 +31,25 @@ What the guest sees, and what it never sees:
   the lint's CARGO_TARGET_DIR is on the scratch disk, and a source directory merely
   named `target` (e.g. `src/target/`) is kept because it holds neither file.
 
+Bounded, and honest about what it left out:
+- Caps on logical bytes (a sparse file counts at its size: a 3 GiB sparse file once
+  became 3.1 GB of real disk), on entries and on depth (`StageLimits`, from [vm]
+  stage_max_mib, stage_max_files, stage_max_depth), and the run's deadline; each
+  refusal (errors.TreeTooLarge, errors.DeadlineExceeded) names the setting. The walk is
+  iterative (1,500 nested directories raised RecursionError).
+- One filesystem: a directory or file on another device than the root (a mount point
+  inside the tree) is left out as "other filesystem", never crossed.
+- What was left out, other than the exclusions above, is in `StageReport.left_out()`;
+  the lint prints it on stderr. When cargo needs it (`_needed`: a Cargo.toml, Cargo.lock
+  or build.rs anywhere, or anything under a `src/` next to a copied Cargo.toml), the
+  copy is refused (errors.TreeIncomplete) rather than letting cargo fail later over a
+  file the user can see.
+
 The image is private to one run: built in a 0700 directory under `paths.cache_root()`,
-attached read-only, deleted after the run. The host never mounts or reads it back.
+attached read-only, deleted after the run. The host never mounts or reads it back. The
+staged copy is deleted once the image is built, unless the caller asks to keep it
+(`tree_image(keep=...)` in a `staging_area()`): the lint keeps it until the report is
+built, and reads snippets from it (report/snippet.py), the bytes the guest saw.
 """
 
 from __future__ import annotations
@@ -47,7 +64,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roteiro_py import paths
+from roteiro_py import errors, paths
+from roteiro_py.config import VmSettings
 from roteiro_py.vm.qemu.rootfs import make_ext4
 
 #: A share image directory older than this was left by a run that was killed.
@@ -59,42 +77,108 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
+#: File names cargo reads in any package: left out, the guest's build would fail with an
+#: error about a file the user can see on the host.
+NEEDED_NAMES = ("Cargo.toml", "Cargo.lock", "build.rs")
+#: Why an entry was left out that does not make the copy unfaithful: cargo never needs it.
+HARMLESS = ("excluded",)
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    """The caps of one staging copy ([vm] stage_max_mib, stage_max_files,
+    stage_max_depth); each refusal names the setting that raises it.
+
+    Why: a 3 GiB sparse file (no blocks on disk) became 3.1 GB of real disk here, and a
+    tree nested 1,500 deep raised RecursionError. A worktree without .git and target/ is
+    rarely past a few hundred MB or 50,000 entries. Each level of depth holds two
+    descriptors open during the walk, which the depth cap bounds too."""
+
+    max_bytes: int
+    max_files: int
+    max_depth: int
+    #: time.monotonic() past which the copy stops (the run's deadline), or None.
+    deadline: float | None = None
+    #: The run's whole deadline in seconds, for the refusal's text.
+    deadline_s: float = 0.0
+
+    @classmethod
+    def of(cls, vm: VmSettings, *, deadline: float | None = None,
+           deadline_s: float = 0.0) -> StageLimits:
+        return cls(max_bytes=vm.stage_max_mib * 1024 * 1024, max_files=vm.stage_max_files,
+                   max_depth=vm.stage_max_depth, deadline=deadline, deadline_s=deadline_s)
+
+
 @dataclass
 class StageReport:
     files: int = 0
     dirs: int = 0
     symlinks: int = 0
+    #: Logical bytes: a sparse file counts at its size, as the copy writes it.
     bytes: int = 0
-    #: Relative paths left out, each with why ("special", "unreadable", "excluded").
+    #: Relative paths left out, each with why ("special", "unreadable", "excluded",
+    #: "other filesystem").
     skipped: list[tuple[str, str]] = field(default_factory=list)
     stage_seconds: float = 0.0
     mkfs_seconds: float = 0.0
 
+    def left_out(self) -> list[tuple[str, str]]:
+        """What the guest will miss that was not deliberately excluded."""
+        return [(where, why) for where, why in self.skipped if why not in HARMLESS]
+
+
+class _TooLarge(Exception):
+    pass
+
 
 def _excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
+    """Whether `name` in `dir_fd` is `.git` or a cargo target directory.
+
+    The markers are looked up from `target` opened O_NOFOLLOW: a `target` swapped for a
+    link since the lstat would otherwise be followed (a path through /proc/self/fd
+    followed it) and its target's markers decide what the guest sees."""
     if name == ".git":
         return True
     if name != "target" or not stat.S_ISDIR(st.st_mode):
         return False
-    return any(os.path.lexists(f"/proc/self/fd/{dir_fd}/target/{m}")
-               for m in CARGO_TARGET_MARKERS)
+    try:
+        target = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return False  # not a directory now: the copy below sees what it is
+    try:
+        for marker in CARGO_TARGET_MARKERS:
+            try:
+                os.stat(marker, dir_fd=target, follow_symlinks=False)
+                return True
+            except OSError:
+                continue
+        return False
+    finally:
+        os.close(target)
 
 
-def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int) -> int:
+def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, room: int,
+               device: int) -> int:
+    """Copy one regular file; at most `room` bytes, else _TooLarge (it grew since lstat)."""
     # O_NONBLOCK: a FIFO swapped in since the listing must not block the open; it has no
     # effect on a regular file, and anything else is refused by the fstat below.
     src = os.open(name, _FILE_FLAGS, dir_fd=src_dir)
     try:
         st = os.fstat(src)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or st.st_dev != device:
             raise PermissionError(name)
+        if st.st_size > room:
+            raise _TooLarge(name)
         dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
                       os.O_CLOEXEC, mode, dir_fd=dst_dir)
         try:
             size = 0
             with contextlib.suppress(OSError):  # EXDEV across filesystem types: read below
                 size = os.copy_file_range(src, dst, st.st_size) if st.st_size else 0
-            while chunk := os.read(src, 1 << 20):  # the rest, if it grew or the copy was short
+            # The rest, if it grew or the copy was short; never more than `room`.
+            while chunk := os.read(src, min(1 << 20, room - size + 1)):
+                if size + len(chunk) > room:
+                    raise _TooLarge(name)
                 os.write(dst, chunk)
                 size += len(chunk)
             os.fchmod(dst, mode)  # the open's mode passed through the umask
@@ -105,82 +189,175 @@ def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int) -> int:
         os.close(src)
 
 
-def stage_tree(source: Path, dest: Path) -> StageReport:
-    """Copy `source` into the empty directory `dest` under the rules in the module docstring."""
+@dataclass
+class _Dir:
+    src: int
+    dst: int
+    rel: str
+    depth: int
+    entries: Iterator[os.DirEntry[str]]
+    listing: contextlib.AbstractContextManager[object]
+
+
+def _open_dir(src: int, dst: int, rel: str, depth: int) -> _Dir:
+    try:
+        listing = os.scandir(src)
+    except OSError:
+        os.close(src)
+        os.close(dst)
+        raise
+    return _Dir(src, dst, rel, depth, iter(listing), listing)
+
+
+def _close_dir(frame: _Dir) -> None:
+    frame.listing.__exit__(None, None, None)
+    os.close(frame.src)
+    os.close(frame.dst)
+
+
+def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None) -> StageReport:
+    """Copy `source` into the empty directory `dest` under the rules in the module docstring.
+
+    Refuses (errors.TreeTooLarge) past a cap of `limits`, and (errors.TreeIncomplete) when
+    something cargo needs was left out; raises errors.DeadlineExceeded past the deadline.
+    The walk is iterative: a tree nested 1,500 deep raised RecursionError here (exit 4).
+    """
+    limits = limits or StageLimits.of(VmSettings())
     report = StageReport()
     started = time.monotonic()
     # The root is the directory the grant names: followed if it is a link, as 9p would.
     root_src = os.open(source, _DIR_FLAGS & ~os.O_NOFOLLOW)
-    root_dst = os.open(dest, _DIR_FLAGS)
+    device = os.fstat(root_src).st_dev
+    stack = [_open_dir(root_src, os.open(dest, _DIR_FLAGS), "", 0)]
+    packages: set[str] = set()  # directories holding a copied Cargo.toml
     try:
-        _stage_dir(root_src, root_dst, "", report)
+        while stack:
+            top = stack[-1]
+            try:
+                entry = next(top.entries, None)
+            except PermissionError:
+                report.skipped.append((top.rel, "unreadable"))
+                entry = None
+            if entry is None:
+                _close_dir(stack.pop())
+                continue
+            if report.files + report.dirs + report.symlinks + len(report.skipped) \
+                    >= limits.max_files:
+                raise errors.TreeTooLarge(source, f"more than {limits.max_files} files and "
+                                          "directories", "stage_max_files", limits.max_files)
+            if limits.deadline is not None and time.monotonic() > limits.deadline:
+                raise errors.DeadlineExceeded("copying the tree for the VM", limits.deadline_s,
+                                              stopped="the copy was stopped")
+            copied = report.files
+            child = _stage_entry(top, entry.name, report, limits, device, source)
+            if child is not None:
+                stack.append(child)
+            elif entry.name == "Cargo.toml" and report.files > copied:
+                packages.add(top.rel)
     finally:
-        os.close(root_src)
-        os.close(root_dst)
+        for frame in stack:
+            _close_dir(frame)
     os.chmod(dest, 0o755)
     report.stage_seconds = time.monotonic() - started
+    needed = [(where, why) for where, why in report.left_out() if _needed(where, packages)]
+    if needed:
+        raise errors.TreeIncomplete(source, needed)
     return report
 
 
-def _stage_dir(src: int, dst: int, rel: str, report: StageReport) -> None:
-    with os.scandir(src) as listing:
-        entries = sorted(listing, key=lambda e: e.name)
-    for entry in entries:
-        name = entry.name
-        where = f"{rel}{name}"
+def _needed(where: str, packages: set[str]) -> bool:
+    """Whether cargo needs the left-out entry `where`: one of NEEDED_NAMES anywhere, or
+    anything under a package's `src/` (a directory named src next to a Cargo.toml).
+
+    The rule errs towards refusing: a left-out file under src/ that no module names costs
+    the user a refusal they can fix (make it readable, or move it), while one that a
+    module names would otherwise surface as a cargo error about a file that is there."""
+    parts = where.rstrip("/").split("/")
+    if parts[-1] in NEEDED_NAMES:
+        return True
+    for index, part in enumerate(parts):
+        prefix = "".join(f"{p}/" for p in parts[:index])
+        if part == "src" and prefix in packages:
+            return True
+    return False
+
+
+def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
+                 device: int, source: Path) -> _Dir | None:
+    """Copy one entry of `top`; a directory to descend into is returned, opened."""
+    src, dst = top.src, top.dst
+    where = f"{top.rel}{name}"
+    try:
+        st = os.stat(name, dir_fd=src, follow_symlinks=False)
+    except OSError:
+        report.skipped.append((where, "unreadable"))
+        return None
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        if name == ".git":
+            report.skipped.append((where, "excluded"))
+            return None
         try:
-            st = os.stat(name, dir_fd=src, follow_symlinks=False)
+            target = os.readlink(name, dir_fd=src)
         except OSError:
             report.skipped.append((where, "unreadable"))
-            continue
-        mode = st.st_mode
-        if stat.S_ISLNK(mode):
-            if name == ".git":
-                report.skipped.append((where, "excluded"))
-                continue
-            try:
-                target = os.readlink(name, dir_fd=src)
-            except OSError:
-                report.skipped.append((where, "unreadable"))
-                continue
-            os.symlink(target, name, dir_fd=dst)
-            report.symlinks += 1
-        elif stat.S_ISDIR(mode):
-            if _excluded(src, name, st):
-                report.skipped.append((where + "/", "excluded"))
-                continue
-            try:
-                child_src = os.open(name, _DIR_FLAGS, dir_fd=src)
-            except OSError:
-                report.skipped.append((where + "/", "unreadable"))
-                continue
-            try:
-                os.mkdir(name, 0o755, dir_fd=dst)
-                child_dst = os.open(name, _DIR_FLAGS, dir_fd=dst)
-                try:
-                    _stage_dir(child_src, child_dst, where + "/", report)
-                except PermissionError:
-                    report.skipped.append((where + "/", "unreadable"))
-                finally:
-                    os.close(child_dst)
-            finally:
-                os.close(child_src)
-            report.dirs += 1
-        elif stat.S_ISREG(mode):
-            if name == ".git":
-                report.skipped.append((where, "excluded"))
-                continue
-            perm = 0o755 if mode & stat.S_IXUSR else 0o644
-            try:
-                report.bytes += _copy_file(src, name, dst, perm)
-            except OSError:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(name, dir_fd=dst)
-                report.skipped.append((where, "unreadable"))
-                continue
-            report.files += 1
-        else:
-            report.skipped.append((where, "special"))
+            return None
+        os.symlink(target, name, dir_fd=dst)
+        report.symlinks += 1
+    elif stat.S_ISDIR(mode):
+        if _excluded(src, name, st):
+            report.skipped.append((where + "/", "excluded"))
+            return None
+        if st.st_dev != device:
+            report.skipped.append((where + "/", "other filesystem"))
+            return None
+        if top.depth + 1 > limits.max_depth:
+            raise errors.TreeTooLarge(source, f"directories nested more than {limits.max_depth} "
+                                      "deep", "stage_max_depth", limits.max_depth)
+        try:
+            child_src = os.open(name, _DIR_FLAGS, dir_fd=src)
+        except OSError:
+            report.skipped.append((where + "/", "unreadable"))
+            return None
+        try:
+            if os.fstat(child_src).st_dev != device:  # swapped for a mount point since lstat
+                raise PermissionError(name)
+            os.mkdir(name, 0o755, dir_fd=dst)
+            child_dst = os.open(name, _DIR_FLAGS, dir_fd=dst)
+        except OSError:
+            os.close(child_src)
+            report.skipped.append((where + "/", "unreadable"))
+            return None
+        report.dirs += 1
+        try:
+            return _open_dir(child_src, child_dst, where + "/", top.depth + 1)
+        except OSError:
+            report.skipped.append((where + "/", "unreadable"))
+            return None
+    elif stat.S_ISREG(mode):
+        if name == ".git":
+            report.skipped.append((where, "excluded"))
+            return None
+        if st.st_dev != device:
+            report.skipped.append((where, "other filesystem"))
+            return None
+        perm = 0o755 if mode & stat.S_IXUSR else 0o644
+        room = limits.max_bytes - report.bytes
+        try:
+            report.bytes += _copy_file(src, name, dst, perm, room, device)
+        except (OSError, _TooLarge) as error:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dst)
+            if isinstance(error, _TooLarge):
+                raise errors.TreeTooLarge(
+                    source, f"more than {limits.max_bytes // (1024 * 1024)} MiB of files",
+                    "stage_max_mib", limits.max_bytes // (1024 * 1024)) from None
+            report.skipped.append((where, "unreadable"))
+            return None
+        report.files += 1
+    else:
+        report.skipped.append((where, "special"))
+    return None
 
 
 def sweep_stale(base: Path, now: float | None = None) -> None:
@@ -193,22 +370,45 @@ def sweep_stale(base: Path, now: float | None = None) -> None:
                 shutil.rmtree(old, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def tree_image(source: Path, *, label: str = "share") -> Iterator[tuple[Path, StageReport]]:
-    """A read-only ext4 image of `source` for one run; removed when the block exits."""
+def _private_dir(prefix: str) -> Path:
     base = paths.cache_root() / "vm-shares"
     base.mkdir(parents=True, exist_ok=True)
     sweep_stale(base)
-    work = Path(tempfile.mkdtemp(prefix="share-", dir=base))  # 0700: private to this run
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))  # 0700: private to this run
+
+
+@contextlib.contextmanager
+def staging_area() -> Iterator[Path]:
+    """A private directory for the staged copies of one run, removed when the block exits.
+
+    The caller holds it past the VM so that the report reads snippets from the bytes the
+    guest saw (report/snippet.py), never from the host tree as it is now."""
+    area = _private_dir("share-staged-")
     try:
-        staged = work / "tree"
-        staged.mkdir()
-        report = stage_tree(source, staged)
+        yield area
+    finally:
+        shutil.rmtree(area, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def tree_image(source: Path, *, label: str = "share", limits: StageLimits | None = None,
+               keep: Path | None = None) -> Iterator[tuple[Path, StageReport]]:
+    """A read-only ext4 image of `source` for one run; removed when the block exits.
+
+    `keep`: a path (not yet existing, in a directory the caller owns) where the staged
+    copy is left for the caller; without it the copy is deleted once the image is built.
+    """
+    work = _private_dir("share-")
+    try:
+        staged = keep if keep is not None else work / "tree"
+        staged.mkdir(mode=0o700)
+        report = stage_tree(source, staged, limits)
         image = work / "image.ext4"
         started = time.monotonic()
         make_ext4(staged, image, label=label)
         report.mkfs_seconds = time.monotonic() - started
-        shutil.rmtree(staged)
+        if keep is None:
+            shutil.rmtree(staged)
         yield image, report
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -213,3 +213,22 @@ def test_auto_never_falls_back_to_tcg(demo: Path, clippy_image: Image, accel: st
     done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--accel", accel)
     assert done.returncode == 3
     assert "No usable sandbox for accel=auto" in done.stderr and "--accel tcg" in done.stderr
+
+
+def test_snippets_come_from_the_staged_copy_and_never_through_a_link(demo: Path, clippy_image: Image) -> None:
+    """A real run: the guest builds through a committed link (it resolves it in its own
+    copy), and the host's report quotes no line through it, while a regular file's is."""
+    core = demo / "crates" / "demo-core"
+    (core / "real.rs").write_text((core / "src" / "lib.rs").read_text())
+    (core / "src" / "lib.rs").unlink()
+    (core / "src" / "lib.rs").symlink_to("../real.rs")
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json",
+               "--fail-on", "never")
+    assert done.returncode == 0, done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    by_code = {f["code"]: f for f in findings}
+    linked = by_code["clippy::needless_return"]
+    assert linked["path"] == "crates/demo-core/src/lib.rs" and linked["snippet"] is None
+    regular = by_code["clippy::len_zero"]  # control: crates/demo-app/src/main.rs
+    assert regular["path"] == "crates/demo-app/src/main.rs"
+    assert regular["snippet"] == "    if names.len() == 0 {"

@@ -7,7 +7,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 import pytest
-from realcargo import DATA, CargoRun, run_clippy
+from realcargo import DATA, CargoRun, run_clippy, staged_copy
 
 from roteiro_py.clippy.parse import MAX_LINE_BYTES, PathLayout, parse_messages
 
@@ -59,7 +59,7 @@ def test_all_targets_reports_each_diagnostic_once(demo_all_targets: CargoRun) ->
 
 def test_snippet_help_and_suggestion_come_from_the_diagnostic(
         demo_default: CargoRun, demo_copy: Path) -> None:
-    parsed = parse_messages(demo_default.stdout, RUST, repo_root=demo_copy)
+    parsed = parse_messages(demo_default.stdout, RUST, staged=staged_copy(demo_copy / "rust"))
     by_code = {f.code: f for f in parsed.findings}
     ret = by_code["clippy::needless_return"]
     assert ret.snippet == "    return x * 2;"

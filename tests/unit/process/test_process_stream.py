@@ -258,10 +258,34 @@ def test_a_read_dropped_over_the_cap_leaves_a_gap_in_the_sequence() -> None:
         frames = [first, *stream]
     assert frames == [
         Output(1, "stdout", b"A" * 10),  # cut at the cap, the rest of the read dropped
-        Output(3, "stderr", b"C"),  # seq 2 was the dropped read of B
-        Exit(0, truncated=True),
+        Exit(0, truncated=True),  # seq 2 (B) and 3 (C, on stderr: the cap is a total) dropped
     ]
-    assert stream.truncated_streams == {"stdout"}
+    assert stream.truncated_streams == {"stdout", "stderr"}
+
+
+FLOOD = ("import os, sys\n"
+         "n = int(sys.argv[1])\n"
+         "if os.fork() == 0:\n"
+         "    os.write(2, b'E' * n); os._exit(0)\n"
+         "os.write(1, b'O' * n); os.wait()\n")
+
+
+def test_the_cap_is_a_total_over_both_streams_of_a_flooding_child() -> None:
+    cap = 300_000
+    collected = collect(spawn([sys.executable, "-c", FLOOD, str(3 * cap)], timeout=30,
+                              max_bytes=cap))
+    assert collected.exit == 0
+    kept = len(collected.stdout) + len(collected.stderr)
+    assert kept == cap  # was up to 2 x cap: each stream had a cap of its own
+    assert collected.truncated_streams  # the stream(s) that went past it are flagged
+    assert set(collected.stdout) <= {ord("O")} and set(collected.stderr) <= {ord("E")}
+
+
+def test_under_the_total_cap_both_streams_arrive_whole() -> None:
+    collected = collect(spawn([sys.executable, "-c", FLOOD, "100000"], timeout=30,
+                              max_bytes=200_000))
+    assert (collected.stdout, collected.stderr) == (b"O" * 100_000, b"E" * 100_000)
+    assert not collected.truncated and collected.exit == 0
 
 
 def test_a_signal_death_is_an_exit_with_a_negative_code_and_the_only_terminal() -> None:
