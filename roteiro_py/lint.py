@@ -387,8 +387,8 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
             job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)
         ended = datetime.now(UTC)
         report_left_out(job)
-        report = build_report(job, steps, deadline, tree, resolved, reference,
-                              image.manifest_digest, started, ended)
+        report = build_report(job, steps, deadline, tree, resolved, reference, image,
+                              started, ended)
     return report, settings
 
 
@@ -420,7 +420,7 @@ def report_left_out(job: JobOutcome, *, shown: int = 5) -> None:
 
 
 def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree: Tree,
-                 resolved: config.Resolved, reference: ImageReference, digest: str,
+                 resolved: config.Resolved, reference: ImageReference, image: ResolvedImage,
                  started: datetime, ended: datetime) -> Report:
     """Judge the job and make its report; snippets come from the staged workspace copy."""
     from roteiro_py.clippy.classify import ClippyRun, classify
@@ -460,7 +460,7 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
         features = ["(all)"]
     report = Report(
         tool=ToolInfo(name="pylint-sandbox", version=__version__),
-        provenance=Provenance(image_reference=str(reference), image_digest=digest,
+        provenance=Provenance(image_reference=image.reference, image_digest=image.manifest_digest,
                               image_chosen_by=resolved.source_of("lint.image").kind,
                               image_chosen_in=image_chosen_in(resolved, tree)),
         toolchain=toolchain,

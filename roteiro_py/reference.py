@@ -25,7 +25,9 @@ _DOMAIN = re.compile(
     r"(?:localhost|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
     r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
 )
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
+#: ASCII only, as the distribution spec says: `\w` in Python matches any Unicode letter,
+#: invisible Hangul fillers included, and a tag is printed as provenance.
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 

@@ -279,7 +279,11 @@ class Store:
             raise ImageNotProvisioned(str(ref), self.root, "the image config is not an object")
         layers = [Layer(d.digest, d.media_type, self.blob_path(d.digest), d.size)
                   for d in walk.manifest.layers]
-        return ResolvedImage(str(ref), walk.pinned.digest, walk.manifest_digest,
+        # The name shown as provenance is the one the image was provisioned under; a tag
+        # the configured reference adds (`:1.99.0`) was never checked against anything, so
+        # it is shown only when it is the provisioned one.
+        shown = stored.name if stored.name == str(ref) else f"{ref.name}@{ref.digest}"
+        return ResolvedImage(shown, walk.pinned.digest, walk.manifest_digest,
                              walk.manifest.config.digest, config, layers)
 
     # -- garbage collection ----------------------------------------------------------

@@ -95,3 +95,13 @@ def test_any_text_is_pinned_or_refused(text: str) -> None:
     except (MalformedReference, TagNotDigest):
         return
     assert ref.digest is not None and ref.digest.startswith("sha256:")
+
+
+@pytest.mark.parametrize("tag", ["1.95\u3164", "\u1160x", "caf\u00e9", "\uff11"])
+def test_a_tag_is_ascii_only(tag: str) -> None:
+    """A tag is printed as provenance: Python's `\\w` would let invisible Hangul fillers
+    (U+3164, U+1160) and other Unicode letters through."""
+    digest = "sha256:" + "a" * 64
+    assert parse(f"localhost/team/clippy:1.95@{digest}").tag == "1.95"  # control
+    with pytest.raises(MalformedReference):
+        parse(f"localhost/team/clippy:{tag}@{digest}")

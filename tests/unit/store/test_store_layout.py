@@ -168,3 +168,20 @@ def test_a_digest_resolves_only_under_the_name_it_was_provisioned_as(store: Stor
     # removing the forged name removes nothing; removing ours does
     assert not store.remove_reference(forged) and store.is_present(ours)
     assert store.remove_reference(ours) and not store.is_present(ours)
+
+
+def test_provenance_shows_a_tag_only_when_it_is_the_provisioned_one(store: Store) -> None:
+    """9.5: the store checks (name, digest); a tag the configured reference adds is not
+    checked against anything, so the resolved reference (what the report prints) drops it."""
+    image = make_image({"a": b"genuine"})
+    ours = provision(store, image, "localhost/team/clippy")
+    assert store.resolve(ours).reference == str(ours)  # control: the provisioned text
+    tagged = ImageReference("localhost", "team/clippy", "1.95", image.digest)
+    store.add_reference(tagged, next(s.descriptor for s in store.references()
+                                     if s.name == str(ours)))
+    assert store.resolve(tagged).reference == str(tagged)  # a provisioned tag is shown
+    claimed = f"localhost/team/clippy:1.99.0@{image.digest}"
+    resolved = store.resolve(claimed)
+    assert resolved.pinned_digest == image.digest
+    assert resolved.reference == f"localhost/team/clippy@{image.digest}"
+    assert "1.99.0" not in resolved.reference
