@@ -125,8 +125,12 @@ def find_workspace_root(path: Path) -> Path:
     outermost Cargo.toml with a [workspace] table, or else the nearest Cargo.toml.
     """
     start = path.resolve()
-    if start.is_file():
-        start = start.parent
+    try:
+        if start.is_file():
+            start = start.parent
+    except OSError as error:
+        raise UsageError(f"{printable(str(start))} cannot be read: {error.strerror}.",
+                         hint="Point fetch-deps (or lint) at a tree this user can read.") from None
     nearest_manifest: Path | None = None
     workspace: Path | None = None
     for directory in (start, *start.parents):
@@ -277,15 +281,16 @@ def fetch_deps(path: Path) -> tuple[Path, int]:
     if refused:
         raise FetchFailed(root, f"the lockfile pins sources other than https: {', '.join(refused[:3])}; "
                           "fetch-deps fetches only over https")
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        raise SpawnFailed("cargo", "not found on PATH; fetch-deps runs the host's cargo to download crates")
     scratch_parent = paths.roteiro_home() / "tmp"
     scratch_parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fetch-deps-", dir=scratch_parent) as scratch:
         copy = Path(scratch) / "tree"
         copy.mkdir()
-        manifests = make_clean_copy(root, copy)
+        manifests = make_clean_copy(root, copy)  # refuses what it will not read, before cargo
+        cargo = shutil.which("cargo")
+        if cargo is None:
+            raise SpawnFailed("cargo", "not found on PATH; fetch-deps runs the host's cargo to "
+                              "download crates")
         env = dict(os.environ)
         toolchain = host_toolchain()
         if toolchain:
