@@ -272,6 +272,41 @@ def unsafe_sources_in(data: dict[str, Any]) -> list[str]:
     return found
 
 
+_DEPENDENCY_TABLES = ("dependencies", "dev-dependencies", "build-dependencies")
+
+
+def unsafe_manifest_sources(manifest: dict[str, Any]) -> list[str]:
+    """`git` and `registry-index` URLs other than https in a manifest's dependency tables.
+
+    `cargo fetch --locked` resolves every declared dependency before it compares the
+    result with the lockfile, so a `git = "file:///home/x/private"` that the lockfile
+    does not pin is fetched by host cargo (into the host cache) before --locked refuses.
+    Looked at: [dependencies] and its dev-/build- kin at the top, under [target.*] and
+    under [workspace]; every entry of [patch.*] and [replace].
+    """
+    tables: list[object] = [manifest.get(name) for name in _DEPENDENCY_TABLES]
+    workspace = manifest.get("workspace")
+    if isinstance(workspace, dict):
+        tables += [workspace.get(name) for name in _DEPENDENCY_TABLES]
+    targets = manifest.get("target")
+    for platform in targets.values() if isinstance(targets, dict) else []:
+        if isinstance(platform, dict):
+            tables += [platform.get(name) for name in _DEPENDENCY_TABLES]
+    patches = manifest.get("patch")
+    tables += list(patches.values()) if isinstance(patches, dict) else []
+    tables.append(manifest.get("replace"))
+    found: list[str] = []
+    for table in tables:
+        for dependency in table.values() if isinstance(table, dict) else []:
+            if not isinstance(dependency, dict):
+                continue
+            for key in ("git", "registry-index"):
+                url = dependency.get(key)
+                if url is not None and not (isinstance(url, str) and url.startswith("https://")):
+                    found.append(f"{key} = {url!r}")
+    return found
+
+
 def fetch_deps(path: Path) -> tuple[Path, int]:
     """Fetch what `path`'s lockfile pins into the host cache; returns (workspace root, manifests)."""
     root = find_workspace_root(path)
@@ -280,13 +315,21 @@ def fetch_deps(path: Path) -> tuple[Path, int]:
     refused = unsafe_sources(root / "Cargo.lock")
     if refused:
         raise FetchFailed(root, f"the lockfile pins sources other than https: {', '.join(refused[:3])}; "
-                          "fetch-deps fetches only over https")
+                          "fetch-deps fetches only over https", before_cargo=True)
     scratch_parent = paths.roteiro_home() / "tmp"
     scratch_parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fetch-deps-", dir=scratch_parent) as scratch:
         copy = Path(scratch) / "tree"
         copy.mkdir()
         manifests = make_clean_copy(root, copy)  # refuses what it will not read, before cargo
+        declared = [f"{manifest.relative_to(copy)}: {source}"
+                    for manifest in sorted(copy.rglob("Cargo.toml"))
+                    for source in unsafe_manifest_sources(read_manifest(manifest))]
+        if declared:
+            raise FetchFailed(root, "the manifests declare sources other than https: "
+                              f"{'; '.join(declared[:3])}; fetch-deps fetches only over https "
+                              "(cargo resolves a manifest's sources before --locked can refuse)",
+                              before_cargo=True)
         cargo = shutil.which("cargo")
         if cargo is None:
             raise SpawnFailed("cargo", "not found on PATH; fetch-deps runs the host's cargo to "

@@ -403,15 +403,17 @@ class PackageCacheRefused(Refusal):
 class FetchFailed(Refusal):
     code = "fetch-failed"
 
-    def __init__(self, tree: Path, line: str) -> None:
+    def __init__(self, tree: Path, line: str, *, before_cargo: bool = False) -> None:
         super().__init__()
         self.tree = tree
         self.line = line
+        #: True when pylint-sandbox refused before running cargo (cargo said nothing).
+        self.before_cargo = before_cargo
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Fetching the dependencies of {_p(self.tree)} failed.",
-            notes=(_said("Cargo said", self.line),
+            notes=(_said("Refused before cargo ran" if self.before_cargo else "Cargo said", self.line),
                    "The fetch ran in a clean copy of the manifests and the lockfile; none of "
                    "the tree's code or configuration ran.",),
             commands=(fetch_deps_command(self.tree),),

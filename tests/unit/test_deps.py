@@ -208,3 +208,30 @@ def test_the_lockfile_advice_never_runs_host_cargo_on_the_tree() -> None:
     for line in text.splitlines():
         if "cargo " in line and "pylint-sandbox" not in line:
             assert not line.strip().startswith(("$", "cd ", "cargo")), line
+
+
+@pytest.mark.parametrize("declared", ['{ git = "file:///etc/private-repo" }', '{ git = "ssh://git@internal/x" }',
+                                      '{ version = "1", registry-index = "file:///srv/index" }'])
+@pytest.mark.parametrize("table", ["dependencies", "target.'cfg(unix)'.build-dependencies",
+                                   "workspace.dependencies", "patch.crates-io"])
+def test_a_manifest_declaring_a_source_other_than_https_is_refused_before_cargo(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, declared: str) -> None:
+    """cargo fetch --locked resolves declared sources before it compares with the lockfile."""
+    from roteiro_py.errors import FetchFailed
+
+    root = workspace(tmp_path, "a")
+    manifest = root / "a" / "Cargo.toml"
+    manifest.write_text(manifest.read_text() + f"[{table}]\nsneaky = {declared}\n")
+    monkeypatch.setenv("PATH", "/nonexistent")  # cargo is never even looked for
+    with pytest.raises(FetchFailed) as caught:
+        deps.fetch_deps(root)
+    text = caught.value.guidance().render_text()
+    assert "Refused before cargo ran" in text and "Cargo said" not in text
+    assert declared.split('"')[-2] in text and "a/Cargo.toml" in text
+
+
+def test_https_sources_in_manifests_are_not_refused() -> None:
+    """Control arm: what fetch-deps does fetch is not caught by the refusal."""
+    assert deps.unsafe_manifest_sources({"dependencies": {
+        "x": {"git": "https://github.com/a/b"}, "y": "1", "z": {"path": "../z"}}}) == []
+    assert deps.unsafe_manifest_sources({"dependencies": {"x": {"git": 7}}}) == ["git = 7"]
