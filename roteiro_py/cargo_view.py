@@ -144,6 +144,8 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path) -> Path | None:
     with FileLock(str(root / f"{key}.lock")):
         if view.is_dir():
             return view
+        for leftover in root.glob(f".{key[:12]}-*"):  # a build of this key killed midway
+            shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
         try:
             _build(pinned, cargo_home, staging, tree)

@@ -206,11 +206,15 @@ def test_a_view_past_its_byte_bound_is_refused_naming_the_bound(host, monkeypatc
 
 def test_a_view_is_built_once_per_pinned_set(host) -> None:
     tree, cargo, _ = host
+    key = cargo_view.view_key(cargo_view.pins(tree / "Cargo.lock"))
+    killed = cargo_views_root() / f".{key[:12]}-killed"
+    killed.mkdir(parents=True)  # what a build killed midway leaves
     first = lint.package_cache(tree_of(tree))
     (cargo / "registry" / "src" / REG / "itoa-1.0.15" / "src" / "lib.rs").write_text("changed\n")
     assert lint.package_cache(tree_of(tree)) == first
     assert first[0] is not None
     assert (first[0] / "src" / REG / "itoa-1.0.15" / "src" / "lib.rs").read_text() == "pub fn pinned() {}\n"
+    assert not killed.exists()
 
 
 @pytest.mark.parametrize("name", ["../../etc", "a/b", "x\ny", "", "a" * 65])

@@ -235,3 +235,16 @@ def test_https_sources_in_manifests_are_not_refused() -> None:
     assert deps.unsafe_manifest_sources({"dependencies": {
         "x": {"git": "https://github.com/a/b"}, "y": "1", "z": {"path": "../z"}}}) == []
     assert deps.unsafe_manifest_sources({"dependencies": {"x": {"git": 7}}}) == ["git = 7"]
+
+
+def test_an_oversized_lockfile_is_refused_naming_the_bound(tmp_path: Path) -> None:
+    lock = tmp_path / "Cargo.lock"
+    with lock.open("wb") as out:
+        out.write(b'version = 4\n')
+        out.truncate(deps.LOCKFILE_MAX_BYTES + 1)  # sparse: no 16 MiB written
+    for parse in (deps.unsafe_sources, lint.lockfile_sources):
+        with pytest.raises(TreeFileRefused) as caught:
+            parse(lock)
+        assert f"larger than {deps.LOCKFILE_MAX_BYTES} bytes" in refusal_text(caught)
+    lock.write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
+    assert lint.lockfile_sources(lock) == set()  # control: the same file, within the bound
