@@ -15,7 +15,8 @@ for each package the lockfile pins, only:
   `registry/src/<dir>/<name>-<version>/` with its `.cargo-ok` (the guest cannot unpack:
   the view is read-only);
 - git: `git/db/<ident>-<hash>/` (without it: "can't checkout ... you are in the offline
-  mode") and `git/checkouts/<ident>-<hash>/<rev[:7]>/` of the pinned revision only.
+  mode"), when its FETCH_HEAD names the pinned URL, and `git/checkouts/<ident>-<hash>/<rev[:7]>/`
+  of the pinned revision only, when its HEAD is that full commit id.
 
 A tree whose lockfile pins nothing from a registry or git gets no view at all. A pinned
 package the host cache lacks is errors.NoPackageCache naming it. Files are copied
@@ -122,8 +123,11 @@ def pins_in(lockfile: Path, data: dict[str, Any]) -> list[Pin]:
     return found
 
 
-def view_key(pinned: list[Pin]) -> str:
-    material = json.dumps(sorted([p.name, p.version, p.url, p.checksum, p.rev] for p in pinned))
+def view_key(pinned: list[Pin], cargo_home: Path) -> str:
+    """The view's name: the pinned set, and the cache it was copied from (a view is a view
+    of one cargo home; another CARGO_HOME that lacks a package is refused, not served)."""
+    material = json.dumps([str(cargo_home), sorted([p.name, p.version, p.url, p.checksum, p.rev]
+                                                   for p in pinned)])
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
@@ -138,7 +142,7 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path) -> Path | None:
     if not pinned:
         return None
     root = cargo_views_root()
-    key = view_key(pinned)
+    key = view_key(pinned, cargo_home)
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{key}.lock")):
@@ -257,13 +261,56 @@ def _git_ident(url: str) -> str:
     return last or "_empty"
 
 
+def _small_text(path: Path) -> str:
+    """A short file of the host's git metadata, read without following a link ('' if none)."""
+    try:
+        fd = os.open(path, _FILE_FLAGS)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, 64 * 1024).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def _same_url(left: str, right: str) -> bool:
+    def plain(url: str) -> str:
+        return url.split("?", 1)[0].split("#", 1)[0].rstrip("/").removesuffix(".git").lower()
+    return plain(left) == plain(right)
+
+
+def _checkout_is(checkout: Path, rev: str) -> bool:
+    """Whether the checkout's HEAD is the commit `rev` (its directory is named by 7 hex)."""
+    head = _small_text(checkout / ".git" / "HEAD").strip()
+    if head.startswith("ref: refs/heads/") and ".." not in head:
+        ref = head.removeprefix("ref: ")
+        packed = {line.partition(" ")[2]: line.partition(" ")[0]
+                  for line in _small_text(checkout / ".git" / "packed-refs").splitlines()}
+        head = _small_text(checkout / ".git" / ref).strip() or packed.get(ref, "")
+    return head == rev
+
+
+def _database_is(database: Path, url: str) -> bool:
+    """Whether cargo fetched the database from `url` (FETCH_HEAD: `<sha>\t\t<url>` lines).
+
+    The directory's hash is cargo's hash of the canonical URL, which is not computed
+    here; without this, a lockfile naming `git+https://elsewhere/privdep#<rev>` would
+    be given another project's `privdep` checkout.
+    """
+    lines = _small_text(database / "FETCH_HEAD").splitlines()
+    return any(_same_url(line.split("\t")[-1].strip(), url) for line in lines if "\t" in line)
+
+
 def _place_git(pin: Pin, host: Path, view: Path, tree: Path, budget: _Budget) -> None:
     assert pin.rev is not None
     short = pin.rev[:7]
     for directory in _candidates(host / "checkouts", _git_ident(pin.url)):
         checkout = host / "checkouts" / directory / short
         database = host / "db" / directory
-        if not ((checkout / ".cargo-ok").is_file() and database.is_dir()):
+        if not ((checkout / ".cargo-ok").is_file() and _checkout_is(checkout, pin.rev)
+                and _database_is(database, pin.url)):
             continue
         target = view / "checkouts" / directory / short
         if not target.exists():

@@ -46,14 +46,19 @@ def add_crate(cargo: Path, name: str, version: str, body: str, registry: str = R
     return hashlib.sha256(data).hexdigest()
 
 
-def add_checkout(cargo: Path, directory: str, rev: str, body: str) -> None:
+def add_checkout(cargo: Path, directory: str, rev: str, body: str, url: str) -> None:
+    """A git dependency as cargo leaves it (db FETCH_HEAD naming the URL, checkout HEAD the commit)."""
     git = cargo / "git"
     (git / "db" / directory / "objects").mkdir(parents=True, exist_ok=True)
     (git / "db" / directory / "HEAD").write_text("ref: refs/heads/master\n")
+    (git / "db" / directory / "FETCH_HEAD").write_text(f"{rev}\t\t{url}\n")
     checkout = git / "checkouts" / directory / rev[:7]
     (checkout / "src").mkdir(parents=True)
     (checkout / "src" / "lib.rs").write_text(body)
     (checkout / ".cargo-ok").write_text("")
+    (checkout / ".git" / "refs" / "heads").mkdir(parents=True)
+    (checkout / ".git" / "HEAD").write_text("ref: refs/heads/master\n")
+    (checkout / ".git" / "refs" / "heads" / "master").write_text(rev + "\n")
 
 
 def lockfile(tree: Path, *packages: tuple[str, str, str | None, str | None]) -> Path:
@@ -79,8 +84,9 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, s
     cargo = tmp_path / "cargo-home"
     checksum = add_crate(cargo, "itoa", "1.0.15", "pub fn pinned() {}\n")
     add_crate(cargo, "other-secret", "9.9.9", "pub const LEAK: &str = \"OTHER-PROJECT-CRATE\";\n")
-    add_checkout(cargo, GDIR, REV, "pub const G: u32 = 7;\n")
-    add_checkout(cargo, "private-0123456789abcdef", "a" * 40, "pub const K: &str = \"PRIVATE\";\n")
+    add_checkout(cargo, GDIR, REV, "pub const G: u32 = 7;\n", "https://example.invalid/gdep")
+    add_checkout(cargo, "private-0123456789abcdef", "a" * 40, "pub const K: &str = \"PRIVATE\";\n",
+                 "https://git.internal/private")
     (cargo / "credentials.toml").write_text("token = 'SECRET'\n")
     monkeypatch.setenv("CARGO_HOME", str(cargo))
     tree = tmp_path / "tree"
@@ -104,8 +110,9 @@ def test_the_view_holds_exactly_the_pinned_packages_and_nothing_else_of_the_host
         "CACHEDIR.TAG", f"cache/{REG}/itoa-1.0.15.crate", f"index/{REG}/config.json",
         f"index/{REG}/.cache/it/oa/itoa", f"src/{REG}/itoa-1.0.15/.cargo-ok",
         f"src/{REG}/itoa-1.0.15/src/lib.rs",
-        "git/CACHEDIR.TAG", f"git/db/{GDIR}/HEAD", f"git/checkouts/{GDIR}/{REV[:7]}/.cargo-ok",
-        f"git/checkouts/{GDIR}/{REV[:7]}/src/lib.rs"}
+        "git/CACHEDIR.TAG", f"git/db/{GDIR}/HEAD", f"git/db/{GDIR}/FETCH_HEAD",
+        f"git/checkouts/{GDIR}/{REV[:7]}/.cargo-ok", f"git/checkouts/{GDIR}/{REV[:7]}/src/lib.rs",
+        f"git/checkouts/{GDIR}/{REV[:7]}/.git/HEAD", f"git/checkouts/{GDIR}/{REV[:7]}/.git/refs/heads/master"}
     # control arm: what is pinned arrives with its bytes
     assert (registry / "src" / REG / "itoa-1.0.15" / "src" / "lib.rs").read_text() == "pub fn pinned() {}\n"
     everything = b"".join(p.read_bytes() for p in registry.parent.rglob("*") if p.is_file())
@@ -169,6 +176,20 @@ def test_a_pinned_package_the_cache_lacks_is_named(host) -> None:
         lint.package_cache(tree_of(tree))
 
 
+def test_another_projects_checkout_is_not_given_for_a_lookalike_git_source(host) -> None:
+    """Same repository name, same commit prefix, another URL or another full commit id:
+    cargo would never use that checkout for this lockfile, so the view does not hold it."""
+    tree, cargo, _ = host
+    private = "a" * 40
+    for url, rev in (("https://evil.example/private", private), ("https://git.internal/private", "a" * 7 + "b" * 33)):
+        lockfile(tree, ("private", "0.1.0", f"git+{url}#{rev}", None))
+        with pytest.raises(NoPackageCache, match="private 0.1.0"):
+            lint.package_cache(tree_of(tree))
+    lockfile(tree, ("private", "0.1.0", f"git+https://git.internal/private?branch=main#{private}", None))
+    _, git = lint.package_cache(tree_of(tree))  # control: the project that fetched it gets it
+    assert git is not None and list(git.glob("checkouts/private-*/aaaaaaa/src/lib.rs"))
+
+
 def test_a_cache_without_git_dir_is_refused_before_any_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
     (tmp_path / "cargo-home" / "registry").mkdir(parents=True)
@@ -206,7 +227,7 @@ def test_a_view_past_its_byte_bound_is_refused_naming_the_bound(host, monkeypatc
 
 def test_a_view_is_built_once_per_pinned_set(host) -> None:
     tree, cargo, _ = host
-    key = cargo_view.view_key(cargo_view.pins(tree / "Cargo.lock"))
+    key = cargo_view.view_key(cargo_view.pins(tree / "Cargo.lock"), cargo.resolve())
     killed = cargo_views_root() / f".{key[:12]}-killed"
     killed.mkdir(parents=True)  # what a build killed midway leaves
     first = lint.package_cache(tree_of(tree))
