@@ -19,8 +19,10 @@ host's own toolchain so no toolchain file anywhere is consulted.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -30,12 +32,90 @@ from pathlib import Path
 from typing import Any
 
 from roteiro_py import paths
-from roteiro_py.errors import FetchFailed, LockfileWouldBeWritten, SpawnFailed, UsageError
+from roteiro_py.errors import (
+    FetchFailed,
+    LockfileWouldBeWritten,
+    SpawnFailed,
+    TreeFileRefused,
+    UsageError,
+)
 from roteiro_py.guidance import printable
 
 #: Directories never searched for manifests: build output and version-control data.
 _SKIP_DIRS = {"target", ".git", ".hg", ".svn", "node_modules"}
 _TARGET_TABLES = ("lib", "bin", "example", "test", "bench")
+#: The largest manifest (Cargo.toml) the host reads. The largest on crates.io are tens of
+#: KiB (generated feature tables); a member `Cargo.toml -> /dev/zero` wrote 2.4 GB in 8 s.
+MANIFEST_MAX_BYTES = 1024 * 1024
+#: The largest Cargo.lock the host reads: ~150 bytes a package, so ~100,000 packages.
+LOCKFILE_MAX_BYTES = 16 * 1024 * 1024
+#: At most this many member manifests are copied for fetch-deps (the largest workspaces
+#: have a few hundred members).
+MAX_MANIFESTS = 2000
+#: Directories deeper than this below the workspace root are not searched for manifests.
+MAX_WALK_DEPTH = 32
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_tree_file(path: Path, limit: int) -> bytes:
+    """The bytes of the tree's regular file `path`, at most `limit` of them, or
+    errors.TreeFileRefused naming it.
+
+    Without this a manifest that is a link (to /dev/zero, to a FIFO, to a host file)
+    was followed and read whole: O_NOFOLLOW refuses the link, O_NONBLOCK keeps a FIFO
+    from blocking the open, fstat refuses anything but a regular file, and at most
+    `limit` + 1 bytes are ever read.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise TreeFileRefused(path, "it is a symbolic link; only regular files are read") from None
+        if isinstance(error, PermissionError):
+            raise TreeFileRefused(path, "this user may not read it (permission denied)") from None
+        raise TreeFileRefused(path, f"it cannot be opened ({error.strerror or error})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TreeFileRefused(path, "it is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise TreeFileRefused(path, f"reading it failed ({error.strerror or error})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise TreeFileRefused(path, f"it is larger than {limit} bytes")
+    return b"".join(chunks)
+
+
+def parse_tree_toml(path: Path, data: bytes) -> dict[str, Any]:
+    """`data` (the bytes of the tree's `path`) as TOML, or errors.TreeFileRefused.
+
+    tomllib recurses once per nesting level: `a = [[[[...` a few thousand deep raised
+    RecursionError (exit 4, "a bug"). Every TOML file of a tree goes through here.
+    """
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TreeFileRefused(path, "it is not UTF-8") from None
+    except tomllib.TOMLDecodeError as error:
+        raise TreeFileRefused(path, f"it is not valid TOML ({error})") from None
+    except RecursionError:
+        raise TreeFileRefused(path, "its TOML is nested too deeply to parse") from None
+
+
+def read_lockfile(path: Path) -> dict[str, Any]:
+    """The tree's Cargo.lock, bounded by LOCKFILE_MAX_BYTES, or errors.TreeFileRefused."""
+    return parse_tree_toml(path, read_tree_file(path, LOCKFILE_MAX_BYTES))
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A Cargo.toml of the tree, bounded by MANIFEST_MAX_BYTES, or errors.TreeFileRefused."""
+    return parse_tree_toml(path, read_tree_file(path, MANIFEST_MAX_BYTES))
 
 
 def find_workspace_root(path: Path) -> Path:
@@ -45,8 +125,12 @@ def find_workspace_root(path: Path) -> Path:
     outermost Cargo.toml with a [workspace] table, or else the nearest Cargo.toml.
     """
     start = path.resolve()
-    if start.is_file():
-        start = start.parent
+    try:
+        if start.is_file():
+            start = start.parent
+    except OSError as error:
+        raise UsageError(f"{printable(str(start))} cannot be read: {error.strerror}.",
+                         hint="Point fetch-deps (or lint) at a tree this user can read.") from None
     nearest_manifest: Path | None = None
     workspace: Path | None = None
     for directory in (start, *start.parents):
@@ -55,7 +139,7 @@ def find_workspace_root(path: Path) -> Path:
         manifest = directory / "Cargo.toml"
         if manifest.is_file():
             nearest_manifest = nearest_manifest or directory
-            if "workspace" in _read_manifest(manifest):
+            if "workspace" in _lenient_manifest(manifest):
                 workspace = directory
     root = workspace or nearest_manifest
     if root is None:
@@ -64,23 +148,44 @@ def find_workspace_root(path: Path) -> Path:
     return root
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+def _lenient_manifest(path: Path) -> dict[str, Any]:
+    """A manifest above the workspace, read only to find a [workspace] table: one that is
+    not readable TOML has none (cargo, which reads it in the guest, says what is wrong)."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return read_manifest(path)
+    except TreeFileRefused:
         return {}
 
 
 def _manifests(root: Path) -> Iterator[Path]:
+    """Every Cargo.toml under `root`, at most MAX_WALK_DEPTH directories down and at most
+    MAX_MANIFESTS of them (past either bound: errors.TreeFileRefused naming where)."""
+    count = 0
     for directory, subdirs, files in os.walk(root, followlinks=False):
+        here = Path(directory)
+        depth = len(here.relative_to(root).parts)
         subdirs[:] = sorted(d for d in subdirs if d not in _SKIP_DIRS and not d.startswith("."))
+        if subdirs and depth >= MAX_WALK_DEPTH:
+            raise TreeFileRefused(here / subdirs[0], f"it is more than {MAX_WALK_DEPTH} directories "
+                                  "below the workspace root, the deepest searched for manifests")
         if "Cargo.toml" in files:
-            yield Path(directory) / "Cargo.toml"
+            count += 1
+            if count > MAX_MANIFESTS:
+                raise TreeFileRefused(here / "Cargo.toml", f"the workspace has more than "
+                                      f"{MAX_MANIFESTS} manifests, the most fetch-deps copies")
+            yield here / "Cargo.toml"
 
 
 def _inside(base: Path, relative: str) -> Path | None:
-    """`base / relative` when that stays inside `base` (no absolute paths, no `..` escape)."""
-    candidate = (base / relative).resolve()
+    """`base / relative` when that stays inside `base` (no absolute paths, no `..` escape).
+
+    Resolved in the clean copy, which holds only directories and files made here (no
+    links), so resolving cannot be steered by the tree.
+    """
+    try:
+        candidate = (base / relative).resolve()
+    except (OSError, ValueError, RuntimeError):  # too long, a NUL byte, a loop
+        return None
     return candidate if candidate.is_relative_to(base.resolve()) else None
 
 
@@ -96,25 +201,38 @@ def _declared_targets(manifest: dict[str, Any]) -> list[str]:
 
 
 def make_clean_copy(root: Path, destination: Path) -> int:
-    """Copy only manifests and the lockfile of `root` into `destination`; returns manifests copied."""
-    count = 0
+    """Copy only manifests and the lockfile of `root` into `destination`; returns manifests copied.
+
+    Every file is read through `read_tree_file` (regular files only, no links, bounded);
+    what is written is the bytes that were checked, never a second read. The manifests
+    and the lockfile are all placed before any empty target file, and a target is
+    placed only where nothing exists yet, so a target path such as
+    `../other/Cargo.toml/x.rs` can neither replace a manifest nor block one.
+    """
+    members: list[tuple[Path, dict[str, Any]]] = []
     for manifest in _manifests(root):
-        relative = manifest.parent.relative_to(root)
-        target_dir = destination / relative
+        data = read_tree_file(manifest, MANIFEST_MAX_BYTES)
+        parsed = parse_tree_toml(manifest, data)
+        target_dir = destination / manifest.parent.relative_to(root)
         target_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(manifest, target_dir / "Cargo.toml")
-        data = _read_manifest(manifest)
-        if "package" in data:
-            for source in _declared_targets(data):
-                placed = _inside(target_dir, source)
-                if placed is not None and not placed.exists():
-                    placed.parent.mkdir(parents=True, exist_ok=True)
-                    placed.write_text("fn main() {}\n" if source.endswith("main.rs") else "")
-        count += 1
+        (target_dir / "Cargo.toml").write_bytes(data)
+        members.append((target_dir, parsed))
     lock = root / "Cargo.lock"
-    if lock.is_file():
-        shutil.copyfile(lock, destination / "Cargo.lock")
-    return count
+    if os.path.lexists(lock):
+        (destination / "Cargo.lock").write_bytes(read_tree_file(lock, LOCKFILE_MAX_BYTES))
+    for target_dir, parsed in members:
+        if "package" not in parsed:
+            continue
+        for source in _declared_targets(parsed):
+            placed = _inside(target_dir, source)
+            if placed is None or os.path.lexists(placed):
+                continue
+            try:
+                placed.parent.mkdir(parents=True, exist_ok=True)
+                placed.write_text("fn main() {}\n" if source.endswith("main.rs") else "")
+            except OSError:
+                continue  # a path that cannot exist here: cargo names it if it matters
+    return len(members)
 
 
 def host_toolchain() -> str | None:
@@ -135,11 +253,13 @@ def unsafe_sources(lockfile: Path) -> list[str]:
     The tree chooses these URLs, and the host's cargo fetches them with the host's
     network, SSH agent and git credentials: `file://` reads host paths into the shared
     cache, `ssh://` and `git://` reach whatever the host can, `http://` is unauthenticated.
+    A lockfile that cannot be read is errors.TreeFileRefused naming it.
     """
-    try:
-        data = tomllib.loads(lockfile.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        return [f"(unreadable lockfile: {error})"]
+    return unsafe_sources_in(read_lockfile(lockfile))
+
+
+def unsafe_sources_in(data: dict[str, Any]) -> list[str]:
+    """`unsafe_sources` of an already parsed lockfile."""
     found: list[str] = []
     packages = data.get("package")
     for package in packages if isinstance(packages, list) else []:
@@ -152,24 +272,68 @@ def unsafe_sources(lockfile: Path) -> list[str]:
     return found
 
 
+_DEPENDENCY_TABLES = ("dependencies", "dev-dependencies", "build-dependencies")
+
+
+def unsafe_manifest_sources(manifest: dict[str, Any]) -> list[str]:
+    """`git` and `registry-index` URLs other than https in a manifest's dependency tables.
+
+    `cargo fetch --locked` resolves every declared dependency before it compares the
+    result with the lockfile, so a `git = "file:///home/x/private"` that the lockfile
+    does not pin is fetched by host cargo (into the host cache) before --locked refuses.
+    Looked at: [dependencies] and its dev-/build- kin at the top, under [target.*] and
+    under [workspace]; every entry of [patch.*] and [replace].
+    """
+    tables: list[object] = [manifest.get(name) for name in _DEPENDENCY_TABLES]
+    workspace = manifest.get("workspace")
+    if isinstance(workspace, dict):
+        tables += [workspace.get(name) for name in _DEPENDENCY_TABLES]
+    targets = manifest.get("target")
+    for platform in targets.values() if isinstance(targets, dict) else []:
+        if isinstance(platform, dict):
+            tables += [platform.get(name) for name in _DEPENDENCY_TABLES]
+    patches = manifest.get("patch")
+    tables += list(patches.values()) if isinstance(patches, dict) else []
+    tables.append(manifest.get("replace"))
+    found: list[str] = []
+    for table in tables:
+        for dependency in table.values() if isinstance(table, dict) else []:
+            if not isinstance(dependency, dict):
+                continue
+            for key in ("git", "registry-index"):
+                url = dependency.get(key)
+                if url is not None and not (isinstance(url, str) and url.startswith("https://")):
+                    found.append(f"{key} = {url!r}")
+    return found
+
+
 def fetch_deps(path: Path) -> tuple[Path, int]:
     """Fetch what `path`'s lockfile pins into the host cache; returns (workspace root, manifests)."""
     root = find_workspace_root(path)
-    if not (root / "Cargo.lock").is_file():
+    if not os.path.lexists(root / "Cargo.lock"):
         raise LockfileWouldBeWritten(root, f"{root / 'Cargo.lock'} does not exist")
     refused = unsafe_sources(root / "Cargo.lock")
     if refused:
         raise FetchFailed(root, f"the lockfile pins sources other than https: {', '.join(refused[:3])}; "
-                          "fetch-deps fetches only over https")
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        raise SpawnFailed("cargo", "not found on PATH; fetch-deps runs the host's cargo to download crates")
+                          "fetch-deps fetches only over https", before_cargo=True)
     scratch_parent = paths.roteiro_home() / "tmp"
     scratch_parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fetch-deps-", dir=scratch_parent) as scratch:
         copy = Path(scratch) / "tree"
         copy.mkdir()
-        manifests = make_clean_copy(root, copy)
+        manifests = make_clean_copy(root, copy)  # refuses what it will not read, before cargo
+        declared = [f"{manifest.relative_to(copy)}: {source}"
+                    for manifest in sorted(copy.rglob("Cargo.toml"))
+                    for source in unsafe_manifest_sources(read_manifest(manifest))]
+        if declared:
+            raise FetchFailed(root, "the manifests declare sources other than https: "
+                              f"{'; '.join(declared[:3])}; fetch-deps fetches only over https "
+                              "(cargo resolves a manifest's sources before --locked can refuse)",
+                              before_cargo=True)
+        cargo = shutil.which("cargo")
+        if cargo is None:
+            raise SpawnFailed("cargo", "not found on PATH; fetch-deps runs the host's cargo to "
+                              "download crates")
         env = dict(os.environ)
         toolchain = host_toolchain()
         if toolchain:

@@ -408,33 +408,61 @@ class HostToolMissing(Refusal):
 class NoPackageCache(Refusal):
     code = "no-package-cache"
 
-    def __init__(self, path: Path, tree: Path) -> None:
+    def __init__(self, path: Path, tree: Path, missing: str | None = None) -> None:
         super().__init__()
         self.path = path
         self.tree = tree
+        #: The pinned package the cache lacks ("itoa 1.0.15"), when one was looked for.
+        self.missing = missing
+
+    def guidance(self) -> Guidance:
+        summary = (f"The cargo package cache at {_p(self.path)} lacks {_p(self.missing)}, "
+                   "which the lockfile pins." if self.missing is not None
+                   else f"No cargo package cache at {_p(self.path)}.")
+        return Guidance(
+            summary=summary,
+            notes=("The VM has no network: the crates the tree depends on come from the "
+                   "host's cargo cache; the guest sees only the packages the lockfile pins.",
+                   "`pylint-sandbox fetch-deps` fills it without running the tree's code or configuration.",),
+            commands=(fetch_deps_command(self.tree),),
+        )
+
+
+class PackageCacheRefused(Refusal):
+    """An entry of the host's cargo cache that is not copied into the guest's view."""
+
+    code = "package-cache-refused"
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__()
+        self.path = path
+        self.why = why
 
     def guidance(self) -> Guidance:
         return Guidance(
-            summary=f"No cargo package cache at {_p(self.path)}.",
-            notes=("The VM has no network: the crates the tree depends on come from the "
-                   "host's cargo registry cache, mounted read-only.",
-                   "`pylint-sandbox fetch-deps` fills it without running the tree's code or configuration.",),
-            commands=(fetch_deps_command(self.tree),),
+            summary=f"The cargo cache entry {_p(self.path)} was not given to the guest: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=("The guest sees a read-only copy of only the packages the lockfile pins; "
+                   "copying follows no link and is bounded.",
+                   "Remove the entry from the host's cargo cache and fetch it again with "
+                   "`pylint-sandbox fetch-deps`.",),
         )
 
 
 class FetchFailed(Refusal):
     code = "fetch-failed"
 
-    def __init__(self, tree: Path, line: str) -> None:
+    def __init__(self, tree: Path, line: str, *, before_cargo: bool = False) -> None:
         super().__init__()
         self.tree = tree
         self.line = line
+        #: True when pylint-sandbox refused before running cargo (cargo said nothing).
+        self.before_cargo = before_cargo
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Fetching the dependencies of {_p(self.tree)} failed.",
-            notes=(_said("Cargo said", self.line),
+            notes=(_said("Refused before cargo ran" if self.before_cargo else "Cargo said", self.line),
                    "The fetch ran in a clean copy of the manifests and the lockfile; none of "
                    "the tree's code or configuration ran.",),
             commands=(fetch_deps_command(self.tree),),
@@ -521,18 +549,41 @@ class LockfileWouldBeWritten(Refusal):
         self.line = line
 
     def guidance(self) -> Guidance:
+        # No command here runs host cargo on the tree's manifests: regenerating a lockfile
+        # resolves the sources the tree chose (`git = "file:///..."`, `ssh://`) with the
+        # host's network, files and credentials. The branch's author owns the lockfile.
         return Guidance(
             summary=f"Linting {_p(self.tree)} would write Cargo.lock: it is missing or out "
             "of date.",
             notes=(_said("Cargo said", self.line),
                    "The worktree is mounted read-only and the lint runs --locked: what is "
-                   "linted is exactly what is committed. The branch's author should commit "
-                   "an up-to-date Cargo.lock.",
-                   "Generating it yourself runs cargo on the host: run it from / as below, so "
-                   "that neither the tree's .cargo/config.toml nor its rust-toolchain file "
-                   "is read.",),
-            commands=(f"cd / && cargo generate-lockfile --manifest-path {_q(self.tree / 'Cargo.toml')}",
-                      fetch_deps_command(self.tree)),
+                   "linted is exactly what is committed.",
+                   "Ask the branch's author to commit an up-to-date Cargo.lock, then fetch "
+                   "what it pins as below. pylint-sandbox never resolves a tree's "
+                   "dependencies with host cargo: that would contact whatever sources the "
+                   "tree names, with this host's files and credentials.",),
+            commands=(fetch_deps_command(self.tree),),
+        )
+
+
+class TreeFileRefused(Refusal):
+    """A file of the tree that the host reads (a manifest, the lockfile) is not read."""
+
+    code = "tree-file-refused"
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__()
+        self.path = path
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The tree's file {_p(self.path)} was not read: {_p(self.why).rstrip('.')}.",
+            notes=("Manifests and the lockfile are read on the host, so they must be regular "
+                   "files (not links, devices or FIFOs) within the stated bounds, readable "
+                   "by this user, and valid UTF-8 TOML.",
+                   "Fix or remove the file in the tree (or ask the branch's author to), then "
+                   "run the same command again.",),
         )
 
 

@@ -149,37 +149,37 @@ def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
 
 
 def lockfile_sources(lockfile: Path) -> set[str]:
-    """The kinds of source the lockfile pins packages from: "registry" and/or "git"."""
-    import tomllib
+    """The kinds of source the lockfile pins packages from: "registry" and/or "git".
 
-    try:
-        data = tomllib.loads(lockfile.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {"registry", "git"}  # unreadable here: let cargo in the guest say what is wrong
-    kinds: set[str] = set()
-    for package in data.get("package", []) if isinstance(data.get("package"), list) else []:
-        source = package.get("source") if isinstance(package, dict) else None
-        if isinstance(source, str):
-            kinds.add("git" if source.startswith("git+") else "registry")
-    return kinds
+    A lockfile the host will not read (a link, too large, too deeply nested, not TOML) is
+    errors.TreeFileRefused naming it.
+    """
+    from roteiro_py.cargo_view import pins
+
+    return {pin.kind for pin in pins(lockfile)}
 
 
 def package_cache(tree: Tree) -> tuple[Path | None, Path | None]:
-    """Step 5: the tree has a lockfile, and the host cache holds what it pins.
+    """Step 5: the tree has a lockfile, and the guest's view of the cargo cache holds
+    exactly what it pins (roteiro_py/cargo_view.py): (view registry/, view git/).
 
-    A tree whose lockfile pins nothing from a registry (only path dependencies) needs no
-    cache, so none is required or shared.
+    A tree whose lockfile pins nothing from a registry or git (only path dependencies)
+    gets no view at all. A pinned package the host cache lacks is NoPackageCache naming it.
     """
+    from roteiro_py.cargo_view import cargo_view
+
     lockfile = tree.workspace / "Cargo.lock"
-    if not lockfile.is_file():
+    if not os.path.lexists(lockfile):
         raise LockfileWouldBeWritten(tree.workspace, f"{lockfile} does not exist")
     cargo_home = paths.cargo_home().resolve()
-    registry, git = cargo_home / "registry", cargo_home / "git"
     needed = lockfile_sources(lockfile)
-    if "registry" in needed and not registry.is_dir():
-        raise NoPackageCache(registry, tree.asked)
-    if "git" in needed and not git.is_dir():
-        raise NoPackageCache(git, tree.asked)
+    for kind in sorted(needed):
+        if not (cargo_home / kind).is_dir():
+            raise NoPackageCache(cargo_home / kind, tree.asked)
+    view = cargo_view(lockfile, cargo_home, tree.asked)
+    if view is None:
+        return None, None
+    registry, git = view / "registry", view / "git"
     return (registry if registry.is_dir() else None), (git if git.is_dir() else None)
 
 
@@ -291,6 +291,7 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     # business reading). Path dependencies outside the workspace root are not visible.
     atoms = [f"fs:read:{tree.workspace}/**", f"fs:list:{tree.workspace}/**",
              f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:cargo", "proc:exec:rustc"]
+    # `registry` and `git` are a cargo view's (package_cache), never the host's whole cache.
     atoms += [f"fs:read:{cache}/**" for cache in (registry, git) if cache is not None]
     return GrantSet.of(*atoms)
 

@@ -9,6 +9,10 @@ The mapping (what the guest sees):
   a worktree into a read-only ext4 image per run, leaving out `.git` and cargo `target`
   directories, FIFOs, sockets and device nodes (qemu/shareimage.py), and shares the
   cargo registry over read-only 9p (the numbers are in qemu/machine.py).
+- A read of a cargo view (`cargo_views_root()/<key>/registry/**` or `.../git/**`, built
+  by roteiro_py/cargo_view.py with only what one lockfile pins) is mapped to
+  `/cargo-home/registry` and `/cargo-home/git`. This is what a lint grants: the host's
+  whole cache would show the guest every project's crates and private git checkouts.
 - A read under the host's cargo home is mapped under `GUEST_CARGO_HOME` instead:
   `$CARGO_HOME/registry/**` -> `/cargo-home/registry`, `$CARGO_HOME/git/**` ->
   `/cargo-home/git`. `/cargo-home` itself is a tmpfs owned by the guest user, so cargo
@@ -29,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from roteiro_py import errors
+from roteiro_py import errors, paths
 from roteiro_py.process.grants import GrantAtom, GrantSet
 from roteiro_py.process.sandbox import Command
 
@@ -44,6 +48,21 @@ CARGO_SHAREABLE = ("registry", "git")
 #: A guest directory every boot provides empty (a tmpfs), where a command may start
 #: outside every share: the toolchain probes run there, away from the tree's files.
 FRESH_CWD = "/tmp"
+
+
+def cargo_views_root() -> Path:
+    """Where the per-lockfile cargo views are built (roteiro_py/cargo_view.py)."""
+    return paths.cache_root() / "cargo-views"
+
+
+def _view_guest(path: PurePosixPath, views: PurePosixPath) -> str | None:
+    """The guest path of a cargo view's registry/ or git/, None when `path` is none."""
+    if not _is_within(path, views):
+        return None
+    parts = path.relative_to(views).parts
+    if len(parts) != 2 or parts[1] not in CARGO_SHAREABLE or parts[0].startswith("."):
+        return None
+    return str(PurePosixPath(GUEST_CARGO_HOME) / parts[1])
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,7 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
     """The mount table enforcing `grant`, or errors.Unenforceable naming the first atom."""
     shown = command.display()
     cargo = PurePosixPath(str(host_cargo_home.expanduser().resolve()))
+    views = PurePosixPath(str(cargo_views_root().resolve()))
     scratch_path = PurePosixPath(scratch) if scratch else None
     reads: list[tuple[PurePosixPath, GrantAtom]] = []
     lists: list[PurePosixPath] = []
@@ -115,7 +135,14 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
             raise errors.Unenforceable(str(atom), shown, "it would expose the host's cargo "
                                        "home root, which holds credentials.toml; grant "
                                        f"{cargo}/registry/** and {cargo}/git/** instead")
-        if _is_within(path, cargo):
+        is_view = _view_guest(path, views) is not None
+        if not is_view and (_is_within(path, views) or _is_within(views, path)):
+            raise errors.Unenforceable(str(atom), shown, "of the cargo views, only one view's "
+                                       "registry/ and git/ are shared (each holds what one "
+                                       "lockfile pins)")
+        if is_view:
+            pass
+        elif _is_within(path, cargo):
             top = path.relative_to(cargo).parts[0]
             if top not in CARGO_SHAREABLE:
                 raise errors.Unenforceable(str(atom), shown, "only the registry/ and git/ "
@@ -137,7 +164,10 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
     shares: list[Share] = []
     for path in outermost:
         host = Path(str(path))
-        if _is_within(path, cargo):
+        view_guest = _view_guest(path, views)
+        if view_guest is not None:
+            guest = view_guest
+        elif _is_within(path, cargo):
             guest = str(PurePosixPath(GUEST_CARGO_HOME) / path.relative_to(cargo))
             if not host.is_dir():
                 continue  # cargo's git/ exists only once a git dependency was fetched
@@ -147,6 +177,9 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
             atom = next(a for p, a in reads if p == path)
             raise errors.Unenforceable(str(atom), shown, f"{host} is not a directory on "
                                        "this host")
+        if any(s.guest == guest for s in shares):
+            atom = next(a for p, a in reads if p == path)
+            raise errors.Unenforceable(str(atom), shown, f"another share already provides {guest}")
         shares.append(Share(host, guest))
     cwd = PurePosixPath(str(command.workspace))
     visible = [PurePosixPath(s.guest) for s in shares]

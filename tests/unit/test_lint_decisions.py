@@ -164,9 +164,10 @@ def test_cache_is_required_only_for_what_the_lockfile_pins(tmp_path: Path, monke
     with pytest.raises(NoPackageCache):
         lint.package_cache(tree)
     (tmp_path / "cargo-home" / "registry").mkdir(parents=True)
-    assert lint.package_cache(tree) == (tmp_path / "cargo-home" / "registry", None)
+    with pytest.raises(NoPackageCache, match="lacks itoa 1.0.15"):  # the cache exists, the crate not
+        lint.package_cache(tree)
     (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY + '[[package]]\nname = "g"\nversion = "0.1.0"\n'
-                                         'source = "git+https://example.invalid/g#abc"\n')
+                                         f'source = "git+https://example.invalid/g#{"a" * 40}"\n')
     with pytest.raises(NoPackageCache) as caught:
         lint.package_cache(tree)
     assert str(tmp_path / "cargo-home" / "git") in caught.value.guidance().render_text()

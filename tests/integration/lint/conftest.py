@@ -50,6 +50,28 @@ def roteiro_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield HOME
 
 
+@pytest.fixture(scope="session")
+def itoa_cargo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private cargo home holding itoa 1.0.15, filled once by `fetch-deps` from crates.io;
+    no lint test reads the user's ~/.cargo (tests/conftest.py gives the session an empty one)."""
+    base = tmp_path_factory.mktemp("itoa-cargo-home")
+    tree = base / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "lib.rs").write_text("")
+    (tree / "Cargo.toml").write_text('[package]\nname = "t"\nversion = "0.1.0"\nedition = "2021"\n'
+                                     '[dependencies]\nitoa = "=1.0.15"\n')
+    (tree / "Cargo.lock").write_text(
+        'version = 4\n[[package]]\nname = "itoa"\nversion = "1.0.15"\n'
+        'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
+        'checksum = "4a5f13b858c8d314ee3e8f639011f7ccefe71f97f96e50151fb991f267928e2c"\n'
+        '[[package]]\nname = "t"\nversion = "0.1.0"\ndependencies = ["itoa"]\n')
+    home = base / "cargo-home"
+    done = cli("fetch-deps", str(tree), env={"CARGO_HOME": str(home)}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert list(home.glob("registry/src/*/itoa-1.0.15/src/lib.rs"))
+    return home
+
+
 @pytest.fixture
 def demo(tmp_path: Path) -> Path:
     """A private copy of the example workspace (the lint must not depend on where it lives)."""

@@ -77,7 +77,8 @@ def test_missing_lockfile_is_refused_naming_the_fix(tmp_path: Path, cargo_home: 
     (tree / "Cargo.lock").unlink()
     result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
-    assert "would write Cargo.lock" in result.stderr and "cargo generate-lockfile" in result.stderr
+    assert "would write Cargo.lock" in result.stderr and "commit an up-to-date Cargo.lock" in result.stderr
+    assert "generate-lockfile" not in result.stderr  # no advice runs host cargo on the tree's sources
 
 
 @pytest.mark.parametrize("source", ["git+file:///etc/secret-repo#abc", "git+ssh://git@internal/x#abc",
@@ -91,3 +92,22 @@ def test_sources_other_than_https_are_refused_before_cargo_runs(tmp_path: Path, 
     assert result.returncode == 3 and "other than https" in result.stderr and source.split("#")[0] in result.stderr
     assert not list(cargo_home.glob("registry/src/*/itoa-*")), "cargo fetched although refused"
     assert not (cargo_home / "git").exists()
+
+
+def test_a_manifests_file_git_source_is_never_fetched_by_host_cargo(tmp_path: Path, cargo_home: Path) -> None:
+    """The lockfile is unchanged (https only), but a manifest declares `git = "file://..."`:
+    cargo fetch --locked would clone it into the host cache before refusing the lockfile."""
+    tree, _ = hostile_tree(tmp_path)
+    repo = tmp_path / "private-repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "sneaky"\nversion = "0.1.0"\n')
+    (repo / "src" / "lib.rs").write_text("pub const PRIVATE: u8 = 1;\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True, timeout=60)
+    manifest = tree / "Cargo.toml"
+    manifest.write_text(manifest.read_text() + f'sneaky = {{ git = "file://{repo}" }}\n')
+    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Refused before cargo ran" in result.stderr and f"file://{repo}" in result.stderr
+    assert not (cargo_home / "git").exists(), "host cargo cloned the file:// source"

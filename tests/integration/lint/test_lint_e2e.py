@@ -81,16 +81,25 @@ def test_no_lockfile_is_refused_before_booting(demo: Path, clippy_image: Image) 
     started = time.monotonic()
     done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference)
     assert done.returncode == 3
-    assert "would write Cargo.lock" in done.stderr and "cargo generate-lockfile" in done.stderr
+    assert "would write Cargo.lock" in done.stderr and "commit an up-to-date Cargo.lock" in done.stderr
+    assert "generate-lockfile" not in done.stderr  # no advice runs host cargo on the tree's sources
     assert time.monotonic() - started < 10  # refused in preflight: no VM was booted
 
 
-def test_outdated_lockfile_is_refused_from_the_guest(demo: Path, clippy_image: Image) -> None:
+def test_outdated_lockfile_is_refused_from_the_guest(demo: Path, clippy_image: Image,
+                                                    itoa_cargo_home: Path) -> None:
+    """A dependency the lockfile does not pin is never in the guest's view of the cache,
+    whatever the host cache holds (here: it holds itoa), so the outcome no longer depends
+    on the machine: the guest cannot resolve it, and fetch-deps then names the lockfile."""
     manifest = demo / "crates" / "demo-core" / "Cargo.toml"
     manifest.write_text(manifest.read_text() + '\n[dependencies]\nitoa = "1"\n')
-    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference)
+    env = {"CARGO_HOME": str(itoa_cargo_home)}
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "would write Cargo.lock" in done.stderr and "Traceback" not in done.stderr
+    assert "itoa" in done.stderr and "fetch-deps" in done.stderr and "Traceback" not in done.stderr
+    fetched = cli("fetch-deps", str(demo), env=env)
+    assert fetched.returncode == 3, fetched.stdout + fetched.stderr
+    assert "would write Cargo.lock" in fetched.stderr and "commit an up-to-date Cargo.lock" in fetched.stderr
 
 
 def test_image_without_clippy_is_refused_as_lacking_the_linter(demo: Path, noclippy_image: Image) -> None:
@@ -158,7 +167,7 @@ def test_real_dependencies_lint_after_fetch_deps_and_not_before(tmp_path: Path, 
     (cargo_home / "registry").mkdir(parents=True)
     cold = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, env=env)
     assert cold.returncode == 3, cold.stdout + cold.stderr
-    assert "package cache lacks" in cold.stderr and "fetch-deps" in cold.stderr
+    assert "lacks itoa 1.0.15, which the lockfile pins" in cold.stderr and "fetch-deps" in cold.stderr
 
     fetched = cli("fetch-deps", str(tree), env=env)
     assert fetched.returncode == 0, fetched.stderr

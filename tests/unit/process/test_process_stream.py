@@ -142,6 +142,12 @@ def test_chunk_framing_delivers_a_prompt_while_the_child_waits_for_input() -> No
     with spawn(["sh", "-c", "printf 'name? '; read x; echo \"hello $x\""], timeout=10,
                stdin="pipe") as stream:
         assert next(stream) == Output(1, "stdout", b"name? ")
+        # The prompt arrived before any input was sent; the shell then blocks in read
+        # (on a loaded machine it may still be running when the frame arrives: wait for
+        # it to block, bounded, rather than sample its state once).
+        waited = time.monotonic() + 5
+        while state(stream.pid) != "S" and time.monotonic() < waited:
+            time.sleep(0.01)
         assert state(stream.pid) == "S"  # blocked in read, no newline written
         assert stream.stdin is not None
         stream.stdin.write(b"bob\n")
