@@ -259,17 +259,27 @@ def unsafe_sources(lockfile: Path) -> list[str]:
 
 
 def unsafe_sources_in(data: dict[str, Any]) -> list[str]:
-    """`unsafe_sources` of an already parsed lockfile."""
+    """`unsafe_sources` of an already parsed lockfile.
+
+    Every `source` key anywhere in the lockfile counts, not only those of `[[package]]`:
+    a `[patch]` no package uses is written as `[[patch.unused]]` with its source, and
+    `cargo fetch --locked` clones it (a `git+file://` there copied a host repository
+    into the cache). The walk is iterative and visits the parsed document once.
+    """
     found: list[str] = []
-    packages = data.get("package")
-    for package in packages if isinstance(packages, list) else []:
-        source = package.get("source") if isinstance(package, dict) else None
-        if not isinstance(source, str):
-            continue
-        _, _, url = source.partition("+")
-        if not url.startswith("https://"):
-            found.append(source)
-    return found
+    pending: list[object] = [data]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            source = node.get("source")
+            if isinstance(source, str):
+                _, _, url = source.partition("+")
+                if not url.startswith("https://"):
+                    found.append(source)
+            pending.extend(value for key, value in node.items() if key != "source")
+        elif isinstance(node, list):
+            pending.extend(node)
+    return sorted(set(found))
 
 
 _DEPENDENCY_TABLES = ("dependencies", "dev-dependencies", "build-dependencies")

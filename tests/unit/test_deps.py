@@ -248,3 +248,29 @@ def test_an_oversized_lockfile_is_refused_naming_the_bound(tmp_path: Path) -> No
         assert f"larger than {deps.LOCKFILE_MAX_BYTES} bytes" in refusal_text(caught)
     lock.write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
     assert lint.lockfile_sources(lock) == set()  # control: the same file, within the bound
+
+
+_UNUSED_PATCH = ('\n[[patch.unused]]\nname = "privcrate"\nversion = "0.1.0"\n'
+                 'source = "{}#2fcedca101685667c80995a10cefc3dad2c78566"\n')
+
+
+def test_an_unused_patch_in_the_lockfile_is_refused_before_cargo(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `[patch]` no package uses is written to Cargo.lock as `[[patch.unused]]` with its
+    source, and host `cargo fetch --locked` clones it: a `git+file://` there copied a host
+    repository into the cache. Every source in the lockfile is checked, not only packages'."""
+    from roteiro_py.errors import FetchFailed
+
+    root = workspace(tmp_path, "a")
+    lock = root / "Cargo.lock"
+    base = lock.read_text()
+    # control arm: an https unused patch is what fetch-deps may fetch, and is not refused
+    lock.write_text(base + _UNUSED_PATCH.format("git+https://github.com/a/privcrate"))
+    assert deps.unsafe_sources(lock) == []
+    lock.write_text(base + _UNUSED_PATCH.format("git+file:///home/user/private"))
+    assert deps.unsafe_sources(lock) == ["git+file:///home/user/private#2fcedca101685667c80995a10cefc3dad2c78566"]
+    monkeypatch.setenv("PATH", "/nonexistent")  # cargo is never even looked for
+    with pytest.raises(FetchFailed) as caught:
+        deps.fetch_deps(root)
+    text = caught.value.guidance().render_text()
+    assert "git+file:///home/user/private" in text and "Cargo said" not in text
