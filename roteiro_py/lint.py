@@ -70,6 +70,8 @@ GUEST_HOME = f"{GUEST_SCRATCH}/home"
 #: Variables of the image's own config that the guest command keeps (PATH and rustup's);
 #: everything else in the command's environment is set here. Nothing comes from the host.
 IMAGE_ENV_KEPT = ("PATH", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUST_VERSION")
+#: An image's variable of this many characters or more is dropped (a PATH is far shorter).
+IMAGE_ENV_VALUE_LIMIT = 4096
 DEFAULT_GUEST_PATH = "/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _LEVEL_RANK = {"error": 3, "warning": 2, "note": 1, "help": 0}
 _FAIL_ON_RANK = {"error": 3, "warning": 2}
@@ -254,13 +256,16 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
     from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 
     env: dict[str, str] = {"PATH": DEFAULT_GUEST_PATH}
-    declared = image.config.get("config", {}).get("Env") or []
+    # Every level of the image's JSON is checked for its shape: `"config": null`, a list
+    # or a string there was an AttributeError (exit 4) for an image a repository may name.
+    section = image.config.get("config") if isinstance(image.config, dict) else None
+    declared = section.get("Env") if isinstance(section, dict) else None
     for entry in declared if isinstance(declared, list) else []:
         if isinstance(entry, str) and "=" in entry:
             name, value = entry.split("=", 1)
             # printable: no newline, NUL or lone surrogate, which the job script cannot
             # carry (a ValueError there was exit 4 for a hostile image's config)
-            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < 4096:
+            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < IMAGE_ENV_VALUE_LIMIT:
                 env[name] = value
     # A relative PATH entry (or an empty one, which means `.`) would look `cargo` and
     # `rustc` up in the tree, the lint's working directory.
