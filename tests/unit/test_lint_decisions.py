@@ -271,3 +271,17 @@ def test_guest_env_of_any_image_config_is_an_environment_the_job_can_carry(confi
     assert all(d.startswith("/") for d in env["PATH"].split(":"))
     assert all(len(v) < lint.IMAGE_ENV_VALUE_LIMIT for v in env.values())
     step_script(Command(program="cargo-clippy", args=(), workspace=Path("/w"), env=env))
+
+
+def test_a_pinned_step_is_named_by_its_program_not_the_wrapper(tmp_path: Path) -> None:
+    """Every step runs through clippy/command.py's pinning wrapper; a refusal names what the
+    user would recognise (`cargo-clippy clippy ...`), not the shell script around it."""
+    from roteiro_py.config import Settings
+
+    tree = lint.Tree(tmp_path, tmp_path, tmp_path)
+    steps = lint.steps_for(tree, Settings(), {}, lint.clippy_command(Settings()))
+    assert steps[2].argv[0] == "/bin/sh"  # control: the wrapper is what the guest runs
+    with pytest.raises(DeadlineExceeded) as caught:
+        lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps)
+    text = caught.value.guidance().render_text()
+    assert "cargo-clippy clippy --message-format=json" in text and "sysroot" not in text
