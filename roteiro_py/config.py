@@ -2,7 +2,8 @@
 
 Precedence, highest first: a command-line flag, a `ROTEIRO_<SECTION>_<KEY>` environment
 variable, the repository's `roteiro.toml` (found by walking up from the linted path), the
-user's `$ROTEIRO_HOME/config.toml`, the defaults. Every value carries its source so
+user's `$ROTEIRO_HOME/config.toml`, the defaults; except for USER_FIRST_KEYS, where the
+user's config outranks the repository's. Every value carries its source so
 `config show` can say "lint.image = ... (from /repo/roteiro.toml)" and a refusal about a
 value can name the file to fix.
 
@@ -111,6 +112,11 @@ SECTIONS: dict[str, type[BaseModel]] = {"lint": LintSettings, "vm": VmSettings}
 #: (allowed_images) come only from the user's config, the environment or flags.
 REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",
                        "lint.all_features", "lint.no_default_features"})
+#: Of REPO_KEYS, what the repository only suggests: the user's own choice (flag, variable
+#: or user config) wins. The output format is what the user's CI consumes: a branch whose
+#: roteiro.toml said `github` turned a CI's configured `sarif` upload into workflow
+#: commands (review rev-tree).
+USER_FIRST_KEYS = frozenset({"lint.format"})
 
 
 def image_allowed(name: str, allowed: list[str]) -> bool:
@@ -340,6 +346,8 @@ def resolve(
     for where, flat, source in layers:
         _validate(where, flat)
         for key, value in flat.items():
+            if source.kind == "repo" and key in USER_FIRST_KEYS and key in sources:
+                continue  # the user's config already chose it
             merged[key] = value
             sources[key] = source
     for key, (value, source) in env_layer(environ).items():

@@ -70,6 +70,8 @@ GUEST_HOME = f"{GUEST_SCRATCH}/home"
 #: Variables of the image's own config that the guest command keeps (PATH and rustup's);
 #: everything else in the command's environment is set here. Nothing comes from the host.
 IMAGE_ENV_KEPT = ("PATH", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUST_VERSION")
+#: An image's variable of this many characters or more is dropped (a PATH is far shorter).
+IMAGE_ENV_VALUE_LIMIT = 4096
 DEFAULT_GUEST_PATH = "/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _LEVEL_RANK = {"error": 3, "warning": 2, "note": 1, "help": 0}
 _FAIL_ON_RANK = {"error": 3, "warning": 2}
@@ -254,21 +256,25 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
     from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 
     env: dict[str, str] = {"PATH": DEFAULT_GUEST_PATH}
-    declared = image.config.get("config", {}).get("Env") or []
+    # Every level of the image's JSON is checked for its shape: `"config": null`, a list
+    # or a string there was an AttributeError (exit 4) for an image a repository may name.
+    section = image.config.get("config") if isinstance(image.config, dict) else None
+    declared = section.get("Env") if isinstance(section, dict) else None
     for entry in declared if isinstance(declared, list) else []:
         if isinstance(entry, str) and "=" in entry:
             name, value = entry.split("=", 1)
             # printable: no newline, NUL or lone surrogate, which the job script cannot
             # carry (a ValueError there was exit 4 for a hostile image's config)
-            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < 4096:
+            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < IMAGE_ENV_VALUE_LIMIT:
                 env[name] = value
     # A relative PATH entry (or an empty one, which means `.`) would look `cargo` and
     # `rustc` up in the tree, the lint's working directory.
     env["PATH"] = ":".join(d for d in env["PATH"].split(":") if d.startswith("/")) or DEFAULT_GUEST_PATH
     if "RUST_VERSION" in env and "RUSTUP_TOOLCHAIN" not in env:
-        # Official Rust images run cargo through rustup, which would otherwise obey the
-        # tree's rust-toolchain file and try to download another toolchain (offline: a
-        # failure blamed on the image). The pinned image's toolchain is the one that lints.
+        # Official Rust images name their toolchain: the probe asks that one for its
+        # sysroot. Whatever the image says, no tree toolchain file is obeyed: every step
+        # runs through clippy/command.py's PIN_SCRIPT (an image without RUST_VERSION let a
+        # tree `rust-toolchain.toml` replace clippy: review rev-tree).
         env["RUSTUP_TOOLCHAIN"] = env["RUST_VERSION"]
     env.update({
         **PINNED_ENV,
@@ -307,8 +313,9 @@ def clippy_command(settings: config.Settings) -> list[str]:
 
 
 def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
-    """The probes, run outside the tree (command.PROBE_CWD), then the lint in the workspace."""
-    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_CWD, PROBE_RUSTC
+    """The probes, run outside the tree (command.PROBE_CWD), then the lint in the workspace,
+    each run by the toolchain the image pins, never one a tree toolchain file names."""
+    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_CWD, PROBE_RUSTC, pinned
     from roteiro_py.process.sandbox import Command
 
     def command(words: tuple[str, ...] | list[str], cwd: Path, timeout: float) -> Command:
@@ -322,7 +329,7 @@ def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: 
                          "its toolchain away from the tree.", hint="Move or copy the tree elsewhere to lint it.")
     return [command(PROBE_CLIPPY, probe_cwd, PROBE_TIMEOUT_S),
             command(PROBE_RUSTC, probe_cwd, PROBE_TIMEOUT_S),
-            command(argv, tree.workspace, float(settings.vm.timeout_s))]
+            command(pinned(argv), tree.workspace, float(settings.vm.timeout_s))]
 
 
 def _signal_of(status: int) -> str | None:
@@ -333,17 +340,27 @@ def _signal_of(status: int) -> str | None:
     return None
 
 
+def shown(step: Command) -> str:
+    """A step as a refusal names it: the toolchain program and its arguments, without the
+    pinning wrapper (clippy/command.py) every step runs through."""
+    import shlex
+
+    from roteiro_py.clippy.command import unpinned
+
+    return shlex.join(unpinned(step.argv))
+
+
 def judge_job(job: JobOutcome, steps: list[Command]) -> None:
     """Refuse when the VM did not get as far as a verdict on every step that ran."""
     for index, (outcome, step) in enumerate(zip(job.steps, steps, strict=False)):
         if outcome.timed_out and index < len(steps) - 1:
-            raise ProbeFailed(f"`{step.display()}` did not finish within {step.timeout:g} s",
+            raise ProbeFailed(f"`{shown(step)}` did not finish within {step.timeout:g} s",
                               "the toolchain probe has a fixed deadline; `--timeout` sets clippy's")
         if outcome.timed_out:
-            raise DeadlineExceeded(step.display(), step.timeout)
+            raise DeadlineExceeded(shown(step), step.timeout)
     if not job.completed and job.failure and "deadline" in job.failure:
         step = steps[len(job.steps) - 1] if job.steps else steps[0]
-        raise DeadlineExceeded(step.display(), step.timeout)
+        raise DeadlineExceeded(shown(step), step.timeout)
 
 
 def lint(request: LintRequest) -> tuple[Report, config.Settings]:
@@ -425,6 +442,7 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
                  started: datetime, ended: datetime) -> Report:
     """Judge the job and make its report; snippets come from the staged workspace copy."""
     from roteiro_py.clippy.classify import ClippyRun, classify
+    from roteiro_py.clippy.command import unpinned
     from roteiro_py.clippy.parse import PathLayout
     from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
     from roteiro_py.report.model import Isolation as ReportIsolation
@@ -447,7 +465,7 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
     limit_bytes = vm.output_limit_mib * 1024 * 1024
     status, killed = _status(run, job, limit_bytes)
     result = classify(
-        ClippyRun(command=list(steps[2].argv), status=status, stdout=run.stdout,
+        ClippyRun(command=unpinned(steps[2].argv), status=status, stdout=run.stdout,
                   stderr=run.stderr.decode("utf-8", "replace"), memory_mib=vm.memory_mib,
                   limit_bytes=limit_bytes, signal_name=killed,
                   truncated=run.truncated, truncated_stream="stdout"),
@@ -469,14 +487,14 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
                                   hardware_isolated=isolation.hardware_isolated,
                                   description=isolation.description),
         workspace=tree.layout_workspace.as_posix(),
-        command=list(steps[2].argv), features=features, started=started, ended=ended,
+        command=unpinned(steps[2].argv), features=features, started=started, ended=ended,
         findings=result.findings, summary=result.summary())
     return report
 
 
 def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
     if outcome.exit is None:
-        raise ProbeFailed(f"`{outcome.command.display()}` did not finish",
+        raise ProbeFailed(f"`{shown(outcome.command)}` did not finish",
                           outcome.failure or outcome.stderr.decode("utf-8", "replace"))
     return outcome.exit, outcome.stdout, outcome.stderr
 

@@ -21,6 +21,16 @@ probe and the lint into the tree's own program: exit 0, "clippy 1.99.0", for a t
   with `[env] RUSTC_BOOTSTRAP = {value = "1", force = true}` they pass
   `-Zcodegen-backend=<tree .so>` to clippy-driver on a stable toolchain (measured with
   cargo 1.95); a tree that needs `--cfg` flags from its config gets them no more.
+- No rustup proxy picks the toolchain from the tree. A rustup image runs `cargo-clippy`
+  as a proxy that obeys the working directory's `rust-toolchain.toml`, whose
+  `[toolchain] path = "<a directory in the tree>"` put the tree's own `cargo-clippy` in
+  place of the image's: exit 0 for a tree with `compile_error!` (review rev-tree, on any
+  rustup image without RUST_VERSION). Every step runs through PIN_SCRIPT, which asks
+  `rustc --print sysroot` in PROBE_CWD (no tree file on the way up) and execs
+  `<sysroot>/bin/<program>` by absolute path with RUSTUP_TOOLCHAIN, RUSTC and CARGO set to
+  that toolchain (RUSTUP_TOOLCHAIN outranks every toolchain file, and rustup accepts a
+  path there; measured with rustup 1.29). The probes run the same wrapper, so the clippy
+  whose version is reported is the one that lints. It needs the image's `/bin/sh`.
 Not guaranteed: the tree's build scripts and proc macros run inside this build (a proc
 macro runs inside clippy-driver), so what they print can still lie about findings, and a
 nightly image honours the tree's `[unstable]` table and `cargo-features`.
@@ -42,22 +52,52 @@ Flags and why:
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roteiro_py.errors import UsageError
 from roteiro_py.vm.mounts import FRESH_CWD
 
-#: `cargo-clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`; the
-#: lint runs the same binary.
-PROBE_CLIPPY: tuple[str, ...] = ("cargo-clippy", "--version")
-#: `rustc -vV` prints `key: value` lines, among them `release:` and `host:`.
-PROBE_RUSTC: tuple[str, ...] = ("rustc", "-vV")
 #: Where the probes run in the guest: a tmpfs every boot provides empty, outside the tree
 #: and the scratch disk (which a kept cache carries from one run's build scripts to the
 #: next), so no tree or build-script file is on the way up from it.
 PROBE_CWD = FRESH_CWD
+#: Run as `sh -c PIN_SCRIPT <program> <args>...`: the image's toolchain, asked for in
+#: PROBE_CWD, runs `<program>` by absolute path with every proxy pinned to it (see above).
+PIN_SCRIPT = (
+    f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ echo "
+    "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; exit 127; }\n"
+    'case $s in /*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
+    "exit 127;; esac\n"
+    'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
+    'exec "$s/bin/$0" "$@"\n'
+)
+#: The words before the program name in every step's argv.
+PIN_PREFIX: tuple[str, ...] = ("/bin/sh", "-c", PIN_SCRIPT)
+
+
+def pinned(argv: Sequence[str]) -> tuple[str, ...]:
+    """`argv` run by the image's own toolchain, whatever toolchain file the tree holds."""
+    if not argv or "/" in argv[0]:
+        raise ValueError(f"{argv!r} does not start with a toolchain program's name")
+    return (*PIN_PREFIX, *argv)
+
+
+def unpinned(argv: Sequence[str]) -> list[str]:
+    """The program and arguments of a `pinned` argv, as a report shows what ran."""
+    words = list(argv)
+    return words[len(PIN_PREFIX):] if tuple(words[:len(PIN_PREFIX)]) == PIN_PREFIX else words
+
+
+#: `cargo-clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`; the
+#: lint runs the same binary.
+PROBE_CLIPPY: tuple[str, ...] = pinned(("cargo-clippy", "--version"))
+#: `rustc -vV` prints `key: value` lines, among them `release:` and `host:`.
+PROBE_RUSTC: tuple[str, ...] = pinned(("rustc", "-vV"))
 #: Variables that outrank the tree's `.cargo/config.toml` for the compiler (see above).
-#: RUSTC is the `rustc` on the image's PATH, the one the probe asked.
+#: RUSTC is the `rustc` on the image's PATH, the one the probe asked (PIN_SCRIPT then sets
+#: it to that rustc's absolute path).
 PINNED_ENV: dict[str, str] = {"RUSTC": "rustc", "RUSTC_WRAPPER": "", "CARGO_ENCODED_RUSTFLAGS": ""}
 
 #: The statuses of a completed `cargo clippy` run, measured with cargo 1.95: 0 when the

@@ -54,6 +54,26 @@ def test_a_repository_cannot_weaken_its_own_confinement(tmp_path: Path, key: str
     assert config.resolve(tmp_path).settings.lint.all_targets is True
 
 
+def test_the_users_own_format_outranks_the_repositorys(tmp_path: Path, roteiro_home: Path) -> None:
+    """A CI whose config says sarif (and uploads --output) got `github` workflow commands
+    from a branch's roteiro.toml. The repository's format is only a suggestion."""
+    repo = write(tmp_path / "repo" / "roteiro.toml", '[lint]\nformat = "github"\nfeatures = ["r"]\n')
+    # control: with no choice of the user's, the repository's format is used
+    resolved = config.resolve(repo.parent, environ={})
+    assert resolved.settings.lint.format == "github"
+    assert resolved.source_of("lint.format").label == str(repo)
+
+    user = write(roteiro_home / "config.toml", '[lint]\nformat = "sarif"\nfeatures = ["u"]\n')
+    resolved = config.resolve(repo.parent, environ={})
+    assert resolved.settings.lint.format == "sarif"
+    assert resolved.source_of("lint.format").label == str(user)
+    assert resolved.settings.lint.features == ["r"]  # control: what to lint stays the repo's
+    assert config.resolve(repo.parent, environ={"ROTEIRO_LINT_FORMAT": "json"}).settings.lint.format == "json"
+    assert config.resolve(repo.parent, environ={}, flags={"lint.format": ("human", "--format")}
+                          ).settings.lint.format == "human"
+    assert config.USER_FIRST_KEYS <= config.REPO_KEYS
+
+
 VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true",
           "vm.accel": '"tcg"', "vm.cpus": "64", "vm.memory_mib": "1048576", "vm.timeout_s": "99999",
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from realcargo import make_report  # loaded by tests/unit/conftest.py
 
 from roteiro_py import lint
@@ -227,3 +229,60 @@ def test_an_official_rust_image_keeps_its_own_toolchain() -> None:
         config = {"config": {"Env": ["RUST_VERSION=1.93.1", "RUSTUP_TOOLCHAIN=stable"]}}
 
     assert lint.guest_env(Pinned())["RUSTUP_TOOLCHAIN"] == "stable"  # type: ignore[arg-type]
+
+
+class _Image:
+    def __init__(self, config: object) -> None:
+        self.config = config
+
+
+@pytest.mark.parametrize("config", [{"config": None}, {"config": []}, {"config": "x"},
+                                    {"config": {"Env": None}}, {"config": {"Env": "PATH=/x"}},
+                                    {"config": {"Env": {"PATH": "/x"}}}, {"config": {"Env": [1, None, []]}},
+                                    [], None])
+def test_an_image_config_of_another_shape_is_the_default_environment(config: object) -> None:
+    """`"config": null`, a list or a string was AttributeError in guest_env: exit 4 for an
+    image a repository may name. Control: the same Env under a dict is read."""
+    assert lint.guest_env(_Image(config))["PATH"] == lint.DEFAULT_GUEST_PATH  # type: ignore[arg-type]
+    assert lint.guest_env(_Image({"config": {"Env": ["PATH=/opt/bin"]}}))["PATH"] == "/opt/bin"  # type: ignore[arg-type]
+
+
+def test_an_image_variable_at_the_limit_is_dropped() -> None:
+    under = "/" + "a" * (lint.IMAGE_ENV_VALUE_LIMIT - 2)
+    at = "/" + "a" * (lint.IMAGE_ENV_VALUE_LIMIT - 1)
+    assert lint.guest_env(_Image({"config": {"Env": [f"PATH={under}"]}}))["PATH"] == under  # type: ignore[arg-type]
+    assert lint.guest_env(_Image({"config": {"Env": [f"PATH={at}"]}}))["PATH"] == lint.DEFAULT_GUEST_PATH  # type: ignore[arg-type]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+_ENTRY = st.one_of(_JSON, st.builds("{}={}".format, st.sampled_from(lint.IMAGE_ENV_KEPT), st.text()))
+
+
+@given(st.one_of(_JSON,
+                 st.fixed_dictionaries({"config": _JSON}),
+                 st.fixed_dictionaries({"config": st.fixed_dictionaries({"Env": _JSON})}),
+                 st.fixed_dictionaries({"config": st.fixed_dictionaries({"Env": st.lists(_ENTRY, max_size=6)})})))
+def test_guest_env_of_any_image_config_is_an_environment_the_job_can_carry(config: object) -> None:
+    from roteiro_py.vm.qemu.job import step_script
+
+    env = lint.guest_env(_Image(config))  # type: ignore[arg-type]
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    assert all(d.startswith("/") for d in env["PATH"].split(":"))
+    assert all(len(v) < lint.IMAGE_ENV_VALUE_LIMIT for v in env.values())
+    step_script(Command(program="cargo-clippy", args=(), workspace=Path("/w"), env=env))
+
+
+def test_a_pinned_step_is_named_by_its_program_not_the_wrapper(tmp_path: Path) -> None:
+    """Every step runs through clippy/command.py's pinning wrapper; a refusal names what the
+    user would recognise (`cargo-clippy clippy ...`), not the shell script around it."""
+    from roteiro_py.config import Settings
+
+    tree = lint.Tree(tmp_path, tmp_path, tmp_path)
+    steps = lint.steps_for(tree, Settings(), {}, lint.clippy_command(Settings()))
+    assert steps[2].argv[0] == "/bin/sh"  # control: the wrapper is what the guest runs
+    with pytest.raises(DeadlineExceeded) as caught:
+        lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps)
+    text = caught.value.guidance().render_text()
+    assert "cargo-clippy clippy --message-format=json" in text and "sysroot" not in text

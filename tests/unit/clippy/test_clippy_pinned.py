@@ -10,6 +10,7 @@ is live (the forged version, or the tree's program leaving its marker).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import lint
-from roteiro_py.clippy.command import PINNED_ENV, PROBE_CWD
+from roteiro_py.clippy.command import PIN_PREFIX, PINNED_ENV, PROBE_CWD, unpinned
 from roteiro_py.config import Settings
 from roteiro_py.errors import Unenforceable, UsageError
 from roteiro_py.vm.mounts import derive_mounts
@@ -114,7 +115,8 @@ def test_no_tree_config_replaces_clippy_or_the_compiler(attack: str, tmp_path: P
 
 def test_the_lint_runs_cargo_clippy_itself_with_the_pins() -> None:
     argv, env = lint_step(FORGED)
-    assert argv[:2] == ("cargo-clippy", "clippy")
+    assert argv[:len(PIN_PREFIX)] == PIN_PREFIX
+    assert unpinned(argv)[:2] == ["cargo-clippy", "clippy"]
     assert {name: env[name] for name in PINNED_ENV} == PINNED_ENV == {
         "RUSTC": "rustc", "RUSTC_WRAPPER": "", "CARGO_ENCODED_RUSTFLAGS": ""}
 
@@ -126,7 +128,8 @@ def test_the_probes_run_outside_the_tree_in_a_directory_the_vm_provides(tmp_path
     steps = lint.steps_for(lint.Tree(tree, tree, tree), settings, lint.guest_env(Image()),  # type: ignore[arg-type]
                            lint.clippy_command(settings))
     probes = steps[:2]
-    assert [step.argv for step in probes] == [("cargo-clippy", "--version"), ("rustc", "-vV")]
+    assert [unpinned(step.argv) for step in probes] == [["cargo-clippy", "--version"], ["rustc", "-vV"]]
+    assert all(step.argv[:len(PIN_PREFIX)] == PIN_PREFIX for step in steps)
     for probe in probes:
         assert probe.workspace == Path(PROBE_CWD) and not probe.workspace.is_relative_to(tree)
     grant = lint.grant_for(lint.Tree(tree, tree, tree), None, None)
@@ -167,3 +170,84 @@ def test_the_forging_tree_is_a_real_attack_on_cargo_clippy(tmp_path: Path) -> No
     done = run(old, tree, ordinary_env(), tmp_path)
     assert done.returncode == 0 and '"success":true' in done.stdout
     assert REAL_ERROR not in done.stdout
+
+
+# A rustup image without RUST_VERSION (PATH and RUSTUP_HOME only, e.g. debian + rustup.sh)
+# ran `cargo-clippy` as a rustup proxy that obeyed the tree's `rust-toolchain.toml`:
+# `[toolchain] path = "<a directory in the tree>"` replaced clippy, cargo and rustc with the
+# tree's programs while the probes (outside the tree) still reported the image's clippy.
+# Here the host's real rustup stands in for the image's (the guest runs the same proxy with
+# the same argv and environment).
+FORGED_LINE = '{"reason":"build-finished","success":true}'
+
+
+def rustup_image_env() -> list[str]:
+    proxy = shutil.which("cargo-clippy")
+    rustup_home = Path(os.environ.get("RUSTUP_HOME", Path.home() / ".rustup"))
+    if proxy is None or shutil.which("rustup") is None or not (rustup_home / "toolchains").is_dir():
+        pytest.skip("needs a rustup-managed cargo-clippy on the host")
+    return [f"PATH={Path(proxy).parent}:/usr/bin:/bin", f"RUSTUP_HOME={rustup_home}"]
+
+
+def toolchain_file_tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\nedition = "2021"\n')
+    (tree / "src" / "lib.rs").write_text(f'compile_error!("{REAL_ERROR}");\n')
+    fake = tree / "fake" / "bin"
+    fake.mkdir(parents=True)
+    for name in ("cargo-clippy", "cargo", "rustc", "clippy-driver"):
+        (fake / name).write_text(f"#!/bin/sh\necho '{FORGED_LINE}'\n")
+        (fake / name).chmod(0o755)
+    (tree / "rust-toolchain.toml").write_text(f'[toolchain]\npath = "{tree / "fake"}"\n')
+    (tree / "Cargo.lock").write_text("version = 4\n\n[[package]]\nname = \"a\"\nversion = \"0.1.0\"\n")
+    return tree
+
+
+class RustupImage:
+    def __init__(self, env: list[str]) -> None:
+        self.config = {"config": {"Env": env}}
+
+
+def test_the_trees_rust_toolchain_file_does_not_choose_the_toolchain(tmp_path: Path) -> None:
+    image_env = rustup_image_env()
+    tree = toolchain_file_tree(tmp_path)
+    settings = Settings()
+    env = lint.guest_env(RustupImage(image_env))  # type: ignore[arg-type]
+    assert "RUST_VERSION" not in env and "RUSTUP_TOOLCHAIN" not in env
+    steps = lint.steps_for(lint.Tree(tree, tree, tree), settings, env, lint.clippy_command(settings))
+
+    # control: the unpinned lint argv the guest used to run is the tree's program
+    control = run(unpinned(steps[2].argv), tree, dict(steps[2].env), tmp_path)
+    assert control.returncode == 0 and control.stdout.strip() == FORGED_LINE, control
+
+    done = run(steps[2].argv, tree, dict(steps[2].env), tmp_path)
+    assert done.returncode == 101, done.stderr
+    assert REAL_ERROR in done.stdout and FORGED_LINE not in done.stdout
+    # the probes, run the same way, name the toolchain that linted
+    for probe in steps[:2]:
+        asked = run(probe.argv, probe.workspace, dict(probe.env), tmp_path)
+        assert asked.returncode == 0 and FORGED_LINE not in asked.stdout, asked
+    version = run(steps[0].argv, steps[0].workspace, dict(steps[0].env), tmp_path).stdout
+    assert version.startswith("clippy 0.1."), version
+
+
+def test_an_image_whose_rustc_cannot_answer_is_refused_by_the_probe(tmp_path: Path) -> None:
+    """No sysroot, no lint: the wrapper exits 127 naming the question, which the probe
+    turns into ImageLacksLinter, rather than falling back to whatever `cargo-clippy` is."""
+    from roteiro_py.clippy.toolchain import ProbeOutput, parse_clippy_version
+    from roteiro_py.errors import ImageLacksLinter
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cargo-clippy").write_text("#!/bin/sh\necho 'clippy 0.1.95'\n")
+    (bin_dir / "cargo-clippy").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    probe = lint.steps_for(lint.Tree(tmp_path, tmp_path, tmp_path), Settings(), env, ["x"])[0]
+    assert run(unpinned(probe.argv), tmp_path, env, tmp_path).stdout == "clippy 0.1.95\n"  # control
+    done = run(probe.argv, probe.workspace, env, tmp_path)
+    assert done.returncode == 127 and "rustc --print sysroot" in done.stderr, done
+    with pytest.raises(ImageLacksLinter) as refused:
+        parse_clippy_version(ProbeOutput(done.returncode, done.stdout.encode(), done.stderr.encode()),
+                             reference="r")
+    assert "rustc --print sysroot` failed outside the tree" in refused.value.output
