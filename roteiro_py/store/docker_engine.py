@@ -40,6 +40,7 @@ from roteiro_py.store.manifest import (
     OCI_MANIFEST,
     Descriptor,
     check_digest,
+    load_json,
 )
 from roteiro_py.store.transfer import SourceError
 
@@ -125,12 +126,12 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
         return name
 
     try:
-        index = json.loads(small[lookup("manifest.json")])
+        index = load_json(small[lookup("manifest.json")])
         entry = index[0]
         config_name = lookup(entry["Config"])
         layer_names = [lookup(n) for n in entry["Layers"]]
         repo_tags = list(entry.get("RepoTags") or [])
-    except (KeyError, IndexError, TypeError, ValueError, RecursionError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError) as exc:  # ManifestError too
         raise SourceError(f"the engine's export has no usable manifest.json ({exc!r})") from None
     if len(index) != 1:
         raise SourceError(f"the engine's export holds {len(index)} images, not one")
@@ -138,9 +139,9 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
     if config_bytes is None:
         raise SourceError(f"the engine's export lacks the image config {config_name}")
     try:
-        config = json.loads(config_bytes)
+        config = load_json(config_bytes)
         diff_ids = [check_digest(d) for d in config["rootfs"]["diff_ids"]]
-    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # ManifestError too
         raise SourceError(f"the image config has no usable rootfs.diff_ids ({exc})") from None
 
     layers: list[Descriptor] = []
