@@ -25,6 +25,7 @@ from roteiro_py.store import (
     prefetch,
 )
 from roteiro_py.store.docker_engine import import_docker_archive, pinned_name
+from roteiro_py.store.prefetch import UNRECORDED_SOURCE
 from roteiro_py.store.transfer import SourceError
 
 
@@ -62,6 +63,7 @@ def test_already_present_needs_no_download(store: Store) -> None:
     ref = provision(store, image, "127.0.0.1:9/team/clippy")
     result = prefetch(store, str(ref), RegistrySourceSpec(), allow_download=False)
     assert result.already_present and result.reference == str(ref)
+    assert result.source == UNRECORDED_SOURCE  # provisioned without one, not "from 127.0.0.1:9"
 
 
 def test_tags_are_refused_except_from_docker(store: Store) -> None:
@@ -129,3 +131,25 @@ def test_docker_archive_disagreeing_with_its_config_is_refused(store: Store) -> 
     layers = [layer_tar({"hello": b"hi"})]
     with pytest.raises(SourceError, match="diff_ids"):
         import_docker_archive(store, io.BytesIO(docker_archive(layers, ["sha256:" + "0" * 64])))
+
+
+def test_an_image_already_present_is_said_to_come_from_where_it_really_came_from(
+        tmp_path: Path) -> None:
+    """Handed `image.tar` and told to prefetch it as ghcr.io/...@digest (the name is never
+    checked against the archive), a later plain `prefetch` said "provisioned from
+    https://ghcr.io: already present": no byte of it came from there."""
+    image = make_image({"a": b"hostile"})
+    layout = tmp_path / "layout"
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    for digest, data in image.blobs().items():
+        (blobs / digest.split(":")[1]).write_bytes(data)
+    ref = f"ghcr.io/rust-lang/clippy-official:1.99.0@{image.digest}"
+    store = Store(tmp_path / "store")
+    first = prefetch(store, ref, OciSourceSpec(layout))
+    assert not first.already_present and first.source == f"oci:{layout}"  # control
+    again = prefetch(store, ref, RegistrySourceSpec())  # what CI's `prefetch` step runs
+    assert again.already_present
+    assert again.source == f"oci:{layout}", f"said to come from {again.source}"
+    assert store.source_of(ref) == f"oci:{layout}"
