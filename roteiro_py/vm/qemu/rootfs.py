@@ -29,6 +29,9 @@ Guarantees:
 - The image is built by `mkfs.ext4 -d` (no root, no loop device; no journal: the root is
   mounted read-only) into a temporary file and renamed into the cache, under a file
   lock per manifest digest, so two runs never race and a reader never sees half an image.
+- A build killed half way (SIGKILL, power loss) leaves its temporary directory, up to
+  MAX_FLATTENED_BYTES, in the cache; the next use of the cache removes every such
+  directory whose digest's lock nobody holds (no build of it is running).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -47,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from roteiro_py import errors, paths
 from roteiro_py.store.tarheaders import BoundedTarInfo
@@ -488,6 +492,32 @@ def make_ext4(source: Path, image: Path, *, label: str = "rootfs") -> None:
         raise errors.ScratchUnavailable(image, f"mkfs.ext4 failed: {done.stderr.strip()[-300:]}")
 
 
+#: A build's temporary directory in the cache: `.<manifest hex>-<random>`.
+_BUILD_DIR = re.compile(r"\.([0-9a-f]{64})-[A-Za-z0-9_]+")
+
+
+def _sweep_stale_builds(cache: Path, locked: str) -> None:
+    """Remove build directories left by killed builds: those of `locked` (whose lock the
+    caller holds), and of any digest whose lock can be taken now. A live build holds its
+    lock for as long as its directory exists, so its directory is never taken."""
+    with os.scandir(cache) as entries:
+        stale = [(m.group(1), e.path) for e in entries
+                 if (m := _BUILD_DIR.fullmatch(e.name)) and e.is_dir(follow_symlinks=False)]
+    for hexd, where in stale:
+        if hexd == locked:
+            shutil.rmtree(where, ignore_errors=True)
+            continue
+        lock = FileLock(str(cache / f"{hexd}.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue  # being built right now
+        try:
+            shutil.rmtree(where, ignore_errors=True)
+        finally:
+            lock.release()
+
+
 def rootfs_image(layers: Sequence[Layer], manifest_digest: str) -> Path:
     """The cached ext4 root filesystem for this image, built once per manifest digest."""
     algo, _, hexd = manifest_digest.partition(":")
@@ -497,9 +527,10 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     image = cache / f"{hexd}.ext4"
     with FileLock(str(cache / f"{hexd}.lock")):
+        _sweep_stale_builds(cache, hexd)
         if image.is_file():
             return image
-        with tempfile.TemporaryDirectory(prefix=f".{hexd[:12]}-", dir=cache) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f".{hexd}-", dir=cache) as tmp:
             tree = Path(tmp) / "tree"
             tree.mkdir()
             flatten(layers, tree)
