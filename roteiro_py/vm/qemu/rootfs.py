@@ -45,6 +45,7 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,10 @@ class FlattenLimits:
 
     max_bytes: int = MAX_FLATTENED_BYTES
     max_entries: int = MAX_FLATTENED_ENTRIES
+    #: The run's deadline (time.monotonic()) and its length for the refusal: a lint run
+    #: flattens before it boots, and a layer of a million tiny members is minutes of work.
+    until: float | None = None
+    seconds: float = 0.0
 
 
 @dataclass
@@ -182,8 +187,16 @@ class _Budget:
         self.bytes = 0
         self.entries = 0
 
+    def check_time(self) -> None:
+        """Refuse once the run's deadline has passed (checked per member and per chunk)."""
+        if self.limits.until is not None and time.monotonic() > self.limits.until:
+            raise errors.DeadlineExceeded("flattening the image into its root filesystem",
+                                          self.limits.seconds,
+                                          stopped="the VM was not started")
+
     def check_bytes(self, layer: Layer, name: str, amount: int) -> None:
         """Refuse now if writing `amount` more bytes would pass the cap."""
+        self.check_time()
         if self.bytes + amount > self.limits.max_bytes:
             raise UnsafeLayer(layer.digest, name,
                               f"the flattened image would pass {self.limits.max_bytes} bytes, "
@@ -194,6 +207,7 @@ class _Budget:
         self.bytes += amount
 
     def add_entry(self, layer: Layer, name: str) -> None:
+        self.check_time()
         if self.entries + 1 > self.limits.max_entries:
             raise UnsafeLayer(layer.digest, name,
                               f"the flattened image would pass {self.limits.max_entries} files "
@@ -518,8 +532,10 @@ def _sweep_stale_builds(cache: Path, locked: str) -> None:
             lock.release()
 
 
-def rootfs_image(layers: Sequence[Layer], manifest_digest: str) -> Path:
-    """The cached ext4 root filesystem for this image, built once per manifest digest."""
+def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
+                 limits: FlattenLimits | None = None) -> Path:
+    """The cached ext4 root filesystem for this image, built once per manifest digest
+    (flattened within `limits`, the run's deadline among them)."""
     algo, _, hexd = manifest_digest.partition(":")
     if algo != "sha256" or len(hexd) != 64 or not all(c in "0123456789abcdef" for c in hexd):
         raise ValueError(f"not a sha256 manifest digest: {manifest_digest!r}")
@@ -533,7 +549,7 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str) -> Path:
         with tempfile.TemporaryDirectory(prefix=f".{hexd}-", dir=cache) as tmp:
             tree = Path(tmp) / "tree"
             tree.mkdir()
-            flatten(layers, tree)
+            flatten(layers, tree, limits)
             staged = Path(tmp) / "image.ext4"
             make_ext4(tree, staged)
             os.replace(staged, image)
