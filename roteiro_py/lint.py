@@ -373,7 +373,7 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
-    from roteiro_py.vm.qemu.rootfs import rootfs_image
+    from roteiro_py.vm.qemu.rootfs import FlattenLimits, rootfs_image
     from roteiro_py.vm.qemu.shareimage import StageLimits, staging_area
 
     argv = clippy_command(settings)
@@ -401,7 +401,8 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
         with scratch_disk(settings, key) as disk:                          # 6
-            rootfs = rootfs_image(image.layers, image.manifest_digest)
+            rootfs = rootfs_image(image.layers, image.manifest_digest,
+                                  FlattenLimits(until=deadline.at, seconds=deadline.seconds))
             job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)
         ended = datetime.now(UTC)
         report_left_out(job)

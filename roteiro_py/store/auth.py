@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from roteiro_py.store.manifest import ManifestError, load_json
 
 #: Docker Hub's credentials are stored under the legacy index URL, not the registry host.
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io",
@@ -54,8 +55,8 @@ def credentials_for(registry: str, config: Path | None = None) -> Credentials | 
     """
     path = config or docker_config_path()
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = load_json(path.read_bytes())
+    except (OSError, ManifestError):
         return None
     auths = data.get("auths") if isinstance(data, dict) else None
     if not isinstance(auths, dict):

@@ -35,12 +35,15 @@ from roteiro_py.reference import ImageReference, parse
 from roteiro_py.store.blobs import BlobMismatch, ProgressCallback
 from roteiro_py.store.layout import Store
 from roteiro_py.store.manifest import (
+    MAX_IMAGE_BYTES,
     OCI_CONFIG,
     OCI_LAYER_TAR,
     OCI_MANIFEST,
     Descriptor,
     check_digest,
+    load_json,
 )
+from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.store.transfer import SourceError
 
 #: Entries of the archive at most this big are buffered in memory until manifest.json
@@ -89,10 +92,21 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
     stored: dict[str, tuple[str, int]] = {}  # archive name -> (digest, size)
     small: dict[str, bytes] = {}
     links: dict[str, str] = {}
-    buffered = written = 0
+    buffered = written = declared = 0
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=BoundedTarInfo) as archive:
             for member in archive:
+                # a stream keeps every member otherwise; `members` is public tarfile API
+                # that typeshed leaves out
+                archive.members.clear()  # type: ignore[attr-defined]
+                declared += member.size
+                if declared > MAX_IMAGE_BYTES:
+                    raise SourceError(f"the export's members declare more than "
+                                      f"{MAX_IMAGE_BYTES} bytes, the most one image may "
+                                      "hold (manifest.MAX_IMAGE_BYTES)")
+                if member.issparse():
+                    raise SourceError(f"the export's member {member.name!r} is a sparse "
+                                      "file; an image export's never are")
                 name = posixpath.normpath(member.name)
                 if member.issym() or member.islnk():
                     target = (member.linkname if member.islnk()
@@ -114,7 +128,7 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
                     writer.copy_from(source)
                     stored[name] = (writer.commit(), writer.size)
                     written += writer.size
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, EOFError, ValueError) as exc:  # ValueError: sparse maps
         raise SourceError(f"the engine's export is not a readable tar: {exc}") from None
 
     def lookup(name: str) -> str:
@@ -125,12 +139,12 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
         return name
 
     try:
-        index = json.loads(small[lookup("manifest.json")])
+        index = load_json(small[lookup("manifest.json")])
         entry = index[0]
         config_name = lookup(entry["Config"])
         layer_names = [lookup(n) for n in entry["Layers"]]
         repo_tags = list(entry.get("RepoTags") or [])
-    except (KeyError, IndexError, TypeError, ValueError, RecursionError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError) as exc:  # ManifestError too
         raise SourceError(f"the engine's export has no usable manifest.json ({exc!r})") from None
     if len(index) != 1:
         raise SourceError(f"the engine's export holds {len(index)} images, not one")
@@ -138,9 +152,9 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
     if config_bytes is None:
         raise SourceError(f"the engine's export lacks the image config {config_name}")
     try:
-        config = json.loads(config_bytes)
+        config = load_json(config_bytes)
         diff_ids = [check_digest(d) for d in config["rootfs"]["diff_ids"]]
-    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # ManifestError too
         raise SourceError(f"the image config has no usable rootfs.diff_ids ({exc})") from None
 
     layers: list[Descriptor] = []

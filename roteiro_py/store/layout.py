@@ -248,6 +248,13 @@ class Store:
                 out.append(StoredReference(name, desc, desc.annotations.get(SOURCE_ANNOTATION)))
         return out
 
+    def source_of(self, reference: str | ImageReference) -> str | None:
+        """Where the entry for `reference` was provisioned from (its SOURCE_ANNOTATION), or
+        None when it is not listed or has none. `prefetch` says this, not the source it
+        was asked to use: the name is never checked against where the bytes came from."""
+        stored = self._lookup(_as_reference(reference))
+        return stored.source if stored else None
+
     def is_present(self, reference: str | ImageReference) -> Presence:
         """Present only if the index lists the digest and every blob verifies (re-hashed)."""
         ref = _as_reference(reference)

@@ -179,16 +179,31 @@ def parse_document(data: bytes, hint: str | None = None) -> ImageIndex | ImageMa
     raise ManifestError(f"media type {media_type!r} is neither a manifest nor an index")
 
 
+#: Bytes of all layers of one image together, as its manifest declares them, checked
+#: before a byte is written: the toolchain image is 754 MB, and a flattened image may
+#: hold at most 16 GiB (rootfs.MAX_FLATTENED_BYTES). A declared size is all a sparse file
+#: in a layout directory (0 bytes on disk) needs to fill the store's disk.
+MAX_IMAGE_BYTES = 16 * 1024**3
+
 #: Layers in one image. Docker's overlay driver stops at 127; each layer is one request
 #: of at most registry.DEADLINE, so this also bounds how long a pull can be kept going.
 MAX_LAYERS = 256
 
 
 def check_usable(manifest: ImageManifest) -> None:
-    """Refuse a manifest whose config or layers the VM backend could not use."""
+    """Refuse a manifest whose config or layers the VM backend could not use, or that
+    declares more bytes than the store will write for one image."""
     if len(manifest.layers) > MAX_LAYERS:
         raise ManifestError(f"the manifest lists {len(manifest.layers)} layers, more than "
                             f"{MAX_LAYERS} (manifest.MAX_LAYERS)")
+    if manifest.config.size > MAX_DOCUMENT:
+        raise ManifestError(f"the config {manifest.config.digest} is declared as "
+                            f"{manifest.config.size} bytes, more than {MAX_DOCUMENT} "
+                            "(manifest.MAX_DOCUMENT)")
+    total = sum(layer.size for layer in manifest.layers)
+    if total > MAX_IMAGE_BYTES:
+        raise ManifestError(f"the layers are declared as {total} bytes together, more than "
+                            f"{MAX_IMAGE_BYTES} (manifest.MAX_IMAGE_BYTES)")
     if manifest.config.media_type not in CONFIG_TYPES:
         raise ManifestError(f"config media type {manifest.config.media_type!r} is not an "
                             "image config")

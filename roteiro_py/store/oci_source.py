@@ -14,6 +14,11 @@ O_NOFOLLOW, the blob O_NONBLOCK, and it must fstat as a regular file. In an arch
 symlink member once raised a raw KeyError (exit 4) and a FIFO member was "no blob";
 both are now refused naming the member, and the archive's member count is bounded
 before its headers are all held in memory.
+
+Nor for its sizes: walking a compressed archive decompresses every member it skips, so a
+1.3 MB bz2 archive declaring a 1 TiB member was hours of CPU. The members' declared
+sizes together are capped (MAX_ARCHIVE_BYTES) as each header is read, before its data
+is skipped; a sparse member (a few KB carrying a blob of any size) is refused.
 """
 
 from __future__ import annotations
@@ -27,13 +32,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from roteiro_py.store.manifest import MAX_DOCUMENT, Descriptor, hex_of
+from roteiro_py.store.manifest import MAX_DOCUMENT, MAX_IMAGE_BYTES, Descriptor, hex_of
 from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.store.transfer import SourceError
 
 #: Members read from an `oci:` archive before it is refused. An image's layout holds a
 #: few dozen blobs; a layout of many images a few thousand.
 MAX_ARCHIVE_MEMBERS = 10_000
+#: Bytes the members of an `oci:` archive may declare together: two images of the most
+#: one image may hold (manifest.MAX_IMAGE_BYTES).
+MAX_ARCHIVE_BYTES = 2 * MAX_IMAGE_BYTES
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -130,13 +138,21 @@ class LayoutArchiveSource:
             raise SourceError(f"{path} is not a readable tar archive: {exc}") from None
         self._members: dict[str, tarfile.TarInfo] = {}
         try:
-            count = 0
+            count = declared = 0
             while (member := self._tar.next()) is not None:
                 count += 1
+                declared += member.size
                 if count > max_members:
                     raise SourceError(f"{path} has more than {max_members} members, the "
                                       "most an OCI layout archive may have "
                                       "(oci_source.MAX_ARCHIVE_MEMBERS)")
+                if declared > MAX_ARCHIVE_BYTES:
+                    raise SourceError(f"the members of {path} declare more than "
+                                      f"{MAX_ARCHIVE_BYTES} bytes, the most an OCI layout "
+                                      "archive may hold (oci_source.MAX_ARCHIVE_BYTES)")
+                if member.issparse():
+                    raise SourceError(f"the member {member.name!r} of {path} is a sparse "
+                                      "file; a layout's blobs never are")
                 name = member.name[2:] if member.name.startswith("./") else member.name
                 self._members[name.rstrip("/")] = member
         except (OSError, tarfile.TarError, EOFError, ValueError) as exc:  # ValueError: sparse maps

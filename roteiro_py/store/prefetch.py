@@ -95,18 +95,26 @@ def prefetch(
     return _from_registry(store, ref, allow_download, progress)
 
 
-def _present(store: Store, ref: ImageReference, where: str) -> PrefetchResult | None:
+#: What an already-present image's source is called when the store recorded none.
+UNRECORDED_SOURCE = "an unrecorded source"
+
+
+def _present(store: Store, ref: ImageReference) -> PrefetchResult | None:
+    """The result for an image already in the store, naming the source its bytes really
+    came from: `prefetch --from oci:image.tar ghcr.io/...@sha256:...` records the name
+    the user gave, and a later registry prefetch said "provisioned from https://ghcr.io"
+    for bytes that never came from there."""
     if not store.is_present(ref):
         return None
     resolved = store.resolve(ref)
-    return PrefetchResult(str(ref), resolved.pinned_digest, resolved.manifest_digest, where,
-                          0, 0, 0, True)
+    return PrefetchResult(str(ref), resolved.pinned_digest, resolved.manifest_digest,
+                          store.source_of(ref) or UNRECORDED_SOURCE, 0, 0, 0, True)
 
 
 def _from_registry(store: Store, ref: ImageReference, allow_download: bool,
                    progress: ProgressCallback | None) -> PrefetchResult:
     url = base_url(ref)
-    done = _present(store, ref, url)
+    done = _present(store, ref)
     if done:
         return done
     if not allow_download:
@@ -124,7 +132,7 @@ def _from_registry(store: Store, ref: ImageReference, allow_download: bool,
 def _from_oci(store: Store, ref: ImageReference, path: Path,
               progress: ProgressCallback | None) -> PrefetchResult:
     where = f"oci:{path}"
-    done = _present(store, ref, where)
+    done = _present(store, ref)
     if done:
         return done
     try:

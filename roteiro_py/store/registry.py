@@ -15,6 +15,11 @@ Guarantees:
   as Docker-Content-Digest are ignored.
 - Messages name the registry URL and the digest; they never contain credentials or
   tokens.
+- Redirects go to HTTPS only (plain HTTP only from a loopback URL to a loopback URL),
+  and no other scheme is spoken at all: urllib's default opener followed a blob
+  redirect to ftp://, whose socket the watchdog never saw (a trickling FTP greeting held
+  a prefetch past DEADLINE), and to file: or data: URLs, or pointed the host at internal
+  addresses over plain HTTP.
 - Every request (manifest, blob, token; headers and body, redirects included) ends
   within DEADLINE seconds: a watchdog shuts the connection's socket down when it
   passes. The 60 s socket timeout alone bounds only the gap between two bytes, so a
@@ -24,7 +29,6 @@ Guarantees:
 from __future__ import annotations
 
 import http.client
-import json
 import socket
 import threading
 import urllib.error
@@ -37,7 +41,7 @@ from typing import IO, cast
 
 from roteiro_py.reference import ImageReference, is_loopback_host
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
-from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor
+from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor, ManifestError, load_json
 from roteiro_py.store.transfer import SourceError
 
 #: Seconds without progress on a connection before a pull is abandoned.
@@ -93,12 +97,41 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
-    """An opener whose connections register their socket with `watch` once connected.
+def _redirect_allowed(source: str, target: str) -> bool:
+    """HTTPS anywhere; plain HTTP only from a loopback URL to a loopback URL."""
+    to = urllib.parse.urlsplit(target)
+    if to.scheme == "https":
+        return True
+    origin = urllib.parse.urlsplit(source)
+    return (to.scheme == "http" and origin.scheme == "http"
+            and is_loopback_host(origin.hostname or "")
+            and is_loopback_host(to.hostname or ""))
 
-    No proxies from the environment: an HTTP(S)_PROXY would see every request, and for
-    loopback registries would break them. Redirects are followed (blobs); each new
-    connection is watched too.
+
+class _RedirectHandler(urllib.request.HTTPRedirectHandler):
+    """urllib's redirect handling, refusing a target `_redirect_allowed` does not allow."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
+                         msg: str, headers: http.client.HTTPMessage, newurl: str,
+                         ) -> urllib.request.Request | None:
+        if not _redirect_allowed(req.full_url, newurl):
+            fp.close()
+            where = urllib.parse.urlsplit(newurl)
+            raise SourceError(
+                f"{urllib.parse.urlsplit(req.full_url).netloc} redirected to "
+                f"{where.scheme}://{where.netloc}, which is not an HTTPS URL (plain HTTP is "
+                "followed only from a loopback registry to loopback)")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
+    """An opener that speaks HTTP(S) only, each connection's socket registered with
+    `watch` once connected.
+
+    Built by hand rather than with build_opener, which adds FTP, file: and data: handlers
+    (see the module docstring). No proxies from the environment: an HTTP(S)_PROXY would
+    see every request, and for loopback registries would break them. Redirects are
+    followed (blobs) through `_RedirectHandler`; each new connection is watched too.
     """
 
     class Plain(http.client.HTTPConnection):
@@ -119,8 +152,12 @@ def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             return self.do_open(Tls, req)
 
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), PlainHandler,
-                                       TlsHandler)
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(),
+                    PlainHandler(), TlsHandler(), urllib.request.HTTPDefaultErrorHandler(),
+                    _RedirectHandler(), urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
 
 
 class _Watched:
@@ -260,12 +297,13 @@ class RegistrySource:
             request.add_unredirected_header("Authorization", self.credentials.basic_header())
         try:
             with _opener(watch).open(request, timeout=min(TIMEOUT, self.deadline)) as response:
-                body = json.loads(_Watched(response, watch).read(1 << 20))
+                body = load_json(_Watched(response, watch).read(1 << 20))
         except urllib.error.HTTPError as exc:
             exc.close()
             raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} refused "
                               f"a pull token (HTTP {exc.code})") from None
-        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        except (urllib.error.URLError, OSError, ManifestError,
+                http.client.HTTPException) as exc:
             watch.check()
             raise SourceError(f"could not get a pull token from {parsed.scheme}://"
                               f"{parsed.netloc}: {getattr(exc, 'reason', exc)}") from None

@@ -29,6 +29,9 @@ Guarantees:
 - The image is built by `mkfs.ext4 -d` (no root, no loop device; no journal: the root is
   mounted read-only) into a temporary file and renamed into the cache, under a file
   lock per manifest digest, so two runs never race and a reader never sees half an image.
+- A build killed half way (SIGKILL, power loss) leaves its temporary directory, up to
+  MAX_FLATTENED_BYTES, in the cache; the next use of the cache removes every such
+  directory whose digest's lock nobody holds (no build of it is running).
 """
 
 from __future__ import annotations
@@ -36,18 +39,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import subprocess
 import tarfile
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from roteiro_py import errors, paths
 from roteiro_py.store.tarheaders import BoundedTarInfo
@@ -108,6 +113,10 @@ class FlattenLimits:
 
     max_bytes: int = MAX_FLATTENED_BYTES
     max_entries: int = MAX_FLATTENED_ENTRIES
+    #: The run's deadline (time.monotonic()) and its length for the refusal: a lint run
+    #: flattens before it boots, and a layer of a million tiny members is minutes of work.
+    until: float | None = None
+    seconds: float = 0.0
 
 
 @dataclass
@@ -178,8 +187,16 @@ class _Budget:
         self.bytes = 0
         self.entries = 0
 
+    def check_time(self) -> None:
+        """Refuse once the run's deadline has passed (checked per member and per chunk)."""
+        if self.limits.until is not None and time.monotonic() > self.limits.until:
+            raise errors.DeadlineExceeded("flattening the image into its root filesystem",
+                                          self.limits.seconds,
+                                          stopped="the VM was not started")
+
     def check_bytes(self, layer: Layer, name: str, amount: int) -> None:
         """Refuse now if writing `amount` more bytes would pass the cap."""
+        self.check_time()
         if self.bytes + amount > self.limits.max_bytes:
             raise UnsafeLayer(layer.digest, name,
                               f"the flattened image would pass {self.limits.max_bytes} bytes, "
@@ -190,6 +207,7 @@ class _Budget:
         self.bytes += amount
 
     def add_entry(self, layer: Layer, name: str) -> None:
+        self.check_time()
         if self.entries + 1 > self.limits.max_entries:
             raise UnsafeLayer(layer.digest, name,
                               f"the flattened image would pass {self.limits.max_entries} files "
@@ -304,6 +322,9 @@ def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenRep
     try:
         with _open_layer(layer) as archive:
             for member in archive:
+                # a stream keeps every member (with its copy of global pax keys) otherwise;
+                # `members` is public tarfile API that typeshed leaves out
+                archive.members.clear()  # type: ignore[attr-defined]
                 if member.isdir() and not member.name.strip("./"):
                     # the layer's own root entry ("./"): the tree exists already
                     budget.add_entry(layer, member.name)
@@ -453,12 +474,21 @@ def _write_file(layer: Layer, archive: tarfile.TarFile, member: tarfile.TarInfo,
 
 
 def _tree_size(root: Path) -> tuple[int, int]:
+    """(bytes of content, entries) in `root`, each inode's bytes counted once.
+
+    Counting every name asked mkfs.ext4 for 20 PiB when a layer hardlinked one 16 GiB
+    file a million times (each link costs one entry and no byte of the flatten budget).
+    """
     size, count = 0, 0
+    seen: set[tuple[int, int]] = set()
     for dirpath, dirnames, filenames in os.walk(root):
         for name in (*dirnames, *filenames):
             count += 1
             with contextlib.suppress(OSError):
-                size += os.lstat(os.path.join(dirpath, name)).st_size
+                st = os.lstat(os.path.join(dirpath, name))
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    size += st.st_size
     return size, count
 
 
@@ -476,8 +506,36 @@ def make_ext4(source: Path, image: Path, *, label: str = "rootfs") -> None:
         raise errors.ScratchUnavailable(image, f"mkfs.ext4 failed: {done.stderr.strip()[-300:]}")
 
 
-def rootfs_image(layers: Sequence[Layer], manifest_digest: str) -> Path:
-    """The cached ext4 root filesystem for this image, built once per manifest digest."""
+#: A build's temporary directory in the cache: `.<manifest hex>-<random>`.
+_BUILD_DIR = re.compile(r"\.([0-9a-f]{64})-[A-Za-z0-9_]+")
+
+
+def _sweep_stale_builds(cache: Path, locked: str) -> None:
+    """Remove build directories left by killed builds: those of `locked` (whose lock the
+    caller holds), and of any digest whose lock can be taken now. A live build holds its
+    lock for as long as its directory exists, so its directory is never taken."""
+    with os.scandir(cache) as entries:
+        stale = [(m.group(1), e.path) for e in entries
+                 if (m := _BUILD_DIR.fullmatch(e.name)) and e.is_dir(follow_symlinks=False)]
+    for hexd, where in stale:
+        if hexd == locked:
+            shutil.rmtree(where, ignore_errors=True)
+            continue
+        lock = FileLock(str(cache / f"{hexd}.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue  # being built right now
+        try:
+            shutil.rmtree(where, ignore_errors=True)
+        finally:
+            lock.release()
+
+
+def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
+                 limits: FlattenLimits | None = None) -> Path:
+    """The cached ext4 root filesystem for this image, built once per manifest digest
+    (flattened within `limits`, the run's deadline among them)."""
     algo, _, hexd = manifest_digest.partition(":")
     if algo != "sha256" or len(hexd) != 64 or not all(c in "0123456789abcdef" for c in hexd):
         raise ValueError(f"not a sha256 manifest digest: {manifest_digest!r}")
@@ -485,12 +543,13 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     image = cache / f"{hexd}.ext4"
     with FileLock(str(cache / f"{hexd}.lock")):
+        _sweep_stale_builds(cache, hexd)
         if image.is_file():
             return image
-        with tempfile.TemporaryDirectory(prefix=f".{hexd[:12]}-", dir=cache) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f".{hexd}-", dir=cache) as tmp:
             tree = Path(tmp) / "tree"
             tree.mkdir()
-            flatten(layers, tree)
+            flatten(layers, tree, limits)
             staged = Path(tmp) / "image.ext4"
             make_ext4(tree, staged)
             os.replace(staged, image)

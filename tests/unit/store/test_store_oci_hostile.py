@@ -3,19 +3,25 @@ a raw exception or a host file read as a blob."""
 
 from __future__ import annotations
 
+import bz2
 import io
 import json
 import os
+import shutil
+import subprocess
 import tarfile
 import threading
+import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from store_images import Image, make_image
+from store_images import Image, make_image, sha
 
 from roteiro_py.errors import PrefetchFailed
-from roteiro_py.store import OciSourceSpec, Store, oci_source, prefetch
-from roteiro_py.store.manifest import OCI_MANIFEST
+from roteiro_py.store import OciSourceSpec, Store, manifest, oci_source, prefetch, tarheaders
+from roteiro_py.store.manifest import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from roteiro_py.store.transfer import SourceError
 
 
@@ -170,3 +176,167 @@ def test_the_way_forward_for_another_name_is_its_own_prefetch(tmp_path: Path) ->
     again = prefetch(store, b, OciSourceSpec(layout))
     assert not again.already_present and again.blobs_fetched == 0 and again.blobs_reused == 2
     assert store.resolve(b).reference == b and store.is_present(a)
+
+
+# -- declared sizes: a few KB of source must not write GBs into the store ----------------
+
+#: What a hostile few-KB source may make the host write before it is refused; any cap on
+#: declared sizes stops far below it.
+WRITE_ALARM = 256 * 1024**2
+
+
+class Alarm(Exception):
+    pass
+
+
+def alarm_progress(seen: dict[str, int]) -> Callable[[str, int, int], None]:
+    def progress(digest: str, done: int, total: int) -> None:
+        seen[digest] = done
+        if done > WRITE_ALARM:
+            raise Alarm(f"{done} bytes written for {digest} from a tiny source")
+    return progress
+
+
+def sparse_layout(root: Path, *, layer_claims: int, config_claims: int | None = None,
+                  ) -> tuple[Path, str]:
+    """A layout whose manifest declares `layer_claims` bytes for a layer that is a sparse
+    file of that size (0 bytes on disk); its config likewise when `config_claims`."""
+    blobs = root / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    (root / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    layer_digest = "sha256:" + "5" * 64  # the hash is checked only after every byte
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "rootfs": {"type": "layers", "diff_ids": [layer_digest]}}).encode()
+    config_desc = {"mediaType": OCI_CONFIG, "digest": sha(config), "size": len(config)}
+    (blobs / hexd(sha(config))).write_bytes(config)
+    if config_claims is not None:
+        config_desc = {"mediaType": OCI_CONFIG, "digest": "sha256:" + "6" * 64,
+                       "size": config_claims}
+        with open(blobs / ("6" * 64), "wb") as f:
+            f.truncate(config_claims)
+    with open(blobs / hexd(layer_digest), "wb") as f:
+        f.truncate(layer_claims)
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config_desc,
+        "layers": [{"mediaType": OCI_LAYER_TAR, "digest": layer_digest,
+                    "size": layer_claims}],
+    }).encode()
+    (blobs / hexd(sha(manifest))).write_bytes(manifest)
+    return root, f"localhost/airgap/clippy@{sha(manifest)}"
+
+
+def prefetch_watched(tmp_path: Path, ref: str, source: Path) -> tuple[str, dict[str, int]]:
+    """The refusal's text (or "provisioned"), and the bytes written per blob."""
+    seen: dict[str, int] = {}
+    try:
+        prefetch(Store(tmp_path / "store"), ref, OciSourceSpec(source),
+                 progress=alarm_progress(seen))
+    except PrefetchFailed as exc:
+        return exc.guidance().render_text(), seen
+    except Alarm as exc:
+        pytest.fail(f"no cap on declared sizes: {exc}")
+    return "provisioned", seen
+
+
+def test_an_image_declaring_more_than_the_cap_is_refused_before_a_byte_is_written(
+        tmp_path: Path) -> None:
+    """A sparse file of 64 GiB in a layout directory (0 bytes on disk) was copied into
+    the store at whatever size the manifest declared."""
+    layout, ref = sparse_layout(tmp_path / "big", layer_claims=64 * 1024**3)
+    assert sum(p.stat().st_blocks for p in layout.rglob("*") if p.is_file()) * 512 < 65536
+    text, seen = prefetch_watched(tmp_path / "a", ref, layout)
+    assert f"more than {manifest.MAX_IMAGE_BYTES} (manifest.MAX_IMAGE_BYTES)" in text
+    assert sum(seen.values()) == 0, seen
+    # control: a declared size under the cap is copied (and then fails its digest)
+    layout, ref = sparse_layout(tmp_path / "small", layer_claims=1 << 20)
+    text, seen = prefetch_watched(tmp_path / "b", ref, layout)
+    assert seen.get("sha256:" + "5" * 64) == 1 << 20 and "MAX_IMAGE_BYTES" not in text
+
+
+def test_a_config_declared_over_max_document_is_refused_before_it_is_written(
+        tmp_path: Path) -> None:
+    """Store.resolve refuses a config over MAX_DOCUMENT; prefetch wrote it first."""
+    layout, ref = sparse_layout(tmp_path / "layout", layer_claims=1024,
+                                config_claims=64 * 1024**3)
+    text, seen = prefetch_watched(tmp_path, ref, layout)
+    assert f"more than {manifest.MAX_DOCUMENT} (manifest.MAX_DOCUMENT)" in text
+    assert "config" in text and sum(seen.values()) == 0, seen
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="GNU tar makes the sparse member")
+def test_a_sparse_member_of_an_archive_is_refused(tmp_path: Path) -> None:
+    """A 20 KB archive carried a GNU-sparse blob of any size (here 1 GiB, under the
+    image cap) into the store."""
+    layout, ref = sparse_layout(tmp_path / "layout", layer_claims=1024**3)
+    archive = tmp_path / "image.tar"
+    subprocess.run(["tar", "--sparse", "--format=posix", "-C", str(layout), "-cf",
+                    str(archive), "."], check=True)
+    assert archive.stat().st_size < 65536, archive.stat().st_size
+    text, seen = prefetch_watched(tmp_path, ref, archive)
+    assert "is a sparse file" in text and "5" * 64 in text
+    assert sum(seen.values()) == 0, seen
+    # control: without --sparse the same layout is an archive that opens
+    plain = tmp_path / "plain.tar"
+    small, _ = sparse_layout(tmp_path / "small", layer_claims=1024)
+    subprocess.run(["tar", "--format=posix", "-C", str(small), "-cf", str(plain), "."],
+                   check=True)
+    oci_source.LayoutArchiveSource(plain).close()
+
+
+def test_an_archive_declaring_more_than_the_cap_is_refused_at_its_header(
+        tmp_path: Path) -> None:
+    """Walking a compressed archive decompresses every member it skips: a 1.3 MB bz2
+    archive declaring 1 TiB was hours of CPU. Here a 1 TiB member header in a bz2
+    archive whose data stops after 1 MiB: refused at the header, not read through."""
+    info = tarfile.TarInfo("padding")
+    info.size = 1 << 40
+    archive = tmp_path / "image.tar.bz2"
+    with bz2.open(archive, "wb") as f:
+        f.write(info.tobuf(tarfile.GNU_FORMAT))
+        f.write(bytes(1 << 20))
+    started = time.monotonic()
+    with pytest.raises(SourceError) as refused:
+        oci_source.LayoutArchiveSource(archive)
+    assert (f"more than {oci_source.MAX_ARCHIVE_BYTES} bytes" in str(refused.value)
+            and "MAX_ARCHIVE_BYTES" in str(refused.value))
+    assert time.monotonic() - started < 5
+    # control: the same header declaring 1 KiB is walked past (and then lacks oci-layout)
+    info.size = 1024
+    with bz2.open(archive, "wb") as f:
+        f.write(info.tobuf(tarfile.GNU_FORMAT) + bytes(1024) + bytes(1024))
+    with pytest.raises(SourceError, match="no oci-layout"):
+        oci_source.LayoutArchiveSource(archive)
+
+
+def test_a_global_pax_header_in_an_archive_is_capped(tmp_path: Path) -> None:
+    """tarfile copied a 1 MiB global header's keys into every member: ~1.8 MB per member,
+    ~18 GB at the member cap from a 6 MB archive."""
+    def archive_with_global_header(size: int, path: Path) -> Path:
+        records, k = b"", 0
+        while len(records) < size:
+            body = f" g{k:06d}=\n"
+            records += f"{len(body) + 2}{body}".encode()
+            k += 1
+        head = tarfile.TarInfo("pax_global_header")
+        head.type, head.size = tarfile.XGLTYPE, len(records)
+        with open(path, "wb") as f:
+            f.write(head.tobuf(tarfile.USTAR_FORMAT) + records
+                    + b"\0" * ((-len(records)) % 512))
+            with tarfile.open(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+                info = tarfile.TarInfo("oci-layout")
+                tar.addfile(info, io.BytesIO(b""))
+                for i in range(60):
+                    tar.addfile(tarfile.TarInfo(f"padding/{i}"), io.BytesIO(b""))
+        return path
+
+    oci_source.LayoutArchiveSource(archive_with_global_header(52, tmp_path / "ok.tar")).close()
+    tracemalloc.start()
+    try:
+        with pytest.raises(SourceError) as refused:
+            oci_source.LayoutArchiveSource(archive_with_global_header(
+                tarheaders.MAX_HEADER_DATA - 1024, tmp_path / "big.tar"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert f"more than {tarheaders.MAX_GLOBAL_HEADER_DATA} " in str(refused.value)
+    assert peak < 8 * 1024**2, f"{peak / 1024**2:.0f} MiB held for a 1 MiB header"

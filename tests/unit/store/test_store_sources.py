@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -21,10 +23,12 @@ from roteiro_py.store import (
     OciSourceSpec,
     RegistrySourceSpec,
     Store,
+    manifest,
     parse_source,
     prefetch,
 )
 from roteiro_py.store.docker_engine import import_docker_archive, pinned_name
+from roteiro_py.store.prefetch import UNRECORDED_SOURCE
 from roteiro_py.store.transfer import SourceError
 
 
@@ -62,6 +66,7 @@ def test_already_present_needs_no_download(store: Store) -> None:
     ref = provision(store, image, "127.0.0.1:9/team/clippy")
     result = prefetch(store, str(ref), RegistrySourceSpec(), allow_download=False)
     assert result.already_present and result.reference == str(ref)
+    assert result.source == UNRECORDED_SOURCE  # provisioned without one, not "from 127.0.0.1:9"
 
 
 def test_tags_are_refused_except_from_docker(store: Store) -> None:
@@ -129,3 +134,65 @@ def test_docker_archive_disagreeing_with_its_config_is_refused(store: Store) -> 
     layers = [layer_tar({"hello": b"hi"})]
     with pytest.raises(SourceError, match="diff_ids"):
         import_docker_archive(store, io.BytesIO(docker_archive(layers, ["sha256:" + "0" * 64])))
+
+
+def test_an_image_already_present_is_said_to_come_from_where_it_really_came_from(
+        tmp_path: Path) -> None:
+    """Handed `image.tar` and told to prefetch it as ghcr.io/...@digest (the name is never
+    checked against the archive), a later plain `prefetch` said "provisioned from
+    https://ghcr.io: already present": no byte of it came from there."""
+    image = make_image({"a": b"hostile"})
+    layout = tmp_path / "layout"
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    for digest, data in image.blobs().items():
+        (blobs / digest.split(":")[1]).write_bytes(data)
+    ref = f"ghcr.io/rust-lang/clippy-official:1.99.0@{image.digest}"
+    store = Store(tmp_path / "store")
+    first = prefetch(store, ref, OciSourceSpec(layout))
+    assert not first.already_present and first.source == f"oci:{layout}"  # control
+    again = prefetch(store, ref, RegistrySourceSpec())  # what CI's `prefetch` step runs
+    assert again.already_present
+    assert again.source == f"oci:{layout}", f"said to come from {again.source}"
+    assert store.source_of(ref) == f"oci:{layout}"
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="GNU tar makes the sparse member")
+def test_a_docker_export_with_a_sparse_member_is_refused(tmp_path: Path, store: Store) -> None:
+    """The export was read without the caps of an oci: archive: a sparse layer.tar of
+    any declared size was written into the store."""
+    export = tmp_path / "export"
+    export.mkdir()
+    with open(export / "layer.tar", "wb") as f:
+        f.truncate(1 << 30)  # 0 bytes on disk, 1 GiB written
+    archive = tmp_path / "export.tar"
+    subprocess.run(["tar", "--sparse", "--format=posix", "-C", str(export), "-cf",
+                    str(archive), "."], check=True)
+    assert archive.stat().st_size < 65536
+    written: list[int] = []
+    with open(archive, "rb") as stream, pytest.raises(SourceError, match="sparse file"):
+        import_docker_archive(store, stream, lambda _d, done, _t: written.append(done))
+    assert written == [], f"{max(written)} bytes written from a {archive.stat().st_size}-byte export"
+
+
+def test_a_docker_export_declaring_more_than_an_image_may_hold_is_refused(
+        store: Store) -> None:
+    info = tarfile.TarInfo("layer.tar")
+    info.size = manifest.MAX_IMAGE_BYTES + 1
+    stream = io.BytesIO(info.tobuf(tarfile.GNU_FORMAT) + bytes(1 << 20))
+    with pytest.raises(SourceError) as refused:
+        import_docker_archive(store, stream)
+    assert f"more than {manifest.MAX_IMAGE_BYTES} bytes" in str(refused.value)
+    assert stream.tell() < 2 << 20  # refused at the header, nothing read past it
+
+
+def test_a_docker_export_with_a_large_global_pax_header_is_refused(store: Store) -> None:
+    records = b"".join(f"{len(f' g{k:06d}=') + 3} g{k:06d}=\n".encode()
+                       for k in range(2000))
+    head = tarfile.TarInfo("pax_global_header")
+    head.type, head.size = tarfile.XGLTYPE, len(records)
+    stream = io.BytesIO(head.tobuf(tarfile.USTAR_FORMAT) + records
+                        + b"\0" * ((-len(records)) % 512) + docker_archive([layer_tar({})]))
+    with pytest.raises(SourceError, match="MAX_GLOBAL_HEADER_DATA"):
+        import_docker_archive(store, stream)

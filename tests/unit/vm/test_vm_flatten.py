@@ -442,3 +442,101 @@ def test_members_that_create_nothing_count_against_the_entry_cap(tmp_path: Path)
     (dest := tmp_path / "root").mkdir()
     with pytest.raises(errors.UnsafeImageLayer, match="MAX_FLATTENED_ENTRIES"):
         rootfs.flatten([layer_], dest, rootfs.FlattenLimits(max_entries=34))
+
+
+def global_pax_header(size: int) -> bytes:
+    """A global pax header (XGLTYPE) of about `size` bytes of ` gNNNNNN=` records, each a
+    key tarfile copies into every later member."""
+    records = b""
+    k = 0
+    while len(records) < size:
+        body = f" g{k:06d}=\n"
+        records += f"{len(body) + 2}{body}".encode()
+        k += 1
+    info = tarfile.TarInfo("pax_global_header")
+    info.type, info.size = tarfile.XGLTYPE, len(records)
+    return info.tobuf(tarfile.USTAR_FORMAT) + records + b"\0" * ((-len(records)) % 512)
+
+
+def whiteouts_after_global_header(path: Path, header_size: int, members: int) -> Layer:
+    with open(path, "wb") as f:
+        f.write(global_pax_header(header_size))
+        with tarfile.open(fileobj=f, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            tar.addfile(tarfile.TarInfo("kept"), io.BytesIO(b""))
+            for i in range(members):
+                tar.addfile(tarfile.TarInfo(f"d/.wh.x{i}"), io.BytesIO(b""))
+    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+
+
+def test_a_global_pax_header_is_capped_not_copied_into_every_member(tmp_path: Path) -> None:
+    """A 1 MiB global header (just under MAX_HEADER_DATA) and 60 whiteouts held ~117 MiB (every
+    member a copy of its keys, the stream keeping every member): 3.7 GB for 2,000."""
+    import tracemalloc
+
+    (ok := tmp_path / "ok").mkdir()
+    small = whiteouts_after_global_header(tmp_path / "small.tar", 52, 60)  # git archive's
+    rootfs.flatten([small], ok)
+    assert (ok / "kept").exists()  # control: a small global header is still read
+    (dest := tmp_path / "root").mkdir()
+    big = whiteouts_after_global_header(tmp_path / "big.tar", tarheaders.MAX_HEADER_DATA - 1024, 60)
+    tracemalloc.start()
+    try:
+        with pytest.raises(errors.UnsafeImageLayer) as refused:
+            rootfs.flatten([big], dest)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert f"more than {tarheaders.MAX_GLOBAL_HEADER_DATA} " in (
+        refused.value.guidance().render_text())
+    assert peak < 8 * 1024**2, f"{peak / 1024**2:.0f} MiB held for a 1 MiB header"
+
+
+def test_a_stream_does_not_keep_every_member(tmp_path: Path) -> None:
+    """Each member (with its copy of the global keys) was kept to the end of the layer."""
+    import tracemalloc
+
+    path = tmp_path / "many.tar"
+    layer_ = whiteouts_after_global_header(path, tarheaders.MAX_GLOBAL_HEADER_DATA - 200,
+                                           4000)
+    (dest := tmp_path / "root").mkdir()
+    tracemalloc.start()
+    try:
+        rootfs.flatten([layer_], dest)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (dest / "kept").exists()
+    assert peak < 16 * 1024**2, f"{peak / 1024**2:.0f} MiB held streaming 4,000 members"
+
+
+def test_the_ext4_size_counts_a_hardlinked_file_once(tmp_path: Path) -> None:
+    """200 links to 1 MiB were sized as 200 MiB (a million links to 16 GiB: 20 PiB)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "big").write_bytes(b"x" * (1 << 20))
+    (tree / "other").write_bytes(b"y" * (1 << 20))  # control: distinct files both count
+    for i in range(200):
+        os.link(tree / "big", tree / f"l{i}")
+    size, count = rootfs._tree_size(tree)
+    assert count == 202
+    assert 2 << 20 <= size < 3 << 20, size
+
+
+def test_flattening_stops_at_the_runs_deadline(tmp_path: Path) -> None:
+    """A lint run flattens before it boots, and nothing bounded that by `[vm] timeout_s`:
+    a layer of many members (2,000 whiteouts after a 1 MiB global header took 95 s)
+    went on past it."""
+    import time
+
+    members = [M(f"f{i}", data=b"x") for i in range(50)]
+    (ok := tmp_path / "ok").mkdir()
+    rootfs.flatten([layer(tmp_path / "a.tar", members)], ok,
+                   rootfs.FlattenLimits(until=time.monotonic() + 3600, seconds=3600))
+    assert len(list(ok.iterdir())) == 50  # control: within the deadline it all flattens
+    (late := tmp_path / "late").mkdir()
+    with pytest.raises(errors.DeadlineExceeded) as refused:
+        rootfs.flatten([layer(tmp_path / "b.tar", members)], late,
+                       rootfs.FlattenLimits(until=time.monotonic() - 1, seconds=1800))
+    text = refused.value.guidance().render_text()
+    assert "flattening the image" in text and "deadline of 1800 s" in text
+    assert list(late.iterdir()) == []

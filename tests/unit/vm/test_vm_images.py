@@ -345,3 +345,42 @@ def test_a_missing_host_tool_is_a_refusal_naming_its_package(
                               tmp_path / "l.tar.zst")], tree)
     assert "apt-get install zstd" in refused.value.guidance().render_text()
     assert {tool for tool in rootfs.HOST_TOOL_PACKAGES} == {"mkfs.ext4", "zstd"}
+
+
+HOLD_LOCK = textwrap.dedent("""
+    import sys, time
+    from filelock import FileLock
+    with FileLock(sys.argv[1]):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_a_killed_builds_directory_is_swept_but_a_live_builds_is_not(tmp_path: Path) -> None:
+    """A SIGKILLed flatten left its temporary directory (up to 16 GiB) in the cache for
+    ever; the next use of the cache removes it, sparing a build still running."""
+    from roteiro_py import paths
+
+    cache = paths.cache_root() / "rootfs"
+    cache.mkdir(parents=True)
+    dead, live, mine = "d" * 64, "e" * 64, "f" * 64
+    (cache / f".{dead}-k1ll3d" / "tree").mkdir(parents=True)
+    (cache / f".{dead}-k1ll3d" / "tree" / "big").write_bytes(b"x" * 4096)
+    (cache / f".{mine}-k1ll3d").mkdir()  # an earlier build of this very image
+    (cache / f".{live}-running").mkdir()
+    (cache / f"{mine}.ext4").write_bytes(b"built")  # a cache hit: no mkfs needed
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(cache / f"{live}.lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert rootfs.rootfs_image([], f"sha256:{mine}") == cache / f"{mine}.ext4"
+        assert (cache / f".{live}-running").is_dir(), "a running build's directory was taken"
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert not (cache / f".{dead}-k1ll3d").exists()
+    assert not (cache / f".{mine}-k1ll3d").exists()
+    rootfs.rootfs_image([], f"sha256:{mine}")  # its builder gone, the next use sweeps it
+    assert not (cache / f".{live}-running").exists()
