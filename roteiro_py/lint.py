@@ -234,15 +234,15 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
             disk.unlink()
 
 
-#: A discarded scratch disk older than this was left by a run that was SIGKILLed.
-STALE_SCRATCH_S = 24 * 3600
 
 
 def _sweep(scratch_dir: Path) -> None:
     """Remove scratch disks left behind by runs killed without unwinding (SIGKILL, power loss)."""
     import time
 
-    cutoff = time.time() - STALE_SCRATCH_S
+    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+
+    cutoff = time.time() - STALE_SECONDS
     for leftover in scratch_dir.glob("*.ext4"):
         with contextlib.suppress(OSError):
             if leftover.lstat().st_mtime < cutoff:
