@@ -126,7 +126,9 @@ def _newline_findings(count: int, newlines: int) -> bytes:
     """`count` findings whose messages are a word and `newlines` newlines (8 KB of JSON)."""
     diag = {"level": "warning", "code": None, "children": [],
             "spans": [{"file_name": "src/lib.rs", "line_start": 1, "column_start": 1,
-                       "is_primary": True}]}
+                       "is_primary": True},
+                      {"file_name": "src/lib.rs", "line_start": 2, "column_start": 1,
+                       "is_primary": False, "label": "label\n" + "\n" * newlines}]}
     out = [json.dumps({"reason": "compiler-message",
                        "message": {**diag, "message": f"m{i}\nsecond" + "\n" * newlines,
                                    "children": [{"level": "help", "message": "h\n" * newlines,
@@ -164,8 +166,11 @@ def test_the_human_report_of_a_flood_of_newlines_is_bounded_per_finding(
     monkeypatch.setattr(Console, "print", counting_print)
     text = render(report, "human")
     assert prints <= 3 * 2 + 3, prints                        # one Text per finding
-    per_finding = 2 * (human.MAX_SHOWN_LINES + 1) + 4         # message, help, location...
+    per_finding = 2 * (human.MAX_SHOWN_LINES + 1) + 5         # message, help, location...
     assert text.count("\n") <= 3 * per_finding, text.count("\n")
     assert "warning: m0\n   second\n" in text                 # control: lines ARE shown
     assert f"… {lines(first.message) - human.MAX_SHOWN_LINES} more lines" in text
     assert f"… {lines(first.help) - human.MAX_SHOWN_LINES} more lines" in text
+    note = first.related[0].message
+    assert note is not None and lines(note) > 1000                  # a related span's label:
+    assert f"also src/lib.rs:2:1 (label … {lines(note) - 1} more lines)\n" in text  # one line
