@@ -78,13 +78,17 @@ class LintSettings(BaseModel):
         return value
 
 
+#: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+
 class VmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     accel: Accel = Field("auto", description="auto uses hardware acceleration; tcg is an explicit opt-in")
     cpus: int = Field(2, ge=1, le=256, description="guest vCPUs")
     memory_mib: int = Field(2048, ge=128, le=1 << 20, description="guest memory in MiB")
-    timeout_s: int = Field(1800, ge=1, le=7 * 24 * 3600, description="deadline for one run, seconds")
+    timeout_s: int = Field(1800, ge=1, le=MAX_TIMEOUT_S, description="deadline for one run, seconds")
     output_limit_mib: int = Field(64, ge=1, le=4096, description="cap on the guest's output, all streams together")
     stage_max_mib: int = Field(2048, ge=1, le=1 << 20, description="cap on the bytes of the tree copied for the VM")
     stage_max_files: int = Field(200_000, ge=1, le=100_000_000, description="cap on the entries copied for the VM")

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -235,15 +236,15 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
             disk.unlink()
 
 
-#: A discarded scratch disk older than this was left by a run that was SIGKILLed.
-STALE_SCRATCH_S = 24 * 3600
 
 
 def _sweep(scratch_dir: Path) -> None:
     """Remove scratch disks left behind by runs killed without unwinding (SIGKILL, power loss)."""
     import time
 
-    cutoff = time.time() - STALE_SCRATCH_S
+    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+
+    cutoff = time.time() - STALE_SECONDS
     for leftover in scratch_dir.glob("*.ext4"):
         with contextlib.suppress(OSError):
             if leftover.lstat().st_mtime < cutoff:
@@ -545,18 +546,48 @@ def check_output(output: Path | None) -> None:
 
 
 def write_output(output: Path, text: str) -> None:
-    """Write the report beside `output` and rename it into place: a run that fails while
-    writing (disk full, interrupted) never leaves a half-written report behind."""
-    fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    """Put the report at `output`, or refuse naming it (UsageError) if that fails.
+
+    A regular file (or a new name) gets the report beside it, renamed into place: a run
+    that fails while writing (disk full, interrupted) never leaves a half-written report
+    behind; an existing file keeps its mode (a private 0600 report once became 0644).
+    Anything else (a device, a FIFO, a link such as /dev/stdout) is written through, never
+    renamed over: as root, `--output /dev/null` once replaced the device with a file. A
+    failure (a sticky directory's file of another user, ENOSPC) is reported as this
+    path's problem; after a whole lint it used to be an OSError, exit 4."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temp, 0o644 & ~_umask())
-        os.replace(temp, output)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
+        try:
+            existing = os.lstat(output)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            _write_through(output, text)
+            return
+        mode = stat.S_IMODE(existing.st_mode) if existing else 0o644 & ~_umask()
+        fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(temp, mode)
+            os.replace(temp, output)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+    except OSError as error:
+        raise UsageError(
+            f"--output {output}: the report could not be written "
+            f"({error.strerror or error}).",
+            hint="The lint ran; name a file you can write (with room for the report) and "
+                 "run it again, or leave out --output to print the report.") from None
+
+
+def _write_through(output: Path, text: str) -> None:
+    """Write into what `output` names now (a device, a FIFO, a link), as a shell's `>` does."""
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOCTTY | os.O_CLOEXEC,
+                 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _umask() -> int:

@@ -132,7 +132,7 @@ def _signal_name(run: ClippyRun) -> str:
 
 
 def _stderr_with(stream: ParsedStream, stderr: str) -> str:
-    extra = [f"error outside the repository: {message}" for message in stream.dropped_errors[:8]]
+    extra = [f"error outside the repository: {message}" for message in stream.dropped_errors]
     return "\n".join([stderr.rstrip(), *extra]) if extra else stderr
 
 

@@ -57,6 +57,10 @@ MAX_RELATED = 10
 #: with thousands of warnings stay far below it; a guest printing the 64 MiB output cap
 #: in short diagnostics would otherwise build ~200,000 findings.
 MAX_FINDINGS = 10_000
+#: Messages of dropped error-level diagnostics kept to explain a failed build (the first
+#: ones; the rest are only counted in `outside_repository`): a guest repeating one error
+#: 20,000 times once kept 20,000 of them for a summary that shows this many.
+MAX_DROPPED_ERRORS = 8
 _MAX_POSITION = 10_000_000
 _MAX_EXPANSION_DEPTH = 32
 
@@ -135,7 +139,8 @@ class ParsedStream:
     #: None when no `build-finished` message came; otherwise its `success`.
     build_success: bool | None = None
     outside_repository: int = 0
-    #: Messages of error-level diagnostics dropped as outside the repository.
+    #: Messages of the first MAX_DROPPED_ERRORS error-level diagnostics dropped as outside
+    #: the repository.
     dropped_errors: list[str] = field(default_factory=list)
     ignored_lines: int = 0
     #: Findings past MAX_FINDINGS: counted, not kept.
@@ -262,7 +267,7 @@ class _Parser:
         location = _span_location(primary, self.layout) if primary is not None else None
         if spans and location is None:
             self.out.outside_repository += 1
-            if level == "error":
+            if level == "error" and len(self.out.dropped_errors) < MAX_DROPPED_ERRORS:
                 self.out.dropped_errors.append(message[:300])
             return True
 

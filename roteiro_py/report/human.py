@@ -5,6 +5,13 @@ Every guest string is already clean (model.py); it is still put on the console o
 `rich.text.Text` with markup and highlighting off, so a message like `[red]` or
 `[link=...]` is shown as written, never interpreted. Lines a CI runner would read as
 commands are broken by `render()`, the door every format leaves by.
+
+Bounded: a guest string is shown with at most MAX_SHOWN_LINES lines, then "… N more
+lines" (a related span's label with one; the JSON and SARIF reports keep them whole), and
+each finding is one `Text` and one `console.print`. A message of 4,000 newlines is 8 KB of
+guest output; rendered one print per line it cost ~180 us a line, so the 64 MiB output cap
+was ~1.6 h of host CPU after the run's deadline. Now at most MAX_FINDINGS findings of
+about 55 lines are rendered: ~19 s for the worst case measured (10,000 findings, 28 MB).
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from rich.console import Console
 from rich.text import Text
 
 from roteiro_py.report.model import LEVELS, Finding, Report
+
+#: Lines shown of one message or help text (or snippet); the rest are counted.
+MAX_SHOWN_LINES = 20
 
 _STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan", "help": "bold green"}
 
@@ -29,25 +39,43 @@ def _underline(source_line: str, column: int, end_column: int | None) -> str:
     return prefix + "^" * (stop - start)
 
 
+def _capped(text: str) -> list[str]:
+    """The lines of `text`, at most MAX_SHOWN_LINES of them, then how many were left out."""
+    lines = text.removesuffix("\n").split("\n", MAX_SHOWN_LINES)
+    if len(lines) <= MAX_SHOWN_LINES:
+        return lines
+    more = lines[-1].count("\n") + 1
+    return [*lines[:-1], f"… {more} more line{'s' if more != 1 else ''}"]
+
+
+def _first_line(text: str) -> str:
+    """The first line of `text`, and how many lines were left out."""
+    first, newline, rest = text.removesuffix("\n").partition("\n")
+    more = rest.count("\n") + 1 if newline else 0
+    return f"{first} … {more} more line{'s' if more != 1 else ''}" if more else first
+
+
 def _continued(text: str) -> str:
     """A multi-line guest string with every line after the first indented under the first."""
-    return "\n        ".join(text.splitlines())
+    return "\n        ".join(_capped(text))
 
 
-def _finding(finding: Finding) -> list[Text]:
+def _finding(finding: Finding) -> Text:
+    """One finding as one `Text` of several lines."""
+    message = _capped(finding.message)
     head = Text()
     head.append(finding.level, style=_STYLE[finding.level])
     if finding.code:
         head.append(f"[{finding.code}]", style=_STYLE[finding.level])
     head.append(": ")
-    head.append(finding.message.splitlines()[0] if finding.message else "", style="bold")
+    head.append(message[0], style="bold")
     parts = [head]
-    for extra in finding.message.splitlines()[1:]:
+    for extra in message[1:]:
         parts.append(Text("   " + extra))
     if finding.path is not None and finding.line is not None:
         parts.append(Text(f"  --> {finding.path}:{finding.line}:{finding.column}", style="blue"))
         if finding.snippet is not None and finding.column is not None:
-            lines = finding.snippet.splitlines() or [""]
+            lines = finding.snippet.splitlines()[:MAX_SHOWN_LINES] or [""]
             gutter = len(str(finding.line + len(lines) - 1))
             for offset, source in enumerate(lines):
                 number = finding.line + offset
@@ -66,10 +94,10 @@ def _finding(finding: Finding) -> list[Text]:
         parts.append(Text.assemble("  = ", ("suggestion", "bold"), ": `",
                                    finding.suggestion, "`"))
     for related in finding.related:
-        label = f" ({_continued(related.message)})" if related.message else ""
+        label = f" ({_first_line(related.message)})" if related.message else ""
         parts.append(Text(f"  also {related.path}:{related.line}:{related.column}{label}",
                           style="dim"))
-    return parts
+    return Text("\n").join(parts)
 
 
 def render_human(report: Report, *, width: int = 100, color: bool = False) -> str:
@@ -82,8 +110,7 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
     for path, group in groupby(ordered, key=lambda f: f.path):
         console.print(Text(path or "(no location)", style="bold underline"))
         for finding in group:
-            for part in _finding(finding):
-                console.print(part)
+            console.print(_finding(finding))
             console.print()
     summary = report.summary
     counts = ", ".join(f"{summary.counts.get(level, 0)} {level}" for level in LEVELS

@@ -197,13 +197,19 @@ def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> No
 def test_stale_scratch_disks_are_swept_fresh_ones_kept(tmp_path: Path) -> None:
     import time
 
+    from roteiro_py.config import MAX_TIMEOUT_S
+    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+
     old, fresh = tmp_path / "old.ext4", tmp_path / "fresh.ext4"
-    old.write_bytes(b"")
-    fresh.write_bytes(b"")
-    past = time.time() - lint.STALE_SCRATCH_S - 60
+    week_long = tmp_path / "week-long.ext4"  # a live run given the longest deadline
+    for disk in (old, fresh, week_long):
+        disk.write_bytes(b"")
+    past = time.time() - STALE_SECONDS - 60
     os.utime(old, (past, past))
+    started = time.time() - MAX_TIMEOUT_S
+    os.utime(week_long, (started, started))
     lint._sweep(tmp_path)
-    assert not old.exists() and fresh.exists()
+    assert not old.exists() and fresh.exists() and week_long.exists()
 
 
 def test_a_probe_past_its_deadline_does_not_advise_raising_clippys_deadline(tmp_path: Path) -> None:

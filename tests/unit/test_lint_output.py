@@ -4,6 +4,7 @@ deadline is checked before the boot."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -53,6 +54,80 @@ def test_the_report_replaces_the_file_whole_or_not_at_all(tmp_path: Path) -> Non
     lint.write_output(target, "new report\n")  # control
     assert target.read_text() == "new report\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_output_to_a_device_is_written_through_not_replaced(tmp_path: Path) -> None:
+    # As root (CI containers), `--output /dev/null` was renamed over: the node became a file.
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a copy of /dev/null
+    lint.check_output(null)
+    lint.write_output(null, "report\n")
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]  # no temp left
+    plain = tmp_path / "plain"  # control: a regular file IS replaced by the report
+    plain.write_text("old")
+    lint.write_output(plain, "report\n")
+    assert plain.read_text() == "report\n"
+
+
+def test_output_through_a_link_writes_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    # `--output /dev/stdout` is such a link; renaming over it replaced the link (as root,
+    # the system's /dev/stdout) with a regular file.
+    target = tmp_path / "target.txt"
+    target.write_text("a longer previous report\n")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    lint.write_output(link, "report\n")
+    assert link.is_symlink() and target.read_text() == "report\n"
+
+
+def test_output_keeps_an_existing_files_mode(tmp_path: Path) -> None:
+    private = tmp_path / "report.sarif"
+    private.write_text("old")
+    private.chmod(0o600)
+    lint.write_output(private, "new")
+    assert private.read_text() == "new"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600  # was widened to 0644
+    fresh = tmp_path / "fresh.sarif"  # control: a new report gets 0644 under the umask
+    lint.write_output(fresh, "new")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644 & ~mask
+
+
+def test_a_full_disk_at_the_output_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    # /dev/full is a real ENOSPC; after a whole lint that was an OSError, exit 4.
+    full = tmp_path / "full"
+    full.symlink_to("/dev/full")
+    with pytest.raises(UsageError) as raised:
+        lint.write_output(full, "report\n")
+    assert raised.value.exit_code == 2
+    assert str(full) in raised.value.message and "No space left" in raised.value.message
+
+
+def test_an_output_that_cannot_be_renamed_over_is_a_usage_error_not_exit_4(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another user's file in a sticky /tmp passes check_output but rename(2) is EPERM.
+    # root is exempt from the sticky bit, so the refusal is faked at os.replace.
+    from realcargo import make_report  # loaded by tests/unit/conftest.py
+
+    from roteiro_py import config
+
+    out = tmp_path / "report.txt"
+    monkeypatch.setattr(lint, "lint", lambda request: (make_report([]), config.Settings()))
+    assert lint.run_lint_command(lint.LintRequest(path=tmp_path, output=out)) == 0  # control
+    assert "finding" in out.read_text()
+
+    def eperm(src: object, dst: object) -> None:
+        raise PermissionError(1, "Operation not permitted", str(dst))
+
+    monkeypatch.setattr(lint.os, "replace", eperm)
+    with pytest.raises(UsageError) as raised:
+        lint.run_lint_command(lint.LintRequest(path=tmp_path, output=out))
+    assert str(out) in raised.value.message and "not permitted" in raised.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt"]  # no temp left
 
 
 def test_check_output_accepts_what_can_be_written(tmp_path: Path) -> None:

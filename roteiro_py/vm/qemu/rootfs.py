@@ -492,8 +492,12 @@ def _tree_size(root: Path) -> tuple[int, int]:
     return size, count
 
 
-def make_ext4(source: Path, image: Path, *, label: str = "rootfs") -> None:
-    """An ext4 image holding `source`, sized to fit it (mkfs.ext4 -d, no root needed)."""
+def make_ext4(source: Path, image: Path, *, label: str = "rootfs",
+              timeout: float | None = None) -> None:
+    """An ext4 image holding `source`, sized to fit it (mkfs.ext4 -d, no root needed).
+
+    `timeout`: seconds after which mkfs.ext4 is killed and subprocess.TimeoutExpired
+    raised (a share image is built within what is left of the run's deadline)."""
     size, count = _tree_size(source)
     blocks_kib = (int(size * 1.25) // 1024) + count * 4 + 16 * 1024
     inodes = count + 1024
@@ -501,7 +505,7 @@ def make_ext4(source: Path, image: Path, *, label: str = "rootfs") -> None:
     done = subprocess.run(
         [mkfs, "-q", "-F", "-L", label, "-d", str(source), "-N", str(inodes),
          "-E", "root_owner=0:0", "-O", "^has_journal", "-b", "4096", str(image),
-         f"{blocks_kib}k"], capture_output=True, text=True, check=False)
+         f"{blocks_kib}k"], capture_output=True, text=True, check=False, timeout=timeout)
     if done.returncode != 0:
         raise errors.ScratchUnavailable(image, f"mkfs.ext4 failed: {done.stderr.strip()[-300:]}")
 

@@ -58,6 +58,7 @@ import contextlib
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -65,11 +66,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roteiro_py import errors, paths
-from roteiro_py.config import VmSettings
+from roteiro_py.config import MAX_TIMEOUT_S, VmSettings
 from roteiro_py.vm.qemu.rootfs import make_ext4
 
-#: A share image directory older than this was left by a run that was killed.
-STALE_SECONDS = 24 * 3600
+#: A share image directory (or a scratch disk, lint.py) older than this was left by a run
+#: that was killed: no run outlives its deadline, and a day past the longest one allowed
+#: leaves room for what precedes it (24 h would sweep a live run given a longer deadline).
+STALE_SECONDS = MAX_TIMEOUT_S + 24 * 3600
 #: Marker files cargo writes into every target directory it creates.
 CARGO_TARGET_MARKERS = ("CACHEDIR.TAG", ".rustc_info.json")
 
@@ -405,7 +408,18 @@ def tree_image(source: Path, *, label: str = "share", limits: StageLimits | None
         report = stage_tree(source, staged, limits)
         image = work / "image.ext4"
         started = time.monotonic()
-        make_ext4(staged, image, label=label)
+        timeout = None
+        if limits is not None and limits.deadline is not None:
+            timeout = limits.deadline - started
+            if timeout <= 0:
+                raise errors.DeadlineExceeded("building the share image", limits.deadline_s,
+                                              stopped="the host stopped before mkfs.ext4")
+        try:
+            make_ext4(staged, image, label=label, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            assert limits is not None
+            raise errors.DeadlineExceeded("building the share image", limits.deadline_s,
+                                          stopped="the host killed mkfs.ext4") from None
         report.mkfs_seconds = time.monotonic() - started
         if keep is None:
             shutil.rmtree(staged)

@@ -9,7 +9,12 @@ from pathlib import Path, PurePosixPath
 import pytest
 from realcargo import DATA, CargoRun, run_clippy, staged_copy
 
-from roteiro_py.clippy.parse import MAX_LINE_BYTES, PathLayout, parse_messages
+from roteiro_py.clippy.parse import (
+    MAX_DROPPED_ERRORS,
+    MAX_LINE_BYTES,
+    PathLayout,
+    parse_messages,
+)
 
 RUST = PathLayout(workspace=PurePosixPath("rust"))
 CORE = "rust/crates/demo-core/src/lib.rs"
@@ -130,6 +135,15 @@ def test_error_outside_the_repository_is_remembered_not_reported() -> None:
     parsed = parse_messages(_message("/root/.cargo/registry/src/x/lib.rs", level="error",
                                      message="mismatched types"), PathLayout())
     assert parsed.findings == [] and parsed.dropped_errors == ["mismatched types"]
+
+
+def test_errors_outside_the_repository_keep_only_the_first_few_messages() -> None:
+    # 20,000 repeats of one dependency error once kept 20,000 messages for a summary of 8.
+    stdout = b"\n".join(_message("/elsewhere/lib.rs", level="error", message=f"e{i}")
+                      for i in range(20_000))
+    parsed = parse_messages(stdout, PathLayout())
+    assert parsed.outside_repository == 20_000            # every one is still counted
+    assert parsed.dropped_errors == [f"e{i}" for i in range(MAX_DROPPED_ERRORS)]
 
 
 def test_summaries_are_skipped_but_spanless_diagnostics_kept() -> None:

@@ -120,3 +120,57 @@ def test_no_line_of_the_human_report_is_a_runner_command() -> None:
         lines = [line.lstrip() for line in plain.splitlines()]
         assert not [line for line in lines if line.startswith(("::", "##["))], plain
         assert "add-mask" in plain and "forged" in plain  # shown, not dropped
+
+
+def _newline_findings(count: int, newlines: int) -> bytes:
+    """`count` findings whose messages are a word and `newlines` newlines (8 KB of JSON)."""
+    diag = {"level": "warning", "code": None, "children": [],
+            "spans": [{"file_name": "src/lib.rs", "line_start": 1, "column_start": 1,
+                       "is_primary": True},
+                      {"file_name": "src/lib.rs", "line_start": 2, "column_start": 1,
+                       "is_primary": False, "label": "label\n" + "\n" * newlines}]}
+    out = [json.dumps({"reason": "compiler-message",
+                       "message": {**diag, "message": f"m{i}\nsecond" + "\n" * newlines,
+                                   "children": [{"level": "help", "message": "h\n" * newlines,
+                                                 "spans": [], "children": []}]}})
+           for i in range(count)]
+    out.append(json.dumps({"reason": "build-finished", "success": True}))
+    return ("\n".join(out) + "\n").encode()
+
+
+def test_the_human_report_of_a_flood_of_newlines_is_bounded_per_finding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3 messages of 4,000 newlines (24 KB of guest output) were 12,000 lines and 12,000
+    # console.print calls (~180 us each: the 64 MiB output cap was ~1.6 h of host CPU).
+    from rich.console import Console
+
+    from roteiro_py.report import human
+
+    report = make_report(parse_messages(_newline_findings(3, 4000), PathLayout()).findings)
+    first = report.findings[0]
+    assert first.help is not None
+
+    def lines(field: str) -> int:
+        return field.removesuffix("\n").count("\n") + 1
+
+    assert lines(first.message) > 1000 and lines(first.help) > 1000  # control: the flood
+    assert first.message in json.loads(render(report, "json"))["findings"][0]["message"]
+    prints = 0
+    real_print = Console.print
+
+    def counting_print(self: Console, *args: object, **kwargs: object) -> None:
+        nonlocal prints
+        prints += 1
+        real_print(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Console, "print", counting_print)
+    text = render(report, "human")
+    assert prints <= 3 * 2 + 3, prints                        # one Text per finding
+    per_finding = 2 * (human.MAX_SHOWN_LINES + 1) + 5         # message, help, location...
+    assert text.count("\n") <= 3 * per_finding, text.count("\n")
+    assert "warning: m0\n   second\n" in text                 # control: lines ARE shown
+    assert f"… {lines(first.message) - human.MAX_SHOWN_LINES} more lines" in text
+    assert f"… {lines(first.help) - human.MAX_SHOWN_LINES} more lines" in text
+    note = first.related[0].message
+    assert note is not None and lines(note) > 1000                  # a related span's label:
+    assert f"also src/lib.rs:2:1 (label … {lines(note) - 1} more lines)\n" in text  # one line

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import tracemalloc
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -52,6 +53,11 @@ def hostile(tmp_path: Path) -> Path:
     (home / "outside" / "x.rs").write_text(lines("a", "b", TOKEN))
     (repo / "up").symlink_to("../../outside")  # a directory link in a middle component
     (repo / "alias").symlink_to("src")
+    # The same secrets named by absolute links, as a checkout on the attacker's machine
+    # cannot know but a CI checkout path (and $HOME) often makes predictable.
+    (repo / "abs_leak.rs").symlink_to(repo / ".git" / "config")
+    (repo / "abs_key.rs").symlink_to(home / ".ssh" / "id_ed25519")
+    (repo / "abs_up").symlink_to(home / "outside")
     return repo
 
 
@@ -62,7 +68,7 @@ def snippets(repo: Path, staged: Path, names: list[str]) -> dict[str | None, str
 
 
 @pytest.mark.parametrize("name", ["leak.rs", "notes.rs", "target/debug/out.rs", "up/x.rs",
-                                  "alias/lib.rs"])
+                                  "alias/lib.rs", "abs_leak.rs", "abs_key.rs", "abs_up/x.rs"])
 def test_a_snippet_never_follows_a_link_nor_reads_what_the_copy_left_out(
         hostile: Path, tmp_path: Path, name: str) -> None:
     staged = tmp_path / "staged"
@@ -204,3 +210,24 @@ def test_snippet_reads_stop_at_the_per_report_budget(tmp_path: Path,
     assert reader.bytes_read == 2 * 84 and reader.files_read == 2
     assert reader.snippet("a.rs", 2) == "y" * 40  # read once, served again from the cache
     assert reader.files_read == 2
+
+
+@pytest.mark.parametrize("unit", [b"ab\n", b"\n", b"x" * 70 + b"\n"])
+def test_the_memory_a_reader_holds_is_proportional_to_the_bytes_it_read(
+        tmp_path: Path, unit: bytes) -> None:
+    # One bytes object per line once held ~19x the bytes read for a file of `ab` lines.
+    count = 4 * 1024 * 1024 // len(unit)
+    (tmp_path / "short.rs").write_bytes(unit * count)
+    reader = snippet.SnippetReader(tmp_path)
+    tracemalloc.start()
+    try:
+        first = reader.snippet("short.rs", 1)
+        last = reader.snippet("short.rs", count)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    expected = unit.rstrip(b"\n").decode()
+    assert first == last == expected  # control: the file was read, first and last line
+    assert reader.snippet("short.rs", count + 1) is None
+    assert reader.bytes_read == len(unit) * count
+    assert held < 1.1 * reader.bytes_read, (held, reader.bytes_read)

@@ -13,11 +13,12 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from roteiro_py import errors
+from roteiro_py import config, errors
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 from roteiro_py.vm.qemu import backend as qemu_backend
@@ -230,9 +231,44 @@ def test_share_images_left_by_killed_runs_are_swept(tmp_path: Path) -> None:
     (running := base / "share-running").mkdir()
     old = stale.stat().st_mtime - shareimage.STALE_SECONDS - 60
     os.utime(stale, (old, old))
+    # A run given the longest deadline allowed is alive this long: 24 h once swept it.
+    (week_long := base / "share-week-long").mkdir()
+    started = time.time() - config.MAX_TIMEOUT_S
+    os.utime(week_long, (started, started))
     (tree := tmp_path / "tree").mkdir()
     with shareimage.tree_image(tree):
         assert not stale.exists() and running.is_dir()  # control arm: a live run's is kept
+        assert week_long.is_dir()
+
+
+def test_the_stale_age_exceeds_the_longest_deadline_a_run_may_have() -> None:
+    config.VmSettings(timeout_s=config.MAX_TIMEOUT_S)
+    with pytest.raises(ValueError, match=str(config.MAX_TIMEOUT_S)):
+        config.VmSettings(timeout_s=config.MAX_TIMEOUT_S + 1)
+    assert shareimage.STALE_SECONDS > config.MAX_TIMEOUT_S
+
+
+def test_mkfs_for_the_share_image_is_killed_at_the_runs_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A real mkfs.ext4 cannot be made slow on demand: this stand-in sleeps, as one given
+    # a tree of 200,000 files on a loaded host would. Before, nothing bounded it.
+    fake = tmp_path / "bin" / "mkfs.ext4"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexec sleep 60\n")
+    fake.chmod(0o755)
+    (tree := tmp_path / "tree").mkdir()
+    (tree / "lib.rs").write_text("fn f() {}\n")
+    vm = config.VmSettings()
+    limits = shareimage.StageLimits.of(vm, deadline=time.monotonic() + 60, deadline_s=1800.0)
+    with shareimage.tree_image(tree, limits=limits) as (image, _):  # control: real mkfs
+        assert image.stat().st_size > 0
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    limits = shareimage.StageLimits.of(vm, deadline=time.monotonic() + 1.0, deadline_s=1800.0)
+    began = time.monotonic()
+    with pytest.raises(errors.DeadlineExceeded) as raised, shareimage.tree_image(tree, limits=limits):
+        pass
+    assert time.monotonic() - began < 30
+    assert "1800 s" in raised.value.guidance().render_text()
 
 
 # -- read-only enforced by qemu, decided by the backend ---------------------------------------

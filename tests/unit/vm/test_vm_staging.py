@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -116,15 +117,45 @@ def unnest(root: Path, depth: int) -> None:
             (inner / "d").rmdir()
 
 
+def remove_deep(root: Path) -> None:
+    """Remove `root` however deep it nests, without recursion: each directory's entries are
+    moved up into `root` and it is removed there. pytest's tmp cleanup (shutil.rmtree,
+    recursive on Python 3.11) raises RecursionError on a 1,500-deep tree."""
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    moved = 0
+    try:
+        while names := os.listdir(top):
+            for name in names:
+                if not stat.S_ISDIR(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode):
+                    os.unlink(name, dir_fd=top)
+                    continue
+                os.chmod(name, 0o700, dir_fd=top)
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    for entry in os.listdir(inner):
+                        moved += 1
+                        os.rename(entry, f".up{moved}", src_dir_fd=inner, dst_dir_fd=top)
+                finally:
+                    os.close(inner)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(root)
+
+
 def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     nest(tree, 1500)  # 1,500 levels raised RecursionError (exit 4)
+    dest = staged(tmp_path)
     try:
         with pytest.raises(errors.TreeTooLarge) as refused:
-            stage_tree(tree, staged(tmp_path))
+            stage_tree(tree, dest)
     finally:
+        # Were the depth cap gone, the copy would be ~1,000 deep: remove both here, or
+        # pytest's own cleanup of tmp_path fails on them.
         unnest(tree, 1500)
+        remove_deep(dest)
     default = VmSettings().stage_max_depth
     assert refused.value.setting == "stage_max_depth" and refused.value.limit == default
     assert f"nested more than {default} deep" in refused.value.guidance().summary
