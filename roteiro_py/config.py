@@ -16,10 +16,8 @@ tomli-w writes data, not documents; `config set` says so when the file had any).
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from roteiro_py import paths
 from roteiro_py.errors import ConfigError
+from roteiro_py.untrusted import FileRefused, read_bounded
 
 REPO_CONFIG_NAME = "roteiro.toml"
 ENV_PREFIX = "ROTEIRO_"
@@ -208,32 +207,18 @@ MAX_CONFIG_BYTES = 1 << 20
 
 def _read_bounded(path: Path, *, follow_links: bool) -> bytes | None:
     """The bytes of a regular file, at most MAX_CONFIG_BYTES; None when it does not exist."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        return read_bounded(path, MAX_CONFIG_BYTES, follow_links=follow_links)
     except FileNotFoundError:
         return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
+    except FileRefused as refused:
+        if refused.kind == "link":
             raise ConfigError(path, "is a symbolic link; a repository's configuration is read "
                               "only from a file in the repository") from None
-        raise ConfigError(path, f"cannot be read: {error.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(path, "is not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as error:
-        raise ConfigError(path, f"cannot be read: {error.strerror}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(path, f"is larger than {MAX_CONFIG_BYTES} bytes, the limit for a "
-                          "configuration file (config.MAX_CONFIG_BYTES)")
-    return b"".join(chunks)
+        if refused.kind == "large":
+            raise ConfigError(path, f"is larger than {MAX_CONFIG_BYTES} bytes, the limit for a "
+                              "configuration file (config.MAX_CONFIG_BYTES)") from None
+        raise ConfigError(path, refused.reason) from None
 
 
 def read_toml(path: Path, *, follow_links: bool = True) -> dict[str, Any]:

@@ -19,10 +19,8 @@ host's own toolchain so no toolchain file anywhere is consulted.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -40,6 +38,7 @@ from roteiro_py.errors import (
     UsageError,
 )
 from roteiro_py.guidance import printable
+from roteiro_py.untrusted import FileRefused, read_bounded
 
 #: Directories never searched for manifests: build output and version-control data.
 _SKIP_DIRS = {"target", ".git", ".hg", ".svn", "node_modules"}
@@ -55,41 +54,17 @@ MAX_MANIFESTS = 2000
 #: Directories deeper than this below the workspace root are not searched for manifests.
 MAX_WALK_DEPTH = 32
 
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def read_tree_file(path: Path, limit: int) -> bytes:
     """The bytes of the tree's regular file `path`, at most `limit` of them, or
-    errors.TreeFileRefused naming it.
-
-    Without this a manifest that is a link (to /dev/zero, to a FIFO, to a host file)
-    was followed and read whole: O_NOFOLLOW refuses the link, O_NONBLOCK keeps a FIFO
-    from blocking the open, fstat refuses anything but a regular file, and at most
-    `limit` + 1 bytes are ever read.
-    """
+    errors.TreeFileRefused naming it (untrusted.read_bounded: no link, no FIFO, bounded)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise TreeFileRefused(path, "it is a symbolic link; only regular files are read") from None
-        if isinstance(error, PermissionError):
-            raise TreeFileRefused(path, "this user may not read it (permission denied)") from None
-        raise TreeFileRefused(path, f"it cannot be opened ({error.strerror or error})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise TreeFileRefused(path, "it is not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as error:
-        raise TreeFileRefused(path, f"reading it failed ({error.strerror or error})") from None
-    finally:
-        os.close(fd)
-    if size > limit:
-        raise TreeFileRefused(path, f"it is larger than {limit} bytes")
-    return b"".join(chunks)
+        return read_bounded(path, limit)
+    except FileNotFoundError:
+        raise TreeFileRefused(path, "it does not exist") from None
+    except FileRefused as refused:
+        raise TreeFileRefused(path, refused.reason) from None
 
 
 def parse_tree_toml(path: Path, data: bytes) -> dict[str, Any]:
