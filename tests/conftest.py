@@ -42,7 +42,9 @@ def _listing(root: Path) -> dict[str, tuple[int, int, int]]:
 def _rustup_home() -> str | None:
     """Where rustup keeps its toolchains, found without $HOME (the suite may run with HOME
     pointing at an empty directory): the `.rustup` beside the `.cargo/bin` rustup is in."""
-    if os.environ.get("RUSTUP_HOME") or (Path.home() / ".rustup").is_dir():
+    # A rustup proxy run once with an empty HOME leaves an empty ~/.rustup behind: only a
+    # ~/.rustup holding toolchains is rustup's home.
+    if os.environ.get("RUSTUP_HOME") or (Path.home() / ".rustup" / "toolchains").is_dir():
         return None
     rustup = shutil.which("rustup")
     if rustup is None:
