@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 
@@ -150,3 +152,29 @@ def test_repo_file_is_found_walking_up_and_created_at_git_root(tmp_path: Path) -
 def test_features_accept_a_comma_list_from_flags_and_env(tmp_path: Path) -> None:
     resolved = config.resolve(tmp_path, flags={"lint.features": ("x, y z", "--features")})
     assert resolved.settings.lint.features == ["x", "y", "z"]
+
+
+def test_config_set_does_not_follow_a_planted_temporary_link(tmp_path: Path) -> None:
+    """The temporary was `.<name>.<pid>.tmp`, written through whatever was there: a branch
+    shipping one link per plausible pid beside its roteiro.toml had `config set --repo`
+    overwrite the link's target."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()
+    (repo / "roteiro.toml").write_text('[lint]\nformat = "human"\n')
+    (repo / f".roteiro.toml.{os.getpid()}.tmp").symlink_to(victim)
+    target = config.config_file_for("repo", repo)
+    config.set_value(target, "lint.all_targets", "true")
+    assert victim.read_text() == "precious\n"
+    assert "all_targets = true" in target.read_text()  # control: the value was written
+
+
+def test_config_set_keeps_the_file_mode(tmp_path: Path) -> None:
+    file = tmp_path / "config.toml"
+    file.write_text('[lint]\nformat = "human"\n')
+    os.chmod(file, 0o600)
+    config.set_value(file, "lint.all_targets", "true")
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    assert "all_targets = true" in file.read_text()
