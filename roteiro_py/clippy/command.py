@@ -66,8 +66,10 @@ PROBE_CWD = FRESH_CWD
 #: Run as `sh -c PIN_SCRIPT <program> <args>...`: the image's toolchain, asked for in
 #: PROBE_CWD, runs `<program>` by absolute path with every proxy pinned to it (see above).
 PIN_SCRIPT = (
-    f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ echo "
-    "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; exit 127; }\n"
+    f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
+    "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "
+    # killed by a signal (an OOM kill): keep 128+N, which lint.py reads as that signal
+    '[ "$st" -gt 128 ] && exit "$st"; exit 127; }\n'
     'case $s in /*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
     "exit 127;; esac\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'

@@ -251,3 +251,22 @@ def test_an_image_whose_rustc_cannot_answer_is_refused_by_the_probe(tmp_path: Pa
         parse_clippy_version(ProbeOutput(done.returncode, done.stdout.encode(), done.stderr.encode()),
                              reference="r")
     assert "rustc --print sysroot` failed outside the tree" in refused.value.output
+
+
+def test_a_sysroot_query_killed_by_a_signal_keeps_its_status(tmp_path: Path) -> None:
+    """An OOM kill of `rustc --print sysroot` was mapped to 127, so the run was reported as
+    an unexpected status instead of a kill; 128+N is what lint.py reads as signal N."""
+    from roteiro_py.clippy.command import pinned
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    rustc = bin_dir / "rustc"
+    rustc.write_text("#!/bin/sh\nkill -KILL $$\n")
+    rustc.chmod(0o755)
+    killed = subprocess.run(list(pinned(("cargo-clippy", "--version"))), capture_output=True,
+                            env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30, check=False)
+    assert lint._signal_of(killed.returncode) == "SIGKILL", (killed.returncode, killed.stderr)
+    rustc.write_text("#!/bin/sh\nexit 1\n")  # control: a plain failure is still 127
+    failed = subprocess.run(list(pinned(("cargo-clippy", "--version"))), capture_output=True,
+                            env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30, check=False)
+    assert failed.returncode == 127 and b"failed outside the tree" in failed.stderr
