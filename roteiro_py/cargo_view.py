@@ -36,6 +36,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,12 +132,16 @@ def view_key(pinned: list[Pin], cargo_home: Path) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
-def cargo_view(lockfile: Path, cargo_home: Path, tree: Path) -> Path | None:
+def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, until: float | None = None,
+               seconds: float = 0.0) -> Path | None:
     """The view for `lockfile` (built now unless cached), or None when it pins nothing to share.
 
-    `tree` is what a NoPackageCache refusal tells the user to run fetch-deps on.
+    `tree` is what a NoPackageCache refusal tells the user to run fetch-deps on. `until`
+    (time.monotonic()) is the run's deadline, `seconds` its length: waiting for another
+    run's build of the same view and copying up to CARGO_VIEW_MAX_BYTES both stop there
+    (errors.DeadlineExceeded) rather than outlive `[vm] timeout_s`.
     """
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     pinned = pins(lockfile)
     if not pinned:
@@ -145,29 +150,43 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path) -> Path | None:
     key = view_key(pinned, cargo_home)
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / f"{key}.lock")):
+    lock = FileLock(str(root / f"{key}.lock"),
+                    timeout=-1 if until is None else max(until - time.monotonic(), 0.0))
+    try:
+        lock.acquire()
+    except Timeout:
+        raise errors.DeadlineExceeded("waiting for another run building the same cargo view",
+                                      seconds, stopped="the VM was not started") from None
+    try:
         if view.is_dir():
             return view
         for leftover in root.glob(f".{key[:12]}-*"):  # a build of this key killed midway
             shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
         try:
-            _build(pinned, cargo_home, staging, tree)
+            _build(pinned, cargo_home, staging, tree, _Budget(until, seconds))
             os.chmod(staging, 0o755)
             os.replace(staging, view)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        lock.release()
     return view
 
 
 class _Budget:
-    def __init__(self) -> None:
+    def __init__(self, until: float | None = None, seconds: float = 0.0) -> None:
         self.bytes = 0
         self.entries = 0
+        self.until = until
+        self.seconds = seconds
 
     def take(self, what: Path, size: int) -> None:
         self.bytes += size
         self.entries += 1
+        if self.until is not None and time.monotonic() > self.until:
+            raise errors.DeadlineExceeded("copying the packages the lockfile pins", self.seconds,
+                                          stopped="the VM was not started")
         if self.bytes > CARGO_VIEW_MAX_BYTES:
             raise errors.PackageCacheRefused(what, f"the packages the lockfile pins exceed "
                                              f"{CARGO_VIEW_MAX_BYTES} bytes")
@@ -176,8 +195,7 @@ class _Budget:
                                              f"than {CARGO_VIEW_MAX_ENTRIES} entries")
 
 
-def _build(pinned: list[Pin], cargo_home: Path, view: Path, tree: Path) -> None:
-    budget = _Budget()
+def _build(pinned: list[Pin], cargo_home: Path, view: Path, tree: Path, budget: _Budget) -> None:
     for kind in sorted({p.kind for p in pinned}):
         (view / kind).mkdir(mode=0o755)
         (view / kind / "CACHEDIR.TAG").write_bytes(_CACHEDIR_TAG)

@@ -162,7 +162,7 @@ def lockfile_sources(lockfile: Path) -> set[str]:
     return {pin.kind for pin in pins(lockfile)}
 
 
-def package_cache(tree: Tree) -> tuple[Path | None, Path | None]:
+def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | None, Path | None]:
     """Step 5: the tree has a lockfile, and the guest's view of the cargo cache holds
     exactly what it pins (roteiro_py/cargo_view.py): (view registry/, view git/).
 
@@ -179,7 +179,9 @@ def package_cache(tree: Tree) -> tuple[Path | None, Path | None]:
     for kind in sorted(needed):
         if not (cargo_home / kind).is_dir():
             raise NoPackageCache(cargo_home / kind, tree.asked)
-    view = cargo_view(lockfile, cargo_home, tree.asked)
+    view = cargo_view(lockfile, cargo_home, tree.asked,
+                      until=deadline.at if deadline else None,
+                      seconds=deadline.seconds if deadline else 0.0)
     if view is None:
         return None, None
     registry, git = view / "registry", view / "git"
@@ -192,7 +194,8 @@ def scratch_key(tree: Tree, manifest_digest: str, features: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
+def scratch_disk(settings: config.Settings, key: str,
+                 deadline: Deadline | None = None) -> Iterator[Path]:
     """Step 6: the writable scratch disk, discarded at the end unless keep_cache.
 
     A kept disk is locked for the run: two lints of the same key take turns, they never
@@ -200,7 +203,7 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
     build see the other half-written). Only making the disk is reported as the scratch
     being unavailable; what fails while it is in use propagates as itself.
     """
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     from roteiro_py.vm.qemu.scratch import create_scratch
 
@@ -210,8 +213,14 @@ def scratch_disk(settings: config.Settings, key: str) -> Iterator[Path]:
         disk = builds / f"{key}.ext4"
         try:
             builds.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(builds / f"{key}.lock"))
+            # another lint of the same key is waited for within the run's deadline only
+            lock = FileLock(str(builds / f"{key}.lock"), timeout=-1 if deadline is None
+                            else max(deadline.at - time.monotonic(), 0.0))
             lock.acquire()
+        except Timeout:
+            assert deadline is not None
+            raise DeadlineExceeded("waiting for another lint using the same kept cache",
+                                   deadline.seconds, stopped="the VM was not started") from None
         except OSError as error:
             raise ScratchUnavailable(builds, error.strerror or str(error)) from None
         try:
@@ -393,15 +402,15 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     # the job below asks again for free.
     backend(Path(os.devnull), None).isolation()                           # 3
     image = Store.default().resolve(reference)                             # 4
-    registry, git = package_cache(tree)                                    # 5
+    deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
+    registry, git = package_cache(tree, deadline)                          # 5
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
     grant = grant_for(tree, registry, git)
     key = scratch_key(tree, image.manifest_digest, settings.lint.features)
     started = datetime.now(UTC)
-    deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
-        with scratch_disk(settings, key) as disk:                          # 6
+        with scratch_disk(settings, key, deadline) as disk:                # 6
             rootfs = rootfs_image(image.layers, image.manifest_digest,
                                   FlattenLimits(until=deadline.at, seconds=deadline.seconds))
             job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -283,3 +286,52 @@ def test_fuzzed_lockfile_bytes_give_kinds_or_our_refusal(tmp_path_factory: pytes
         assert lint.lockfile_sources(path) <= {"registry", "git"}
     except TreeFileRefused as refused:
         assert str(path) in refused.guidance().render_text()
+
+
+def _hold_lock(path: Path) -> subprocess.Popen[str]:
+    """Another run holding `path` (a FileLock) for 20 s, as a real second process."""
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys,time,filelock; l=filelock.FileLock(sys.argv[1]); "
+                               "l.acquire(); print('held', flush=True); time.sleep(20)", str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_building_a_view_stops_at_the_runs_deadline(tmp_path: Path, roteiro_home: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The view was built (and another run's build of it waited for) with no deadline,
+    before lint() even made one: [vm] timeout_s did not bound it."""
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.errors import DeadlineExceeded
+
+    cargo = tmp_path / "cargo-home"
+    checksum = add_crate(cargo, "itoa", "1.0.15", "")
+    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    lock = lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
+    key = cargo_view.view_key(cargo_view.pins(lock), cargo.resolve())
+    cargo_views_root().mkdir(parents=True, exist_ok=True)
+    holder = _hold_lock(cargo_views_root() / f"{key}.lock")
+    try:
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as late:
+            lint.package_cache(tree_of(tree), Deadline(at=time.monotonic() + 1.0, seconds=77.0))
+        assert time.monotonic() - started < 5
+        assert "77 s" in late.value.guidance().render_text()
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    # control: with the lock free the same call builds the view within the deadline
+    registry, _ = lint.package_cache(tree_of(tree), Deadline(at=time.monotonic() + 60, seconds=60))
+    assert registry is not None and registry.is_dir()
+    # and a deadline already past stops the copy itself, not only the wait
+    other = tmp_path / "other"
+    other.mkdir()
+    checksum2 = add_crate(cargo, "ryu", "1.0.20", "")
+    lockfile(other, ("ryu", "1.0.20", CRATES_IO, checksum2))
+    with pytest.raises(DeadlineExceeded):
+        lint.package_cache(tree_of(other), Deadline(at=time.monotonic() - 1, seconds=5))

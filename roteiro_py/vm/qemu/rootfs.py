@@ -546,7 +546,13 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
     cache = paths.cache_root() / "rootfs"
     cache.mkdir(parents=True, exist_ok=True)
     image = cache / f"{hexd}.ext4"
-    with FileLock(str(cache / f"{hexd}.lock")):
+    lock = FileLock(str(cache / f"{hexd}.lock"), timeout=_left(limits, "waiting for another run "
+                                                               "building the root filesystem"))
+    try:
+        lock.acquire()
+    except Timeout:
+        raise _late(limits, "waiting for another run building the root filesystem") from None
+    try:
         _sweep_stale_builds(cache, hexd)
         if image.is_file():
             return image
@@ -555,6 +561,30 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
             tree.mkdir()
             flatten(layers, tree, limits)
             staged = Path(tmp) / "image.ext4"
-            make_ext4(tree, staged)
+            what = "building the root filesystem image"
+            left = _left(limits, what)
+            try:
+                make_ext4(tree, staged, timeout=None if left < 0 else left)
+            except subprocess.TimeoutExpired:
+                raise _late(limits, what) from None
             os.replace(staged, image)
+    finally:
+        lock.release()
     return image
+
+
+def _late(limits: FlattenLimits | None, what: str) -> errors.DeadlineExceeded:
+    return errors.DeadlineExceeded(what, limits.seconds if limits else 0.0,
+                                   stopped="the VM was not started")
+
+
+def _left(limits: FlattenLimits | None, what: str) -> float:
+    """Seconds left of the run's deadline (-1: none, wait for ever, as filelock reads it);
+    DeadlineExceeded when none are left. The flatten is bounded by it, and so are the wait
+    for another run's build of the same image and mkfs.ext4 (minutes for a big image)."""
+    if limits is None or limits.until is None:
+        return -1
+    left = limits.until - time.monotonic()
+    if left <= 0:
+        raise _late(limits, what)
+    return left

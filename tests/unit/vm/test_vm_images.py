@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py import config, errors
+from roteiro_py import config, errors, paths
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 from roteiro_py.vm.qemu import backend as qemu_backend
@@ -420,3 +420,45 @@ def test_a_killed_builds_directory_is_swept_but_a_live_builds_is_not(tmp_path: P
     assert not (cache / f".{mine}-k1ll3d").exists()
     rootfs.rootfs_image([], f"sha256:{mine}")  # its builder gone, the next use sweeps it
     assert not (cache / f".{live}-running").exists()
+
+
+def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
+        tmp_path: Path, roteiro_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flatten was bounded by the run's deadline, but mkfs.ext4 of the root filesystem
+    (minutes for a big image) and the wait for another run's build of it were not. The
+    mkfs.ext4 here is a stand-in that sleeps (a fake, said so: a real one that slow needs
+    gigabytes); the control arm builds with the real one once the lock is free."""
+    from roteiro_py.vm.qemu import rootfs
+
+    slow = tmp_path / "mkfs.ext4"
+    slow.write_text('#!/bin/sh\nsleep 6\n')
+    slow.chmod(0o755)
+    monkeypatch.setattr(rootfs, "host_tool", lambda tool, purpose: str(slow))
+    digest = "sha256:" + "ab" * 32
+    started = time.monotonic()
+    with pytest.raises(errors.DeadlineExceeded) as late:
+        rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0, seconds=61.0))
+    assert time.monotonic() - started < 4
+    assert "building the root filesystem image" in late.value.guidance().render_text()
+    lock = paths.cache_root() / "rootfs" / f"{'ab' * 32}.lock"
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys,time,filelock; l=filelock.FileLock(sys.argv[1]); "
+                               "l.acquire(); print('held', flush=True); time.sleep(20)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(errors.DeadlineExceeded) as waited:
+            rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0,
+                                                                 seconds=61.0))
+        assert time.monotonic() - started < 4
+        assert "waiting for another run" in waited.value.guidance().render_text()
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    monkeypatch.undo()  # control: the real mkfs.ext4, the lock free, time enough
+    image = rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 120,
+                                                                 seconds=120.0))
+    assert image.is_file() and image.stat().st_size > 0
