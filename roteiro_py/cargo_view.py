@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from roteiro_py import errors
+from roteiro_py.config import MAX_TIMEOUT_S
 from roteiro_py.deps import read_lockfile
 from roteiro_py.vm.mounts import cargo_views_root
 
@@ -124,6 +125,9 @@ def pins_in(lockfile: Path, data: dict[str, Any]) -> list[Pin]:
     return found
 
 
+_VIEW_KEY = re.compile(r"[0-9a-f]{32}")
+
+
 def view_key(pinned: list[Pin], cargo_home: Path) -> str:
     """The view's name: the pinned set, and the cache it was copied from (a view is a view
     of one cargo home; another CARGO_HOME that lacks a package is refused, not served)."""
@@ -158,7 +162,9 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, until: float | N
         raise errors.DeadlineExceeded("waiting for another run building the same cargo view",
                                       seconds, stopped="the VM was not started") from None
     try:
+        _sweep_unused(root, keep=key)
         if view.is_dir():
+            os.utime(view)  # in use: the sweep measures from a view's last use
             return view
         for leftover in root.glob(f".{key[:12]}-*"):  # a build of this key killed midway
             shutil.rmtree(leftover, ignore_errors=True)
@@ -172,6 +178,33 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, until: float | N
     finally:
         lock.release()
     return view
+
+
+#: A view not used for this long is removed when another view is next used: every
+#: distinct pinned set is a full copy (up to CARGO_VIEW_MAX_BYTES), and a stream of pull
+#: requests each changing one pin would otherwise fill the disk. Longer than any run.
+VIEW_STALE_SECONDS = MAX_TIMEOUT_S + 24 * 3600
+
+
+def _sweep_unused(root: Path, keep: str, now: float | None = None) -> None:
+    """Remove views unused for VIEW_STALE_SECONDS whose lock is free right now."""
+    from filelock import FileLock, Timeout
+
+    now = time.time() if now is None else now
+    with os.scandir(root) as entries:
+        old = [e.name for e in entries if _VIEW_KEY.fullmatch(e.name) and e.name != keep
+               and e.is_dir(follow_symlinks=False)
+               and now - e.stat(follow_symlinks=False).st_mtime > VIEW_STALE_SECONDS]
+    for name in old:
+        lock = FileLock(str(root / f"{name}.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue  # a run is using or building it
+        try:
+            shutil.rmtree(root / name, ignore_errors=True)
+        finally:
+            lock.release()
 
 
 class _Budget:

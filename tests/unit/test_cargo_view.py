@@ -335,3 +335,35 @@ def test_building_a_view_stops_at_the_runs_deadline(tmp_path: Path, roteiro_home
     lockfile(other, ("ryu", "1.0.20", CRATES_IO, checksum2))
     with pytest.raises(DeadlineExceeded):
         lint.package_cache(tree_of(other), Deadline(at=time.monotonic() - 1, seconds=5))
+
+
+def test_a_view_unused_for_longer_than_any_run_is_reclaimed(tmp_path: Path, roteiro_home: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every distinct pinned set is a full copy; none was ever removed, so pull requests
+    each changing one pin filled the disk. A view unused for VIEW_STALE_SECONDS goes when
+    another is next used; one used recently, or locked by a run, stays."""
+    cargo = tmp_path / "cargo-home"
+    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    views = []
+    for i in range(3):
+        tree = tmp_path / f"pr{i}"
+        tree.mkdir()
+        checksum = add_crate(cargo, f"tiny{i}", "1.0.0", "")
+        view = cargo_view.cargo_view(lockfile(tree, (f"tiny{i}", "1.0.0", CRATES_IO, checksum)),
+                                     cargo.resolve(), tree)
+        assert view is not None
+        views.append(view)
+    long_ago = time.time() - cargo_view.VIEW_STALE_SECONDS - 3600
+    os.utime(views[0], (long_ago, long_ago))
+    os.utime(views[1], (long_ago, long_ago))
+    holder = _hold_lock(cargo_views_root() / f"{views[1].name}.lock")  # a run is using it
+    try:
+        again = cargo_view.cargo_view(tmp_path / "pr2" / "Cargo.lock", cargo.resolve(), tmp_path / "pr2")
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert again == views[2] and views[2].is_dir()
+    assert not views[0].exists()  # unused for longer than any run: reclaimed
+    assert views[1].is_dir()  # control: as old, but locked by a run
