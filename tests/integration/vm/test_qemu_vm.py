@@ -183,11 +183,19 @@ def test_deadlines_kill_on_time_keep_partial_output_and_leave_nothing(world) -> 
 @pytest.mark.timeout(60)
 def test_kvm_probe_reports_unusable_within_seconds(vm_home: Path) -> None:
     a = assets.load_assets()
+    # -cpu host: qemu aborts (kvm_buf_set_msrs) on most PVM hosts seen, and hangs silently
+    # on some (seen on the 2026-11-30 machine); either way the verdict comes within the
+    # probe's own deadline, which is the property. Each probe is timed on its own.
     started = time.monotonic()
-    abort = probe.probe("kvm", a, use_cache=False)           # -cpu host: qemu aborts
+    host = probe.probe("kvm", a, use_cache=False)
+    host_seconds = time.monotonic() - started
+    started = time.monotonic()
     hang = probe.probe("kvm", a, cpu="qemu64", use_cache=False)  # default model: hangs
-    assert time.monotonic() - started < probe.KVM_DEADLINE + 5
-    assert not abort.usable and "SIGABRT" in abort.reason and "kvm_buf_set_msrs" in abort.reason
+    hang_seconds = time.monotonic() - started
+    assert host_seconds < probe.KVM_DEADLINE + 2.5 and hang_seconds < probe.KVM_DEADLINE + 2.5
+    assert not host.usable
+    assert ("SIGABRT" in host.reason and "kvm_buf_set_msrs" in host.reason) or (
+        "silent hang" in host.reason), host.reason
     assert not hang.usable and "silent hang" in hang.reason
     with pytest.raises(errors.SandboxUnavailable) as refused:
         QemuBackend(rootfs=Path("/nonexistent"), accel="auto").isolation()
