@@ -16,7 +16,6 @@ tomli-w writes data, not documents; `config set` says so when the file had any).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import stat
@@ -438,25 +437,11 @@ def _parse_cli_value(raw: str, key: str) -> Any:
 
 
 def _atomic_write(file: Path, content: bytes) -> None:
-    """Replace `file` whole, keeping its mode.
-
-    The temporary is made by mkstemp (O_EXCL, an unpredictable name): a predictable
-    `.<name>.<pid>.tmp` was written through a link the tree planted beside its roteiro.toml.
-    A private 0600 file stays 0600 (it became 0644)."""
-    import tempfile
-
+    """Replace `file` whole (paths.replace_file), keeping its mode: a private 0600 file
+    became 0644."""
     file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode = stat.S_IMODE(os.lstat(file).st_mode) if not file.is_symlink() else 0o644
+        mode = 0o644 if file.is_symlink() else stat.S_IMODE(os.lstat(file).st_mode)
     except FileNotFoundError:
         mode = 0o644
-    fd, temporary = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        os.chmod(temporary, mode)
-        os.replace(temporary, file)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    paths.replace_file(file, content, mode)

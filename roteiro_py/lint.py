@@ -25,7 +25,6 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -591,16 +590,7 @@ def write_output(output: Path, text: str) -> None:
             raise UsageError(f"--output {output} is neither a regular file, a character device "
                              "nor a FIFO.", hint="Name a file to write the report to.")
         mode = stat.S_IMODE(existing.st_mode) if existing else 0o644 & ~_umask()
-        fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(temp, mode)
-            os.replace(temp, output)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+        paths.replace_file(output, text.encode("utf-8"), mode)
     except OSError as error:
         raise UsageError(
             f"--output {output}: the report could not be written "

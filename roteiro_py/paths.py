@@ -38,3 +38,26 @@ def cargo_home() -> Path:
     """The host's cargo home, whose registry/ and git/ (never the root) the guest reads."""
     value = os.environ.get("CARGO_HOME")
     return Path(value).expanduser() if value else Path.home() / ".cargo"
+
+
+def replace_file(target: Path, data: bytes, mode: int) -> None:
+    """Put `data` at `target` whole or not at all, with `mode`.
+
+    The temporary beside it is mkstemp's (O_EXCL, an unpredictable name: a predictable
+    `.<name>.<pid>.tmp` was written through a link a tree planted), and it is renamed over
+    `target`, so an interrupted or failed write (ENOSPC) never leaves half a file; a link
+    at `target` is replaced, never followed. Used for reports (`--output`) and config files.
+    """
+    import contextlib
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
