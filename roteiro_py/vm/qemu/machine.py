@@ -177,7 +177,7 @@ def run_directory() -> Path:
         if len(os.fsencode(rundir / _LONGEST_CHANNEL)) < SUN_PATH_MAX:
             return rundir
         rundir.rmdir()
-    raise errors.UsageError(  # unreachable while /tmp/roteiro-vm-XXXXXXXX/stderr99 fits
+    raise errors.UsageError(  # unreachable while /tmp/roteiro-vm-<8 random chars>/stderr99 fits
         f"No directory for qemu's sockets fits the {SUN_PATH_MAX}-byte limit of a unix "
         f"socket path (TMPDIR is {tempfile.gettempdir()}).",
         hint="Set TMPDIR to a shorter directory.")
