@@ -43,7 +43,7 @@ from roteiro_py.store.manifest import (
     check_digest,
     load_json,
 )
-from roteiro_py.store.tarheaders import BoundedTarInfo
+from roteiro_py.store.tarheaders import BoundedTarInfo, member_refusal
 from roteiro_py.store.transfer import SourceError
 
 #: Entries of the archive at most this big are buffered in memory until manifest.json
@@ -100,13 +100,9 @@ def import_docker_archive(store: Store, stream: IO[bytes] | io.BufferedReader,
                 # that typeshed leaves out
                 archive.members.clear()  # type: ignore[attr-defined]
                 declared += member.size
-                if declared > MAX_IMAGE_BYTES:
-                    raise SourceError(f"the export's members declare more than "
-                                      f"{MAX_IMAGE_BYTES} bytes, the most one image may "
-                                      "hold (manifest.MAX_IMAGE_BYTES)")
-                if member.issparse():
-                    raise SourceError(f"the export's member {member.name!r} is a sparse "
-                                      "file; an image export's never are")
+                why = member_refusal(member, declared, MAX_IMAGE_BYTES, "manifest.MAX_IMAGE_BYTES")
+                if why:
+                    raise SourceError(f"the image export's {why}")
                 name = posixpath.normpath(member.name)
                 if member.issym() or member.islnk():
                     target = (member.linkname if member.islnk()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from roteiro_py.store.manifest import MAX_DOCUMENT, MAX_IMAGE_BYTES, Descriptor, hex_of
-from roteiro_py.store.tarheaders import BoundedTarInfo
+from roteiro_py.store.tarheaders import BoundedTarInfo, member_refusal
 from roteiro_py.store.transfer import SourceError
 
 #: Members read from an `oci:` archive before it is refused. An image's layout holds a
@@ -146,13 +146,10 @@ class LayoutArchiveSource:
                     raise SourceError(f"{path} has more than {max_members} members, the "
                                       "most an OCI layout archive may have "
                                       "(oci_source.MAX_ARCHIVE_MEMBERS)")
-                if declared > MAX_ARCHIVE_BYTES:
-                    raise SourceError(f"the members of {path} declare more than "
-                                      f"{MAX_ARCHIVE_BYTES} bytes, the most an OCI layout "
-                                      "archive may hold (oci_source.MAX_ARCHIVE_BYTES)")
-                if member.issparse():
-                    raise SourceError(f"the member {member.name!r} of {path} is a sparse "
-                                      "file; a layout's blobs never are")
+                why = member_refusal(member, declared, MAX_ARCHIVE_BYTES,
+                                     "oci_source.MAX_ARCHIVE_BYTES")
+                if why:
+                    raise SourceError(f"the OCI layout archive {path}: its {why}")
                 name = member.name[2:] if member.name.startswith("./") else member.name
                 self._members[name.rstrip("/")] = member
         except (OSError, tarfile.TarError, EOFError, ValueError) as exc:  # ValueError: sparse maps
