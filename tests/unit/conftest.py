@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "data" / "realcargo.py"
 if "realcargo" not in sys.modules:
@@ -23,3 +27,30 @@ from realcargo import (  # noqa: E402,F401  (fixtures, used by name)
     evil_report,
     evil_run,
 )
+
+
+@pytest.fixture
+def hold_lock() -> Iterator[Callable[[Path], Callable[[], None]]]:
+    """Another run holding a FileLock: `release = hold_lock(path)` returns once a real
+    second process has acquired it; `release()` (or the test's end) kills that process."""
+    holders: list[subprocess.Popen[str]] = []
+
+    def release(holder: subprocess.Popen[str]) -> None:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+
+    def hold(path: Path) -> Callable[[], None]:
+        holder = subprocess.Popen([sys.executable, "-c",
+                                   "import sys,time,filelock; l=filelock.FileLock(sys.argv[1]); "
+                                   "l.acquire(); print('held', flush=True); time.sleep(60)",
+                                   str(path)], stdout=subprocess.PIPE, text=True)
+        holders.append(holder)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        return lambda: release(holder)
+
+    yield hold
+    for holder in holders:
+        if holder.returncode is None:
+            release(holder)

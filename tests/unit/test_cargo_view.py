@@ -9,9 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -288,18 +287,10 @@ def test_fuzzed_lockfile_bytes_give_kinds_or_our_refusal(tmp_path_factory: pytes
         assert str(path) in refused.guidance().render_text()
 
 
-def _hold_lock(path: Path) -> subprocess.Popen[str]:
-    """Another run holding `path` (a FileLock) for 20 s, as a real second process."""
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys,time,filelock; l=filelock.FileLock(sys.argv[1]); "
-                               "l.acquire(); print('held', flush=True); time.sleep(20)", str(path)],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    return holder
-
-
 def test_building_a_view_stops_at_the_runs_deadline(tmp_path: Path, roteiro_home: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    hold_lock: Callable[[Path], Callable[[], None]],
+                                                    ) -> None:
     """The view was built (and another run's build of it waited for) with no deadline,
     before lint() even made one: [vm] timeout_s did not bound it."""
     from roteiro_py.clippy.parse import Deadline
@@ -313,18 +304,13 @@ def test_building_a_view_stops_at_the_runs_deadline(tmp_path: Path, roteiro_home
     lock = lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
     key = cargo_view.view_key(cargo_view.pins(lock), cargo.resolve())
     cargo_views_root().mkdir(parents=True, exist_ok=True)
-    holder = _hold_lock(cargo_views_root() / f"{key}.lock")
-    try:
-        started = time.monotonic()
-        with pytest.raises(DeadlineExceeded) as late:
-            lint.package_cache(tree_of(tree), Deadline(at=time.monotonic() + 1.0, seconds=77.0))
-        assert time.monotonic() - started < 5
-        assert "77 s" in late.value.guidance().render_text()
-    finally:
-        holder.kill()
-        holder.wait()
-        assert holder.stdout is not None
-        holder.stdout.close()
+    release = hold_lock(cargo_views_root() / f"{key}.lock")
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded) as late:
+        lint.package_cache(tree_of(tree), Deadline(at=time.monotonic() + 1.0, seconds=77.0))
+    assert time.monotonic() - started < 5
+    assert "77 s" in late.value.guidance().render_text()
+    release()
     # control: with the lock free the same call builds the view within the deadline
     registry, _ = lint.package_cache(tree_of(tree), Deadline(at=time.monotonic() + 60, seconds=60))
     assert registry is not None and registry.is_dir()
@@ -337,8 +323,9 @@ def test_building_a_view_stops_at_the_runs_deadline(tmp_path: Path, roteiro_home
         lint.package_cache(tree_of(other), Deadline(at=time.monotonic() - 1, seconds=5))
 
 
-def test_a_view_unused_for_longer_than_any_run_is_reclaimed(tmp_path: Path, roteiro_home: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_view_unused_for_longer_than_any_run_is_reclaimed(
+        tmp_path: Path, roteiro_home: Path, monkeypatch: pytest.MonkeyPatch,
+        hold_lock: Callable[[Path], Callable[[], None]]) -> None:
     """Every distinct pinned set is a full copy; none was ever removed, so pull requests
     each changing one pin filled the disk. A view unused for VIEW_STALE_SECONDS goes when
     another is next used; one used recently, or locked by a run, stays."""
@@ -356,14 +343,8 @@ def test_a_view_unused_for_longer_than_any_run_is_reclaimed(tmp_path: Path, rote
     long_ago = time.time() - cargo_view.VIEW_STALE_SECONDS - 3600
     os.utime(views[0], (long_ago, long_ago))
     os.utime(views[1], (long_ago, long_ago))
-    holder = _hold_lock(cargo_views_root() / f"{views[1].name}.lock")  # a run is using it
-    try:
-        again = cargo_view.cargo_view(tmp_path / "pr2" / "Cargo.lock", cargo.resolve(), tmp_path / "pr2")
-    finally:
-        holder.kill()
-        holder.wait()
-        assert holder.stdout is not None
-        holder.stdout.close()
+    hold_lock(cargo_views_root() / f"{views[1].name}.lock")  # a run is using it
+    again = cargo_view.cargo_view(tmp_path / "pr2" / "Cargo.lock", cargo.resolve(), tmp_path / "pr2")
     assert again == views[2] and views[2].is_dir()
     assert not views[0].exists()  # unused for longer than any run: reclaimed
     assert views[1].is_dir()  # control: as old, but locked by a run

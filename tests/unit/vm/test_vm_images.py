@@ -14,6 +14,7 @@ import sys
 import tarfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -423,7 +424,8 @@ def test_a_killed_builds_directory_is_swept_but_a_live_builds_is_not(tmp_path: P
 
 
 def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
-        tmp_path: Path, roteiro_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, roteiro_home: Path, monkeypatch: pytest.MonkeyPatch,
+        hold_lock: Callable[[Path], Callable[[], None]]) -> None:
     """The flatten was bounded by the run's deadline, but mkfs.ext4 of the root filesystem
     (minutes for a big image) and the wait for another run's build of it were not. The
     mkfs.ext4 here is a stand-in that sleeps (a fake, said so: a real one that slow needs
@@ -441,23 +443,14 @@ def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
     assert time.monotonic() - started < 4
     assert "building the root filesystem image" in late.value.guidance().render_text()
     lock = paths.cache_root() / "rootfs" / f"{'ab' * 32}.lock"
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys,time,filelock; l=filelock.FileLock(sys.argv[1]); "
-                               "l.acquire(); print('held', flush=True); time.sleep(20)", str(lock)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        started = time.monotonic()
-        with pytest.raises(errors.DeadlineExceeded) as waited:
-            rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0,
-                                                                 seconds=61.0))
-        assert time.monotonic() - started < 4
-        assert "waiting for another run" in waited.value.guidance().render_text()
-    finally:
-        holder.kill()
-        holder.wait()
-        assert holder.stdout is not None
-        holder.stdout.close()
+    release = hold_lock(lock)
+    started = time.monotonic()
+    with pytest.raises(errors.DeadlineExceeded) as waited:
+        rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0,
+                                                             seconds=61.0))
+    assert time.monotonic() - started < 4
+    assert "waiting for another run" in waited.value.guidance().render_text()
+    release()
     monkeypatch.undo()  # control: the real mkfs.ext4, the lock free, time enough
     image = rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 120,
                                                                  seconds=120.0))
