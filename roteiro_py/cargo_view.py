@@ -136,18 +136,21 @@ def view_key(pinned: list[Pin], cargo_home: Path) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
-def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, until: float | None = None,
-               seconds: float = 0.0) -> Path | None:
+def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin] | None = None,
+               until: float | None = None, seconds: float = 0.0) -> Path | None:
     """The view for `lockfile` (built now unless cached), or None when it pins nothing to share.
 
-    `tree` is what a NoPackageCache refusal tells the user to run fetch-deps on. `until`
-    (time.monotonic()) is the run's deadline, `seconds` its length: waiting for another
+    `pinned`: the lockfile's pins when the caller has read them already (the lockfile may
+    be megabytes of TOML; it is parsed once per run). `tree` is what a NoPackageCache
+    refusal tells the user to run fetch-deps on. `until` (time.monotonic()) is the run's
+    deadline, `seconds` its length: waiting for another
     run's build of the same view and copying up to CARGO_VIEW_MAX_BYTES both stop there
     (errors.DeadlineExceeded) rather than outlive `[vm] timeout_s`.
     """
     from filelock import FileLock, Timeout
 
-    pinned = pins(lockfile)
+    if pinned is None:
+        pinned = pins(lockfile)
     if not pinned:
         return None
     root = cargo_views_root()

@@ -150,17 +150,6 @@ def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
     return source.label
 
 
-def lockfile_sources(lockfile: Path) -> set[str]:
-    """The kinds of source the lockfile pins packages from: "registry" and/or "git".
-
-    A lockfile the host will not read (a link, too large, too deeply nested, not TOML) is
-    errors.TreeFileRefused naming it.
-    """
-    from roteiro_py.cargo_view import pins
-
-    return {pin.kind for pin in pins(lockfile)}
-
-
 def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | None, Path | None]:
     """Step 5: the tree has a lockfile, and the guest's view of the cargo cache holds
     exactly what it pins (roteiro_py/cargo_view.py): (view registry/, view git/).
@@ -168,17 +157,17 @@ def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | 
     A tree whose lockfile pins nothing from a registry or git (only path dependencies)
     gets no view at all. A pinned package the host cache lacks is NoPackageCache naming it.
     """
-    from roteiro_py.cargo_view import cargo_view
+    from roteiro_py.cargo_view import cargo_view, pins
 
     lockfile = tree.workspace / "Cargo.lock"
     if not os.path.lexists(lockfile):
         raise LockfileWouldBeWritten(tree.workspace, f"{lockfile} does not exist")
     cargo_home = paths.cargo_home().resolve()
-    needed = lockfile_sources(lockfile)
-    for kind in sorted(needed):
+    pinned = pins(lockfile)
+    for kind in sorted({pin.kind for pin in pinned}):
         if not (cargo_home / kind).is_dir():
             raise NoPackageCache(cargo_home / kind, tree.asked)
-    view = cargo_view(lockfile, cargo_home, tree.asked,
+    view = cargo_view(lockfile, cargo_home, tree.asked, pinned=pinned,
                       until=deadline.at if deadline else None,
                       seconds=deadline.seconds if deadline else 0.0)
     if view is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py import deps, lint
+from roteiro_py import cargo_view, deps
 from roteiro_py.errors import LockfileWouldBeWritten, TreeFileRefused
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def test_deeply_nested_toml_is_refused_naming_the_file_wherever_it_is_parsed(tmp
     assert str(root / "a" / "Cargo.toml") in refusal_text(caught) and "nested" in refusal_text(caught)
 
     (root / "Cargo.lock").write_text(NESTED)
-    for parse in (deps.unsafe_sources, lint.lockfile_sources):
+    for parse in (deps.unsafe_sources, cargo_view.pins):
         with pytest.raises(TreeFileRefused) as caught:
             parse(root / "Cargo.lock")
         assert str(root / "Cargo.lock") in refusal_text(caught)
@@ -242,12 +242,12 @@ def test_an_oversized_lockfile_is_refused_naming_the_bound(tmp_path: Path) -> No
     with lock.open("wb") as out:
         out.write(b'version = 4\n')
         out.truncate(deps.LOCKFILE_MAX_BYTES + 1)  # sparse: no 16 MiB written
-    for parse in (deps.unsafe_sources, lint.lockfile_sources):
+    for parse in (deps.unsafe_sources, cargo_view.pins):
         with pytest.raises(TreeFileRefused) as caught:
             parse(lock)
         assert f"larger than {deps.LOCKFILE_MAX_BYTES} bytes" in refusal_text(caught)
     lock.write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
-    assert lint.lockfile_sources(lock) == set()  # control: the same file, within the bound
+    assert cargo_view.pins(lock) == []  # control: the same file, within the bound
 
 
 _UNUSED_PATCH = ('\n[[patch.unused]]\nname = "privcrate"\nversion = "0.1.0"\n'
