@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
-from roteiro_py.lint.caches import package_cache, scratch_disk, scratch_key
+from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
 from roteiro_py.lint.output import write_output
 from roteiro_py.lint.preflight import Tree, check_output, image_chosen_in, locate, pinned_image
@@ -52,7 +52,7 @@ __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
     "LintRequest", "Tree", "build_report", "check_output", "clippy_command", "exit_code",
     "grant_for", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
-    "package_cache", "pinned_image", "report_left_out", "run_job", "run_lint_command",
+    "package_cache", "pinned_image", "report_left_out", "root_filesystem", "run_job", "run_lint_command",
     "scratch_disk", "scratch_key", "shown", "steps_for", "write_output",
 ]
 
@@ -74,7 +74,6 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
-    from roteiro_py.vm.qemu.rootfs import FlattenLimits, rootfs_image
     from roteiro_py.vm.qemu.shareimage import StageLimits, staging_area
 
     argv = clippy_command(settings)
@@ -92,7 +91,8 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
     backend(Path(os.devnull), None).isolation()                           # 3
-    image = Store.default().resolve(reference)                             # 4
+    store = Store.default()
+    image = store.resolve(reference)                                       # 4
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     registry, git = package_cache(tree, deadline)                          # 5
     env = guest_env(image)
@@ -102,9 +102,8 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     started = datetime.now(UTC)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
         with scratch_disk(settings, key, deadline) as disk:                # 6
-            rootfs = rootfs_image(image.layers, image.manifest_digest,
-                                  FlattenLimits(until=deadline.at, seconds=deadline.seconds))
-            job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)
+            rootfs = root_filesystem(image, store.root, deadline)
+            job = run_job(backend(rootfs.path, disk), steps, grant, deadline, staging)
         ended = datetime.now(UTC)
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,

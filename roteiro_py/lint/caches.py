@@ -1,6 +1,7 @@
 """What a run reuses from earlier runs, and the one place each is made: the per-lockfile
-view of the cargo cache (roteiro_py/cargo_view.py) and the scratch disk (fresh per run,
-or kept and locked with `--keep-cache`).
+view of the cargo cache (roteiro_py/cargo_view.py), the scratch disk (fresh per run, or
+kept and locked with `--keep-cache`), and the root filesystem (per manifest digest,
+checked against its sealed record on every use: vm/qemu/rootfs_record.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from roteiro_py.errors import (
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.lint.preflight import Tree
+    from roteiro_py.store import ResolvedImage
+    from roteiro_py.vm.qemu.rootfs import RootFilesystem
 
 
 def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | None, Path | None]:
@@ -122,3 +125,21 @@ def _sweep(scratch_dir: Path) -> None:
         with contextlib.suppress(OSError):
             if leftover.lstat().st_mtime < cutoff:
                 leftover.unlink()
+
+
+def root_filesystem(image: ResolvedImage, store_root: Path, deadline: Deadline) -> RootFilesystem:
+    """The image's root filesystem: built once per manifest digest from layers hashed as they
+    are flattened, checked against its sealed record on every later use (a copy written
+    since is rebuilt, never booted): vm/qemu/rootfs.py, rootfs_record.py.
+
+    A layer blob that does not hash to its digest is found here, not by the store (which
+    checks layers by size per lint): it is the image not being provisioned, and prefetch
+    (which re-hashes every blob and fetches the damaged one again) is the way forward."""
+    from roteiro_py.errors import ImageNotProvisioned
+    from roteiro_py.vm.qemu.rootfs import FlattenLimits, LayerDamaged, rootfs_image
+
+    try:
+        return rootfs_image(image.layers, image.manifest_digest,
+                            FlattenLimits(until=deadline.at, seconds=deadline.seconds))
+    except LayerDamaged as damaged:
+        raise ImageNotProvisioned(image.reference, store_root, str(damaged)) from None
