@@ -66,7 +66,7 @@ def main() -> None:
 
     print(f"image: {len(image.layers)} layers, {layer_bytes / 1e6:.0f} MB; "
           f"root filesystem {size / 1e6:.0f} MB")
-    print("per lint (median of %d, page cache warm):" % args.runs)
+    print(f"per lint (median of {args.runs}, page cache warm):")
     print(f"  before: resolve re-hashing every blob      {before:8.1f} ms")
     print(f"  after:  resolve (manifest, config, sizes)  {resolve:8.1f} ms")
     print(f"          + root filesystem identity check   {check:8.1f} ms")

@@ -30,7 +30,14 @@ from roteiro_py import config
 from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
 from roteiro_py.lint.output import write_output
-from roteiro_py.lint.preflight import Tree, check_output, image_chosen_in, locate, pinned_image
+from roteiro_py.lint.preflight import (
+    Tree,
+    check_output,
+    image_chosen_in,
+    locate,
+    pinned_image,
+    refuse_early,
+)
 from roteiro_py.lint.run import (
     DEFAULT_GUEST_PATH,
     GUEST_SCRATCH,
@@ -67,7 +74,9 @@ class LintRequest:
 def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not."""
     began = time.monotonic()
-    resolved = config.resolve(request.path, flags=request.flags)
+    layers = config.read_layers(request.path, flags=request.flags)
+    refuse_early(layers, request.path)  # 1, 2 when they need no validation (~ --help)
+    resolved = config.resolve(request.path, layers=layers)
     settings = resolved.settings
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.

@@ -9,6 +9,7 @@ The hypervisor probe and the store lookup come next, in `roteiro_py.lint.lint`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -62,16 +63,31 @@ def repo_config_hint(resolved: config.Resolved, path: Path) -> Path:
 def pinned_image(resolved: config.Resolved, path: Path) -> ImageReference:
     """Steps 1 and 2: an image is configured, pinned by digest, and (when the repository
     chose it) under the user's `lint.allowed_images`."""
-    image = resolved.settings.lint.image
+    return _pinned(resolved.settings.lint.image, resolved.source_of("lint.image"),
+                   resolved.repo_config, path, resolved.settings.lint.allowed_images,
+                   lambda: str(resolved.source_of("lint.allowed_images")))
+
+
+def refuse_early(layers: config.Layers, path: Path) -> None:
+    """Steps 1 and 2 before the settings are validated, when validation cannot change
+    them (`Layers.unvalidated_image`: only `lint.image` is set, as text). Validating
+    imports pydantic and builds the models, ~200 ms, more than all of `--help`: without
+    this, "no image configured" and "a tag, not a digest" cost 2.4x `--help`
+    (bench/cli_startup.py). The refusals are the very ones `pinned_image` raises."""
+    chosen = layers.unvalidated_image()
+    if chosen is not None:
+        image, source = chosen
+        _pinned(image, source, layers.repo_config, path, [], lambda: "")
+
+
+def _pinned(image: str | None, source: config.Source, repo_config: Path | None, path: Path,
+            allowed: list[str], allowed_from: Callable[[], str]) -> ImageReference:
     if not image:
         raise NoImageConfigured(user_config=paths.user_config_path(),
-                                repo_config=repo_config_hint(resolved, path))
-    source = resolved.source_of("lint.image")
+                                repo_config=repo_config or config.config_file_for("repo", path))
     reference = parse_pinned(image, source=str(source))
-    allowed = resolved.settings.lint.allowed_images
     if source.kind == "repo" and allowed and not config.image_allowed(reference.name, allowed):
-        raise ImageNotAllowed(str(reference), source.label, allowed,
-                              str(resolved.source_of("lint.allowed_images")))
+        raise ImageNotAllowed(str(reference), source.label, allowed, allowed_from())
     return reference
 
 

@@ -21,6 +21,12 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def test_the_key_names_agree_with_the_models() -> None:
+    """config.FIELDS names the keys without importing the models (config_model.py)."""
+    assert {section: tuple(model.model_fields)
+                             for section, model in config.SECTIONS.items()} == config.FIELDS
+
+
 def test_precedence_flag_env_repo_user_default(tmp_path: Path, roteiro_home: Path) -> None:
     user = write(roteiro_home / "config.toml",
                  '[lint]\nformat = "json"\nfeatures = ["u"]\nall_targets = true\n'
