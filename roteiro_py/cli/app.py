@@ -152,11 +152,15 @@ def fetch_deps(
 
 
 @app.command("doctor")
-def doctor() -> None:
+def doctor(
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Also re-hash every stored image and cached root filesystem "
+        "(what a lint's checks cannot see: media corruption). Seconds per image.")] = False,
+) -> None:
     """Show what this host has for sandboxed linting, and what to do about what is missing."""
     from roteiro_py.doctor import run_doctor
 
-    _guard(run_doctor)
+    _guard(lambda: run_doctor(verify=verify))
 
 
 def _scope(user: bool, repo: bool) -> str:

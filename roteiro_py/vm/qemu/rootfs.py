@@ -29,6 +29,14 @@ Guarantees:
 - The image is built by `mkfs.ext4 -d` (no root, no loop device; no journal: the root is
   mounted read-only) into a temporary file and renamed into the cache, under a file
   lock per manifest digest, so two runs never race and a reader never sees half an image.
+- Every layer blob is hashed as it is read (raw bytes, through decompression to EOF): a
+  blob that does not match its digest is `LayerDamaged` (the conductor says
+  ImageNotProvisioned, naming it, with prefetch as the way forward), including one whose
+  damage broke the archive reader, and nothing is cached. A layer is therefore verified
+  whenever it is used, while `Store.resolve` checks layers by size only.
+- The cached image is sealed when built and checked on every use (`rootfs_record.py`:
+  what that catches and what it does not); `rootfs_image` returns its path and the
+  sealed sha256, the identity a snapshot template keys on.
 - A build killed half way (SIGKILL, power loss) leaves its temporary directory, up to
   MAX_FLATTENED_BYTES, in the cache; the next use of the cache removes every such
   directory whose digest's lock nobody holds (no build of it is running).

@@ -281,3 +281,22 @@ def test_an_untouched_store_and_rootfs_are_used_without_reading_a_layer(
     assert str(built.path) not in (warm.opened or []), "the root filesystem was read"
     # the manifest and the config, a few hundred bytes; not a layer, not the image
     assert warm.hashed < 4096, warm.hashed
+
+
+def test_the_full_check_rehashes_whatever_the_stat_says(tmp_path: Path) -> None:
+    """`doctor --verify`: bytes that changed with no trace in the stat (media corruption;
+    simulated by rewriting the record's identity to the changed file's, since a test
+    cannot rot a disk) pass the per-lint check and are caught by the full one."""
+    p = provision(tmp_path, "tar", {"bin/tool": b"t" * 5000})
+    good = lint_image(p)
+    other = provision(tmp_path / "other", "tar", {"bin/other": b"o" * 5000})
+    rotten = lint_image(other)
+    flip(rotten.path, 4096 + 9)
+    record = rootfs_record.read_record(rotten.path)
+    assert record is not None
+    rootfs_record._write_record(rotten.path, rootfs_record.Record(
+        record.digest, rootfs_record.Identity.of(rotten.path.stat())))
+    assert rootfs_record.check(rotten.path) is not None  # the per-lint check cannot see it
+    found = dict(rootfs_record.verify_all(paths.cache_root() / "rootfs"))
+    assert found == {good.path: True, rotten.path: False}
+    assert not rotten.path.exists() and good.path.exists()
