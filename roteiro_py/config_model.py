@@ -31,6 +31,7 @@ class LintSettings(BaseModel):
     fail_on: FailOn = Field("warning", description="lowest level that makes the exit status 1")
     format: Format = Field("human", description="report format")
     keep_cache: bool = Field(False, description="keep the build cache between runs (trusted trees only)")
+    quiet: bool = Field(False, description="no progress on stderr (refusals and warnings still go there)")
     all_targets: bool = Field(False, description="lint tests, benches and examples too")
     features: list[str] = Field(default_factory=list, description="cargo features to enable")
     all_features: bool = Field(False, description="enable every cargo feature")

@@ -14,6 +14,11 @@ tree's code on the host; after the guest is gone the host reads only the staged 
 guest saw (for snippets), never the tree itself. `[vm] timeout_s` bounds the whole run
 from the first preflight to the report, the host's own work (copying the tree, building
 images, parsing) included.
+
+The run says what it is doing through a `Progress` (roteiro_py/progress.py): the stages
+here, and the backend's own (worktree, boot, toolchain, clippy) from inside run_steps.
+`run_lint_command` owns the renderer and finishes it, whatever happens, before anything
+else reaches stderr (a refusal, "interrupted") and before the report reaches stdout.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from roteiro_py.lint.run import (
     steps_for,
 )
 from roteiro_py.lint.staging import report_left_out
+from roteiro_py.progress import CARGO_VIEW, IMAGE, REPORT, ROOTFS, SILENT, Progress, for_stderr
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
@@ -71,13 +77,15 @@ class LintRequest:
     output: Path | None = None
 
 
-def lint(request: LintRequest) -> tuple[Report, config.Settings]:
+def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not."""
     began = time.monotonic()
     layers = config.read_layers(request.path, flags=request.flags)
     refuse_early(layers, request.path)  # 1, 2 when they need no validation (~ --help)
     resolved = config.resolve(request.path, layers=layers)
     settings = resolved.settings
+    if settings.lint.quiet:  # known only once resolved; a renderer shows nothing before a stage
+        progress = SILENT
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
     from roteiro_py.clippy.parse import Deadline
@@ -95,14 +103,17 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
             cpus=vm.cpus, memory_mib=vm.memory_mib,
             kernel=Path(vm.kernel) if vm.kernel else None,
             initrd=Path(vm.initrd) if vm.initrd else None,
-            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm))
+            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm),
+            progress=progress)
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
     backend(Path(os.devnull), None).isolation()                           # 3
+    progress.stage(IMAGE)
     store = Store.default()
     image = store.resolve(reference)                                       # 4
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
+    progress.stage(CARGO_VIEW)
     registry, git = package_cache(tree, deadline)                          # 5
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
@@ -110,10 +121,12 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     key = scratch_key(tree, image.manifest_digest, settings.lint.features)
     started = datetime.now(UTC)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
+        progress.stage(ROOTFS)  # the scratch disk too (a sparse image: milliseconds)
         with scratch_disk(settings, key, deadline) as disk:                # 6
             rootfs = root_filesystem(image, store.root, deadline)
             job = run_job(backend(rootfs.path, disk), steps, grant, deadline, staging)
         ended = datetime.now(UTC)
+        progress.stage(REPORT)
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
                               started, ended)
@@ -122,13 +135,19 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
 
 def run_lint_command(request: LintRequest) -> int:
     check_output(request.output)                                           # 0: cheapest
-    report, settings = lint(request)
-    from roteiro_py.report.render import render
+    progress = for_stderr()
+    try:
+        report, settings = lint(request, progress)
+        from roteiro_py.report.render import render
 
-    fmt = settings.lint.format
-    to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    width = os.get_terminal_size().columns if to_terminal else 100
-    text = render(report, fmt, width=width, color=to_terminal)
+        fmt = settings.lint.format
+        to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        width = os.get_terminal_size().columns if to_terminal else 100
+        text = render(report, fmt, width=width, color=to_terminal)
+    finally:
+        # Before the report, a refusal, "interrupted" or a traceback: no spinner is left
+        # drawing over them, and the terminal gets its cursor back.
+        progress.finish()
     if request.output is not None:
         write_output(request.output, text)
     else:

@@ -82,7 +82,7 @@ def test_the_users_own_format_outranks_the_repositorys(tmp_path: Path, roteiro_h
     assert config.USER_FIRST_KEYS <= config.REPO_KEYS
 
 
-VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true",
+VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true", "lint.quiet": "true",
           "vm.accel": '"tcg"', "vm.cpus": "64", "vm.memory_mib": "1048576", "vm.timeout_s": "99999",
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',
           "vm.initrd": '"/root/.cargo/credentials.toml"', "vm.stage_max_mib": "1048576",

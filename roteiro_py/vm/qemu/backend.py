@@ -29,11 +29,13 @@ from roteiro_py import errors, paths
 from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
+from roteiro_py.progress import BOOT, SILENT, WORKTREE, Progress
 from roteiro_py.vm import Isolation, JobOutcome, StagedShare, VmOutcome
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
 from roteiro_py.vm.qemu import job, probe, shareimage
 from roteiro_py.vm.qemu.assets import Assets, load_assets
 from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineSpec, boot
+from roteiro_py.vm.qemu.watch import JobWatch
 
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
@@ -71,7 +73,8 @@ class QemuBackend:
                  scratch_guest: str = GUEST_SCRATCH, accel: str = "auto", cpus: int = 2,
                  memory_mib: int = 256, kernel: Path | None = None,
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
-                 qemu: str = QEMU, stage: shareimage.StageLimits | None = None) -> None:
+                 qemu: str = QEMU, stage: shareimage.StageLimits | None = None,
+                 progress: Progress = SILENT) -> None:
         if accel not in ACCEL_CHOICES:
             raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
                                     f"not {accel!r}")
@@ -86,6 +89,8 @@ class QemuBackend:
         self.output_limit = output_limit
         self.qemu = qemu
         self.stage = stage or shareimage.StageLimits.of(VmSettings())
+        #: Told WORKTREE, BOOT, then (from the guest, vm/qemu/watch.py) TOOLCHAIN, CLIPPY.
+        self.progress = progress
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -176,6 +181,8 @@ class QemuBackend:
         limits = dataclasses.replace(self.stage, deadline=until, deadline_s=limit)
         staged: list[StagedShare] = []
         with contextlib.ExitStack() as built:
+            if images:
+                self.progress.stage(WORKTREE)
             for index in sorted(images):
                 host = table.shares[index].host
                 keep = staging / job.share_serial(index) if staging is not None else None
@@ -193,8 +200,10 @@ class QemuBackend:
                 shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)
                              if i not in images),
                 ports=ports, job=archive, qemu=self.qemu)
+            self.progress.stage(BOOT)
             result = boot(spec, deadline=until - time.monotonic(),
-                          output_limit=self.output_limit)
+                          output_limit=self.output_limit,
+                          watch=JobWatch(self.progress, len(steps)).feed)
         return dataclasses.replace(_outcome(steps, result, isolation), staged=tuple(staged))
 
 

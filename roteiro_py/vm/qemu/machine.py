@@ -58,6 +58,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,21 +254,24 @@ def _opt(path: Path) -> str:
 
 
 def boot(spec: MachineSpec, *, deadline: float, output_limit: int = OUTPUT_LIMIT,
-         stop_on: str | None = None) -> MachineResult:
+         stop_on: str | None = None,
+         watch: Callable[[str, bytes], None] | None = None) -> MachineResult:
     """Boot, collect every channel until qemu exits or the deadline passes, return it all.
 
     `stop_on`: a status line prefix after which the VM is killed at once (the probe's
-    marker); None waits for the guest to power off.
+    marker); None waits for the guest to power off. `watch(channel, chunk)` sees each
+    chunk of the status port and the step streams as it arrives (the console's are not
+    passed); it runs in the read loop, so it must be quick and bounded (vm/qemu/watch.py).
     """
     rundir = run_directory()
     try:
-        return _boot(spec, rundir, deadline, output_limit, stop_on)
+        return _boot(spec, rundir, deadline, output_limit, stop_on, watch)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
 
 
 def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
-          stop_on: str | None) -> MachineResult:
+          stop_on: str | None, watch: Callable[[str, bytes], None] | None = None) -> MachineResult:
     initrd = rundir / "initrd"
     with initrd.open("wb") as out, spec.assets.initrd.open("rb") as base:
         shutil.copyfileobj(base, out, 1 << 20)
@@ -342,6 +346,8 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                         continue
                     if not channels.feed(name, chunk, time.monotonic() - clock):
                         stream.close()
+                    if watch is not None and name != "console":
+                        watch(name, chunk)
                 if not conns and qemu_done_at is None and terminal:
                     qemu_done_at = time.monotonic()
         reader.join()

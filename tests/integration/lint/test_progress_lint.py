@@ -1,0 +1,98 @@
+"""A real lint says what it is doing on stderr, and only the report reaches stdout.
+
+Real CLI, real VM (TCG), real cargo: the crate in the clippy stage's note is the one the
+guest's cargo printed on its stderr, carried by the read loop (vm/qemu/watch.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+from lint_support import EXE, HOME, Image, cli
+
+from roteiro_py import progress as P
+
+STAGE_LINE = re.compile(r"^(?P<name>\S(?:.*\S)?) +\d+\.\d s$")
+RUN_STAGES = [P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.WORKTREE, P.BOOT, P.TOOLCHAIN, P.CLIPPY, P.REPORT]
+
+
+def stage_names(stderr: str) -> list[str]:
+    return [m.group("name") for m in map(STAGE_LINE.match, stderr.splitlines()) if m]
+
+
+def test_a_lint_tells_each_stage_on_stderr_and_only_the_report_on_stdout(
+        demo: Path, clippy_image: Image) -> None:
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json",
+               "--fail-on", "never")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # stdout is the report and nothing else
+    assert report["summary"]["build_succeeded"] is True
+    assert stage_names(done.stderr) == RUN_STAGES
+    clippy_notes = [line for line in done.stderr.splitlines()
+                    if line.startswith(P.CLIPPY) and not STAGE_LINE.match(line)]
+    assert clippy_notes and "checking demo-core v0.1.0" in clippy_notes[0], done.stderr
+    assert "\x1b" not in done.stderr and "\r" not in done.stderr  # a log, not a terminal
+
+
+def test_quiet_prints_no_stage_lines_and_the_refusal_still(demo: Path, clippy_image: Image) -> None:
+    """A refusal after the first stages (no lockfile: the package cache stage refuses)."""
+    (demo / "Cargo.lock").unlink()
+    said = cli("lint", "clippy", str(demo), "--image", clippy_image.reference)
+    assert said.returncode == 3 and said.stdout == ""
+    assert stage_names(said.stderr) == [P.IMAGE, P.CARGO_VIEW]  # control: they are there
+    assert said.stderr.index(P.CARGO_VIEW) < said.stderr.index("would write Cargo.lock")
+    for quiet in (["-q"], ["--quiet"]):
+        silent = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, *quiet)
+        assert silent.returncode == 3 and silent.stdout == ""
+        assert stage_names(silent.stderr) == [] and "would write Cargo.lock" in silent.stderr
+    by_setting = cli("lint", "clippy", str(demo), "--image", clippy_image.reference,
+                     env={"ROTEIRO_LINT_QUIET": "true"})
+    assert by_setting.returncode == 3 and stage_names(by_setting.stderr) == []
+
+
+def test_on_a_terminal_the_spinner_is_on_stderr_and_stdout_is_the_report(
+        demo: Path, clippy_image: Image) -> None:
+    primary, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {
+        "ROTEIRO_HOME": str(HOME), "ROTEIRO_VM_ACCEL": "tcg", "TERM": "xterm", "COLUMNS": "100"}
+    child = subprocess.Popen([str(EXE), "lint", "clippy", str(demo), "--image",
+                              clippy_image.reference, "--format", "json", "--fail-on", "never"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=secondary,
+                             env=env)
+    os.close(secondary)
+    written = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(primary, 65536)
+            except OSError:  # EIO: every writer of the pty has closed it
+                return
+            if not data:
+                return
+            written.extend(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    assert child.stdout is not None
+    stdout = child.stdout.read()
+    child.stdout.close()
+    assert child.wait(timeout=900) == 0, written.decode(errors="replace")[-3000:]
+    reader.join(timeout=60)
+    os.close(primary)
+    report = json.loads(stdout)
+    assert report["summary"]["build_succeeded"] is True and b"\x1b" not in stdout
+    text = written.decode(errors="replace")
+    assert "\x1b[?25l" in text and "\x1b[?25h" in text  # the spinner ran on the terminal
+    assert "clippy" in text and "checking demo-core" in text
+    # every finished stage left its line, and the spinner's own line was erased last
+    lines = re.split(r"\r\n|\r|\n", re.sub(r"\x1b\[\??[0-9;]*[A-Za-z]", "", text))
+    assert [m.group("name") for m in map(STAGE_LINE.match, lines)
+            if m and m.group("name") in RUN_STAGES] == RUN_STAGES
+    assert text.endswith("\x1b[2K"), repr(text[-200:])
