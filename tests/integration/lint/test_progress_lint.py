@@ -10,6 +10,7 @@ import json
 import os
 import pty
 import re
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from lint_support import EXE, HOME, Image, cli
 
 from roteiro_py import progress as P
+from roteiro_py.errors import EXIT_INTERRUPTED
 
 STAGE_LINE = re.compile(r"^(?P<name>\S(?:.*\S)?) +\d+\.\d s$")
 RUN_STAGES = [P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.WORKTREE, P.BOOT, P.TOOLCHAIN, P.CLIPPY, P.REPORT]
@@ -56,43 +58,94 @@ def test_quiet_prints_no_stage_lines_and_the_refusal_still(demo: Path, clippy_im
     assert by_setting.returncode == 3 and stage_names(by_setting.stderr) == []
 
 
-def test_on_a_terminal_the_spinner_is_on_stderr_and_stdout_is_the_report(
-        demo: Path, clippy_image: Image) -> None:
-    primary, secondary = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if k != "CI"} | {
-        "ROTEIRO_HOME": str(HOME), "ROTEIRO_VM_ACCEL": "tcg", "TERM": "xterm", "COLUMNS": "100"}
-    child = subprocess.Popen([str(EXE), "lint", "clippy", str(demo), "--image",
-                              clippy_image.reference, "--format", "json", "--fail-on", "never"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=secondary,
-                             env=env)
-    os.close(secondary)
-    written = bytearray()
+class OnPty:
+    """The real CLI with its stderr on a pseudo-terminal (as a person runs it) and its
+    stdout on a pipe, so what each carries can be told apart."""
 
-    def drain() -> None:
+    def __init__(self, *args: str) -> None:
+        primary, secondary = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k != "CI"} | {
+            "ROTEIRO_HOME": str(HOME), "ROTEIRO_VM_ACCEL": "tcg", "TERM": "xterm",
+            "COLUMNS": "100"}
+        self.child = subprocess.Popen([str(EXE), *args], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=secondary, env=env)
+        os.close(secondary)
+        self._primary = primary
+        self._written = bytearray()
+        self._lock = threading.Condition()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
         while True:
             try:
-                data = os.read(primary, 65536)
+                data = os.read(self._primary, 65536)
             except OSError:  # EIO: every writer of the pty has closed it
-                return
+                data = b""
+            with self._lock:
+                self._written.extend(data)
+                self._lock.notify_all()
             if not data:
                 return
-            written.extend(data)
 
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    assert child.stdout is not None
-    stdout = child.stdout.read()
-    child.stdout.close()
-    assert child.wait(timeout=900) == 0, written.decode(errors="replace")[-3000:]
-    reader.join(timeout=60)
-    os.close(primary)
+    def wait_for(self, text: bytes, timeout: float) -> None:
+        """Until `text` has been written to the terminal (or the child has gone)."""
+        with self._lock:
+            self._lock.wait_for(lambda: text in self._written or self.child.poll() is not None,
+                                timeout=timeout)
+
+    def finish(self) -> tuple[int, bytes, str]:
+        """(exit status, stdout, what the terminal was sent)."""
+        assert self.child.stdout is not None
+        stdout = self.child.stdout.read()
+        self.child.stdout.close()
+        code = self.child.wait(timeout=900)
+        self._reader.join(timeout=60)
+        os.close(self._primary)
+        return code, stdout, self._written.decode(errors="replace")
+
+
+def terminal_lines(text: str) -> list[str]:
+    return re.split(r"\r\n|\r|\n", re.sub(r"\x1b\[\??[0-9;]*[A-Za-z]", "", text))
+
+
+def stages_on(text: str) -> list[str]:
+    return [m.group("name") for m in map(STAGE_LINE.match, terminal_lines(text))
+            if m and m.group("name") in RUN_STAGES]
+
+
+def test_on_a_terminal_the_spinner_is_on_stderr_and_stdout_is_the_report(
+        demo: Path, clippy_image: Image) -> None:
+    code, stdout, text = OnPty("lint", "clippy", str(demo), "--image", clippy_image.reference,
+                               "--format", "json", "--fail-on", "never").finish()
+    assert code == 0, text[-3000:]
     report = json.loads(stdout)
     assert report["summary"]["build_succeeded"] is True and b"\x1b" not in stdout
-    text = written.decode(errors="replace")
     assert "\x1b[?25l" in text and "\x1b[?25h" in text  # the spinner ran on the terminal
     assert "clippy" in text and "checking demo-core" in text
     # every finished stage left its line, and the spinner's own line was erased last
-    lines = re.split(r"\r\n|\r|\n", re.sub(r"\x1b\[\??[0-9;]*[A-Za-z]", "", text))
-    assert [m.group("name") for m in map(STAGE_LINE.match, lines)
-            if m and m.group("name") in RUN_STAGES] == RUN_STAGES
+    assert stages_on(text) == RUN_STAGES
     assert text.endswith("\x1b[2K"), repr(text[-200:])
+
+
+def test_on_a_terminal_a_refusal_comes_after_the_spinner_is_gone(demo: Path, clippy_image: Image) -> None:
+    (demo / "Cargo.lock").unlink()
+    code, stdout, text = OnPty("lint", "clippy", str(demo), "--image", clippy_image.reference).finish()
+    assert code == 3 and stdout == b""
+    assert stages_on(text) == [P.IMAGE, P.CARGO_VIEW]
+    refusal = text.index("error")  # rich wraps the sentence to the terminal's width
+    assert "Cargo.lock" in text[refusal:]
+    # the spinner stopped before it: the cursor shown again, the spinner's line erased
+    assert text.rindex("\x1b[?25h") < refusal and text.rindex("\x1b[2K") < refusal
+
+
+def test_ctrl_c_clears_the_spinner_before_saying_interrupted(demo: Path, clippy_image: Image) -> None:
+    run = OnPty("lint", "clippy", str(demo), "--image", clippy_image.reference)
+    run.wait_for(P.BOOT.encode(), timeout=600)  # the VM is starting: a spinner is up
+    run.child.send_signal(signal.SIGINT)
+    code, stdout, text = run.finish()
+    assert code == EXIT_INTERRUPTED and stdout == b"", text[-2000:]
+    assert "\x1b[?25l" in text
+    said = text.rindex("interrupted")
+    assert text.rindex("\x1b[?25h") < said and text.rindex("\x1b[2K") < said
+    assert terminal_lines(text[said:])[0] == "interrupted"
