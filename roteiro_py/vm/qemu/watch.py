@@ -52,21 +52,32 @@ class LastLine:
             return None
         # The first line of `region` is the kept head of the unfinished line followed by
         # what this chunk adds to it; only its first max_line bytes are ever looked at.
-        region = (bytes(self._tail) + chunk[:end]).replace(b"\r", b"\n")
+        region = bytes(self._tail) + chunk[:end]
         self._tail = bytearray(chunk[end + 1:end + 1 + self._max])
         return self._last_match(region)
 
     def _last_match(self, region: bytes) -> bytes | None:
-        stop = len(region)
-        for _ in range(SEARCH_LINES):
-            start = region.rfind(b"\n", 0, stop) + 1
-            head = region[start:min(stop, start + self._max)].lstrip(_BLANKS)
-            if head.startswith(self._prefixes):
-                return head
-            if start == 0:
-                return None
-            stop = start - 1
+        # Bounded rsplits, LF then CR: C loops that stop after SEARCH_LINES lines. (Turning
+        # CRs into LFs first cost 2.8 ms per 64 KiB of CRs with replace(), 0.4 ms per 64 KiB
+        # of anything with translate(); an rsplit on a separator that is absent walks the
+        # whole region byte by byte, 0.1 ms, where `in` (memchr) takes 1 us.) A piece left
+        # over when a split hit its bound is never reached: the lines after it come first.
+        if not any(prefix in region for prefix in self._prefixes):
+            return None  # memmem: a chunk of newlines or noise costs microseconds, not a loop
+        seen = 0
+        for piece in reversed(_rsplit(region, b"\n", SEARCH_LINES)):
+            for line in reversed(_rsplit(piece, b"\r", SEARCH_LINES - seen)):
+                if seen == SEARCH_LINES:
+                    return None
+                seen += 1
+                head = line[:self._max].lstrip(_BLANKS)
+                if head.startswith(self._prefixes):
+                    return head
         return None
+
+
+def _rsplit(data: bytes, separator: bytes, bound: int) -> list[bytes]:
+    return data.rsplit(separator, bound) if separator in data else [data]
 
 
 def crate_note(line: bytes) -> str:
