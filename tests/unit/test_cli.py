@@ -36,7 +36,7 @@ def test_version_and_help(tmp_path: Path) -> None:
     help_text = run("lint", "clippy", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
     for option in ("--image", "--format", "--output", "--all-targets", "--features",
                    "--all-features", "--no-default-features", "--accel", "--cpus", "--memory",
-                   "--timeout", "--fail-on", "--keep-cache"):
+                   "--timeout", "--fail-on", "--keep-cache", "--quiet"):
         assert option in help_text
 
 
