@@ -101,10 +101,12 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     key = scratch_key(tree, image.manifest_digest, settings.lint.features)
     started = datetime.now(UTC)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
-        with scratch_disk(settings, key, deadline) as disk:                # 6
+        with scratch_disk(settings, key, deadline) as scratch:             # 6
             rootfs = rootfs_image(image.layers, image.manifest_digest,
                                   FlattenLimits(until=deadline.at, seconds=deadline.seconds))
-            job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)
+            job = run_job(backend(rootfs, scratch.disk), steps, grant, deadline, staging,
+                          scratch.book)
+            scratch.settle(job)  # a kept cache is trusted next time only if this completed
         ended = datetime.now(UTC)
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
