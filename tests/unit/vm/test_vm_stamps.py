@@ -143,10 +143,11 @@ def test_a_manifest_round_trips_and_a_damaged_one_is_absent(tmp_path: Path) -> N
 def test_an_oversized_manifest_is_ignored(tmp_path: Path) -> None:
     path = tmp_path / "k.manifest.json"
     valid = json.dumps(manifest(T1, T1 + 5)).encode()
-    with path.open("wb") as handle:
+    with path.open("wb") as handle:  # valid JSON, whitespace past the bound
         handle.write(valid)
-        handle.write(b" " * 64)
-        handle.truncate(freshness.MANIFEST_MAX_BYTES + 1)  # trailing NULs, sparse
+        left = freshness.MANIFEST_MAX_BYTES + 1 - len(valid)
+        while left:
+            left -= handle.write(b" " * min(left, 1 << 20))
     assert freshness.read_manifest(path, now=T1) is None
     with path.open("r+b") as handle:
         handle.truncate(len(valid))
