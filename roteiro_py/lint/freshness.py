@@ -96,8 +96,6 @@ def read_manifest(path: Path, now: float | None = None) -> Manifest | None:
         data = read_bounded(path, MANIFEST_MAX_BYTES)
     except (OSError, FileRefused):
         return None
-    if len(data) > MANIFEST_MAX_BYTES:
-        return None
     try:
         parsed = json.loads(data)
     except (ValueError, RecursionError):
