@@ -122,9 +122,11 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     started = datetime.now(UTC)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
         progress.stage(ROOTFS)  # the scratch disk too (a sparse image: milliseconds)
-        with scratch_disk(settings, key, deadline) as disk:                # 6
+        with scratch_disk(settings, key, deadline) as scratch:             # 6
             rootfs = root_filesystem(image, store.root, deadline)
-            job = run_job(backend(rootfs.path, disk), steps, grant, deadline, staging)
+            job = run_job(backend(rootfs.path, scratch.disk), steps, grant, deadline, staging,
+                          scratch.book)
+            scratch.settle(job)  # a kept cache is trusted next time only if this completed
         ended = datetime.now(UTC)
         progress.stage(REPORT)
         report_left_out(job)

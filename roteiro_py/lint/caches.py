@@ -1,7 +1,8 @@
 """What a run reuses from earlier runs, and the one place each is made: the per-lockfile
 view of the cargo cache (roteiro_py/cargo_view.py), the scratch disk (fresh per run, or
-kept and locked with `--keep-cache`), and the root filesystem (per manifest digest,
-checked against its sealed record on every use: vm/qemu/rootfs_record.py).
+kept and locked with `--keep-cache`, trusted only with its manifest: lint/freshness.py),
+and the root filesystem (per manifest digest, checked against its sealed record on every
+use: vm/qemu/rootfs_record.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.lint.preflight import Tree
     from roteiro_py.store import ResolvedImage
+    from roteiro_py.vm import JobOutcome
     from roteiro_py.vm.qemu.rootfs import RootFilesystem
+    from roteiro_py.vm.stamps import StampBook
 
 
 def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | None, Path | None]:
@@ -62,19 +66,47 @@ def scratch_key(tree: Tree, manifest_digest: str, features: list[str]) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
+@dataclass
+class Scratch:
+    """The run's scratch disk and the stamps its copy of the worktree carries.
+
+    `manifest`: where a kept disk's manifest is written back once the run's job has
+    completed (`settle`); None for a disk used once."""
+
+    disk: Path
+    book: StampBook
+    manifest: Path | None = None
+    made: float = field(default_factory=time.monotonic)
+
+    def settle(self, job: JobOutcome) -> None:
+        """Remember this run's stamps beside a kept disk, if its job completed with a
+        plausible clock (lint/freshness.py); otherwise the disk stays untrusted."""
+        from roteiro_py.lint import freshness
+
+        if self.manifest is None or not job.completed:
+            return
+        if freshness.plausible_end(self.book, job.guest_clock, time.monotonic() - self.made):
+            assert job.guest_clock is not None
+            freshness.remember(self.manifest, self.book, job.guest_clock)
+
+
 @contextlib.contextmanager
 def scratch_disk(settings: config.Settings, key: str,
-                 deadline: Deadline | None = None) -> Iterator[Path]:
+                 deadline: Deadline | None = None) -> Iterator[Scratch]:
     """Step 6: the writable scratch disk, discarded at the end unless keep_cache.
 
     A kept disk is locked for the run: two lints of the same key take turns, they never
     share one ext4 image (qemu would refuse the second, and a shared cache would let one
-    build see the other half-written). Only making the disk is reported as the scratch
-    being unavailable; what fails while it is in use propagates as itself.
+    build see the other half-written). It is reused only with a valid manifest
+    (lint/freshness.py), which is removed for the length of the run: a kept disk without
+    one is made afresh. Only making the disk is reported as the scratch being
+    unavailable; what fails while it is in use propagates as itself.
     """
     from filelock import FileLock, Timeout
 
+    from roteiro_py.lint import freshness
     from roteiro_py.vm.qemu.scratch import create_scratch
+    from roteiro_py.vm.stamps import StampBook
 
     size = settings.vm.scratch_mib
     if settings.lint.keep_cache:
@@ -93,9 +125,15 @@ def scratch_disk(settings: config.Settings, key: str,
         except OSError as error:
             raise ScratchUnavailable(builds, error.strerror or str(error)) from None
         try:
+            manifest = freshness.manifest_path(disk)
+            previous = freshness.read_manifest(manifest)
+            freshness.forget(manifest)
+            if previous is None:
+                with contextlib.suppress(FileNotFoundError):
+                    disk.unlink()
             if not disk.is_file():
                 create_scratch(disk, size)
-            yield disk
+            yield Scratch(disk, freshness.book_for(previous), manifest)
         finally:
             lock.release()
         return
@@ -108,7 +146,7 @@ def scratch_disk(settings: config.Settings, key: str,
         raise ScratchUnavailable(scratch_dir, error.strerror or str(error)) from None
     try:
         create_scratch(disk, size)
-        yield disk
+        yield Scratch(disk, StampBook.fresh())
     finally:
         with contextlib.suppress(FileNotFoundError):
             disk.unlink()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from roteiro_py.process.sandbox import Command
     from roteiro_py.store import ResolvedImage
     from roteiro_py.vm import JobOutcome, VmBackend
+    from roteiro_py.vm.stamps import StampBook
 
 
 #: Deadline of each toolchain probe step (`cargo-clippy --version`, `rustc -vV`).
@@ -139,14 +140,16 @@ def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: 
 
 
 def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline: Deadline,
-            staging: Path) -> JobOutcome:
-    """The one boot, within what is left of the run's deadline."""
+            staging: Path, stamps: StampBook | None = None) -> JobOutcome:
+    """The one boot, within what is left of the run's deadline; the worktree's copy
+    carries `stamps` and the guest's clock starts past them (vm/stamps.py)."""
     left = deadline.at - time.monotonic()
     if left <= 0:
         raise DeadlineExceeded("preparing the run", deadline.seconds,
                                stopped="the VM was not started")
     try:
         return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
-                                 staging=staging)
+                                 staging=staging, stamps=stamps,
+                                 clock=None if stamps is None else stamps.clock)
     except DeadlineExceeded as error:  # stated as the run's deadline, not what was left
         raise DeadlineExceeded(error.command, deadline.seconds, stopped=error.stopped) from None

@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
+
+if TYPE_CHECKING:
+    from roteiro_py.vm.stamps import StampBook
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class JobOutcome:
     console: bytes
     #: The shares that travelled as copies, in share order.
     staged: tuple[StagedShare, ...] = ()
+    #: The guest's clock (epoch seconds) once its steps were done, as its init reported
+    #: it; None when it never said (vm/stamps.py: the next run's stamps must pass it).
+    guest_clock: int | None = None
 
 
 class VmBackend(Protocol):
@@ -98,12 +104,15 @@ class VmBackend(Protocol):
 
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
                   stop_on_failure: bool = True, deadline: float | None = None,
-                  staging: Path | None = None) -> JobOutcome:
+                  staging: Path | None = None, clock: int | None = None,
+                  stamps: StampBook | None = None) -> JobOutcome:
         """Several commands in one boot; each is checked against `grant` before booting.
 
         `deadline` (seconds) bounds all of it, the host's preparation included;
         `staging` is a directory the caller owns where copies of the shares are kept
-        (`JobOutcome.staged`) until the caller removes it."""
+        (`JobOutcome.staged`) until the caller removes it. `stamps` decides the times the
+        copies carry and records them (vm/stamps.py; default: a fresh book); `clock`
+        (epoch seconds) is the guest's clock at boot (default: `stamps.clock`)."""
         ...
 
 

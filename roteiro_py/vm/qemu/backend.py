@@ -36,11 +36,15 @@ from roteiro_py.vm.qemu import job, probe, shareimage
 from roteiro_py.vm.qemu.assets import Assets, load_assets
 from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineSpec, boot
 from roteiro_py.vm.qemu.watch import JobWatch
+from roteiro_py.vm.stamps import StampBook
 
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
 BOOT_ALLOWANCE = 60.0
 ACCEL_CHOICES = ("auto", "kvm", "hvf", "tcg")
+#: The guest's "clock EPOCH" status line is read only with at most this many digits
+#: (epoch seconds have 10 until the year 2286); lint/freshness.py bounds the value.
+CLOCK_DIGITS = 12
 
 
 def isolation_for(accel: str) -> Isolation:
@@ -150,19 +154,23 @@ class QemuBackend:
 
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
                   stop_on_failure: bool = True, deadline: float | None = None,
-                  staging: Path | None = None) -> JobOutcome:
+                  staging: Path | None = None, clock: int | None = None,
+                  stamps: StampBook | None = None) -> JobOutcome:
         """Boot once and run `steps` in order; each gets its own exit, stdout and stderr.
 
         `deadline` (seconds from now) bounds the whole call, the copies and images of the
         shares included (default: the steps' timeouts plus BOOT_ALLOWANCE); past it qemu's
         process group is killed and what arrived is kept, or, if it passes before the
-        boot, errors.DeadlineExceeded. `staging`: see `VmBackend.run_steps`.
+        boot, errors.DeadlineExceeded. `staging`, `clock`, `stamps`: see
+        `VmBackend.run_steps`.
         """
         started = time.monotonic()
         steps = list(steps)
         table = self.mounts(steps, grant)
         images = {i for i, share in enumerate(table.shares) if share_transport(share) == "image"}
-        archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure, images=images)
+        stamps = stamps if stamps is not None else StampBook.fresh()
+        archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure, images=images,
+                                  clock=stamps.clock if clock is None else clock)
         assets = self.assets()
         isolation = self.isolation()
         if not self.rootfs.is_file():
@@ -186,8 +194,8 @@ class QemuBackend:
             for index in sorted(images):
                 host = table.shares[index].host
                 keep = staging / job.share_serial(index) if staging is not None else None
-                image, report = built.enter_context(
-                    shareimage.tree_image(host, limits=limits, keep=keep))
+                image, report = built.enter_context(shareimage.tree_image(
+                    host, limits=limits, keep=keep, stamps=stamps.share(str(host))))
                 disks.append(Disk(job.share_serial(index), image, readonly=True))
                 staged.append(StagedShare(host, keep, tuple(report.left_out())))
             if time.monotonic() >= until:
@@ -214,6 +222,7 @@ def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobO
     starts: dict[int, float] = {}
     exits: dict[int, tuple[float, int, bool]] = {}
     ready: float | None = None
+    clock: int | None = None
     done = False
     error: str | None = None
     for at, line in result.status:
@@ -223,6 +232,9 @@ def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobO
                 ready = at
             elif words == ["done"]:
                 done = True
+            elif len(words) == 2 and words[0] == "clock" and words[1].isascii() \
+                    and words[1].isdigit() and len(words[1]) <= CLOCK_DIGITS:
+                clock = int(words[1])
             elif len(words) == 2 and words[0] == "start":
                 starts[int(words[1])] = at
             elif len(words) == 4 and words[0] == "exit":
@@ -256,4 +268,5 @@ def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobO
     failure = None if done else (error or result.failure or
                                  "the guest powered off without finishing the job")
     return JobOutcome(steps=tuple(outcomes), isolation=isolation, completed=done,
-                      boot_seconds=ready, failure=failure, console=result.console)
+                      boot_seconds=ready, failure=failure, console=result.console,
+                      guest_clock=clock)

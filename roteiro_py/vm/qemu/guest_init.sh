@@ -12,7 +12,8 @@
 #    every process of that uid is killed after each step.
 # Messages on the status port: "uptime init=S modules=S ready=S" (the guest's clock when
 # init started, when its modules were loaded, when the mounts were done), "ready",
-# "start I", "exit I RC TIMEDOUT", "done", "error TEXT". The serial console carries only kernel messages and the canary marker.
+# "start I", "exit I RC TIMEDOUT", "clock EPOCH" (the guest's clock once the steps are
+# done), "done", "error TEXT". The serial console carries only kernel messages and the canary marker.
 PATH=/bin
 export PATH
 /bin/busybox --install -s /bin
@@ -112,6 +113,9 @@ mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CA
 }
 
 . /job/config
+# CLOCK (epoch seconds) first: every dep-info the build writes must be newer than every
+# stamp of the worktree's copy (vm/stamps.py).
+[ -z "$CLOCK" ] || date -u -s "@$CLOCK" >/dev/null || fail "cannot set the clock to $CLOCK"
 . /job/mounts
 rm -f /job/config /job/mounts
 
@@ -151,5 +155,6 @@ done
 sweep
 sync
 if [ -n "$SCRATCH" ]; then umount "$SCRATCH" 2>/dev/null || mount -o remount,ro "$SCRATCH"; fi
+status "clock $(date +%s)"
 status done
 poweroff -f

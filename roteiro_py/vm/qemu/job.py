@@ -115,11 +115,14 @@ def step_script(command: Command) -> str:
 
 
 def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure: bool,
-                images: Collection[int] = ()) -> bytes:
+                images: Collection[int] = (), clock: int | None = None) -> bytes:
+    """`clock`: epoch seconds the guest's clock is set to before anything is mounted
+    (CLOCK; vm/stamps.py says why), or None to keep the clock the guest booted with."""
     if not 1 <= len(steps) <= MAX_STEPS:
         raise ValueError(f"a job has 1 to {MAX_STEPS} steps, not {len(steps)}")
     config = (f"RUN_UID={GUEST_UID}\nRUN_GID={GUEST_GID}\nNSTEPS={len(steps)}\n"
-              f"STOP_ON_FAILURE={1 if stop_on_failure else 0}\n")
+              f"STOP_ON_FAILURE={1 if stop_on_failure else 0}\n"
+              + ("" if clock is None else f"CLOCK={int(clock)}\n"))
     entries = [
         Entry.file("init", guest_init(), 0o755),
         Entry.directory("job", 0o700),

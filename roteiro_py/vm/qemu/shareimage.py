@@ -18,6 +18,10 @@ What the guest sees, and what it never sees:
   guest whenever the host uid is not 1000 (the lint often runs as root). Owners are the
   host user's (mkfs.ext4 -d copies them); on a filesystem mounted read-only, and attached
   read-only, owning a file grants nothing.
+- Times: every copied entry carries a whole-second stamp decided by its content
+  (vm/stamps.py: the sha256 of the bytes copied, a directory's listing, a link's target),
+  never the time of the copy, which made every warm build rebuild every member.
+  All-zero stretches of a file are left as holes in the copy.
 - Left out, and counted in the `StageReport`: device nodes, FIFOs and sockets (a FIFO
   would block the copy; a device node has no business in a source tree, and the guest
   has its own /dev), files and directories the host user cannot read (they would make
@@ -55,6 +59,7 @@ built, and reads snippets from it (report/snippet.py), the bytes the guest saw.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import stat
@@ -68,6 +73,7 @@ from pathlib import Path
 from roteiro_py import errors, paths
 from roteiro_py.config import MAX_TIMEOUT_S, VmSettings
 from roteiro_py.vm.qemu.rootfs import make_ext4
+from roteiro_py.vm.stamps import DIR_DIGEST, LINK_DIGEST, ROOT_KEY, ShareStamps, StampBook
 
 #: A share image directory (or a scratch disk, lint/caches.py) older than this was left by a run
 #: that was killed: no run outlives its deadline, and a day past the longest one allowed
@@ -78,6 +84,9 @@ CARGO_TARGET_MARKERS = ("CACHEDIR.TAG", ".rustc_info.json")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_CHUNK = 1 << 20
+#: A chunk of this (all zeros) is skipped in the copy rather than written: holes stay holes.
+_ZEROS = bytes(_CHUNK)
 
 
 #: File names cargo reads in any package: left out, the guest's build would fail with an
@@ -124,6 +133,8 @@ class StageReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     stage_seconds: float = 0.0
     mkfs_seconds: float = 0.0
+    #: The stamp of the copy's root directory (vm/stamps.py), which mkfs.ext4 is told.
+    root_stamp: int = 0
 
     def left_out(self) -> list[tuple[str, str]]:
         """What the guest will miss that was not deliberately excluded."""
@@ -161,8 +172,12 @@ def _excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
 
 
 def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, room: int,
-               device: int) -> int:
-    """Copy one regular file; at most `room` bytes, else _TooLarge (it grew since lstat)."""
+               device: int) -> tuple[int, str]:
+    """Copy one regular file; at most `room` bytes, else _TooLarge (it grew since lstat).
+
+    Returns its size and the sha256 of the bytes copied (vm/stamps.py: the copy's stamp
+    is decided by them). The bytes pass through here, not copy_file_range, so that the
+    digest is of exactly what the guest will read, even if the file changes meanwhile."""
     # O_NONBLOCK: a FIFO swapped in since the listing must not block the open; it has no
     # effect on a regular file, and anything else is refused by the fstat below.
     src = os.open(name, _FILE_FLAGS, dir_fd=src_dir)
@@ -176,16 +191,22 @@ def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, room: int,
                       os.O_CLOEXEC, mode, dir_fd=dst_dir)
         try:
             size = 0
-            with contextlib.suppress(OSError):  # EXDEV across filesystem types: read below
-                size = os.copy_file_range(src, dst, st.st_size) if st.st_size else 0
-            # The rest, if it grew or the copy was short; never more than `room`.
-            while chunk := os.read(src, min(1 << 20, room - size + 1)):
+            digest = hashlib.sha256()
+            # Never more than `room`, even if it grew since the fstat.
+            while chunk := os.read(src, min(_CHUNK, room - size + 1)):
                 if size + len(chunk) > room:
                     raise _TooLarge(name)
-                os.write(dst, chunk)
+                digest.update(chunk)
+                if chunk == _ZEROS[:len(chunk)]:
+                    os.lseek(dst, len(chunk), os.SEEK_CUR)  # a hole stays a hole
+                else:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(dst, view):]
                 size += len(chunk)
+            os.ftruncate(dst, size)  # a file ending in a hole
             os.fchmod(dst, mode)  # the open's mode passed through the umask
-            return size
+            return size, digest.hexdigest()
         finally:
             os.close(dst)
     finally:
@@ -200,6 +221,8 @@ class _Dir:
     depth: int
     entries: Iterator[os.DirEntry[str]]
     listing: contextlib.AbstractContextManager[object]
+    #: What was copied into `dst`, as (kind, name): the directory's digest (vm/stamps.py).
+    copied: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _open_dir(src: int, dst: int, rel: str, depth: int) -> _Dir:
@@ -218,14 +241,20 @@ def _close_dir(frame: _Dir) -> None:
     os.close(frame.dst)
 
 
-def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None) -> StageReport:
+def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None,
+               stamps: ShareStamps | None = None) -> StageReport:
     """Copy `source` into the empty directory `dest` under the rules in the module docstring.
 
     Refuses (errors.TreeTooLarge) past a cap of `limits`, and (errors.TreeIncomplete) when
     something cargo needs was left out; raises errors.DeadlineExceeded past the deadline.
     The walk is iterative: a tree nested 1,500 deep raised RecursionError here (exit 4).
+    Every copied entry is stamped by `stamps` (vm/stamps.py; default: a fresh book, every
+    entry at ceil(now)), never left at the time of the copy.
     """
     limits = limits or StageLimits.of(VmSettings())
+    if stamps is None:
+        fresh = StampBook.fresh()
+        stamps = ShareStamps(fresh.generation, {})
     report = StageReport()
     started = time.monotonic()
     # The root is the directory the grant names: followed if it is a link, as 9p would.
@@ -242,7 +271,9 @@ def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None) -> S
                 report.skipped.append((top.rel, "unreadable"))
                 entry = None
             if entry is None:
-                _close_dir(stack.pop())
+                done = stack.pop()
+                _stamp_dir(done, stamps, report)
+                _close_dir(done)
                 continue
             if report.files + report.dirs + report.symlinks + len(report.skipped) \
                     >= limits.max_files:
@@ -251,21 +282,70 @@ def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None) -> S
             if limits.deadline is not None and time.monotonic() > limits.deadline:
                 raise errors.DeadlineExceeded("copying the tree for the VM", limits.deadline_s,
                                               stopped="the copy was stopped")
-            copied = report.files
-            child = _stage_entry(top, entry.name, report, limits, device, source)
+            counts = (report.files, report.dirs, report.symlinks)
+            child = _stage_entry(top, entry.name, report, limits, device, source, stamps)
             if child is not None:
                 stack.append(child)
-            elif entry.name == "Cargo.toml" and report.files > copied:
+            elif entry.name == "Cargo.toml" and report.files > counts[0]:
                 packages.add(top.rel)
+            after = (report.files, report.dirs, report.symlinks)
+            for kind, before, now in zip("fdl", counts, after, strict=True):
+                if now > before:
+                    top.copied.append((kind, entry.name))
     finally:
         for frame in stack:
             _close_dir(frame)
+    if stamps.links_changed:
+        _restamp(dest, stamps.generation)
+        stamps.restamp_all()
+        report.root_stamp = stamps.generation
     os.chmod(dest, 0o755)
     report.stage_seconds = time.monotonic() - started
     needed = [(where, why) for where, why in report.left_out() if _needed(where, packages)]
     if needed:
         raise errors.TreeIncomplete(source, needed)
     return report
+
+
+def _listing_digest(copied: list[tuple[str, str]]) -> str:
+    """A directory's digest: what it lists (names and kinds), the thing its mtime tells."""
+    digest = hashlib.sha256()
+    for kind, name in sorted(copied, key=lambda entry: entry[1]):
+        digest.update(kind.encode() + os.fsencode(name) + b"\0")
+    return DIR_DIGEST + digest.hexdigest()
+
+
+def _stamp_dir(frame: _Dir, stamps: ShareStamps, report: StageReport) -> None:
+    """Stamp a copied directory once all of it is copied (a later entry would move its mtime)."""
+    stamp = stamps.stamp(frame.rel or ROOT_KEY, _listing_digest(frame.copied))
+    os.utime(frame.dst, (stamp, stamp))
+    if not frame.rel:
+        report.root_stamp = stamp
+
+
+def _restamp(dest: Path, stamp: int) -> None:
+    """Every entry of the copy at `dest` (ours: files, directories and links only) to
+    `stamp`, children before their directory; iterative, as the copy is."""
+    root = os.open(dest, _DIR_FLAGS)
+    stack = [(root, os.scandir(root))]
+    try:
+        while stack:
+            fd, listing = stack[-1]
+            entry = next(listing, None)
+            if entry is None:
+                listing.close()
+                os.utime(fd, (stamp, stamp))
+                os.close(fd)
+                stack.pop()
+            elif entry.is_dir(follow_symlinks=False):
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                stack.append((child, os.scandir(child)))
+            else:
+                os.utime(entry.name, (stamp, stamp), dir_fd=fd, follow_symlinks=False)
+    finally:
+        for fd, listing in stack:
+            listing.close()
+            os.close(fd)
 
 
 def _needed(where: str, packages: set[str]) -> bool:
@@ -286,8 +366,9 @@ def _needed(where: str, packages: set[str]) -> bool:
 
 
 def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
-                 device: int, source: Path) -> _Dir | None:
-    """Copy one entry of `top`; a directory to descend into is returned, opened."""
+                 device: int, source: Path, stamps: ShareStamps) -> _Dir | None:
+    """Copy one entry of `top`; a directory to descend into is returned, opened (it is
+    stamped when it is closed); anything else copied is stamped here."""
     src, dst = top.src, top.dst
     where = f"{top.rel}{name}"
     try:
@@ -306,6 +387,8 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
             report.skipped.append((where, "unreadable"))
             return None
         os.symlink(target, name, dir_fd=dst)
+        stamp = stamps.stamp(where, LINK_DIGEST + hashlib.sha256(os.fsencode(target)).hexdigest())
+        os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
         report.symlinks += 1
     elif stat.S_ISDIR(mode):
         if _excluded(src, name, st):
@@ -336,6 +419,8 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
             return _open_dir(child_src, child_dst, where + "/", top.depth + 1)
         except OSError:
             report.skipped.append((where + "/", "unreadable"))
+            stamp = stamps.stamp(where + "/", _listing_digest([]))  # empty in the guest
+            os.utime(name, (stamp, stamp), dir_fd=dst)
             return None
     elif stat.S_ISREG(mode):
         if name == ".git":
@@ -347,7 +432,10 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
         perm = 0o755 if mode & stat.S_IXUSR else 0o644
         room = limits.max_bytes - report.bytes
         try:
-            report.bytes += _copy_file(src, name, dst, perm, room, device)
+            size, digest = _copy_file(src, name, dst, perm, room, device)
+            report.bytes += size
+            stamp = stamps.stamp(where, digest)
+            os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
         except (OSError, _TooLarge) as error:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=dst)
@@ -395,17 +483,20 @@ def staging_area() -> Iterator[Path]:
 
 @contextlib.contextmanager
 def tree_image(source: Path, *, label: str = "share", limits: StageLimits | None = None,
-               keep: Path | None = None) -> Iterator[tuple[Path, StageReport]]:
+               keep: Path | None = None,
+               stamps: ShareStamps | None = None) -> Iterator[tuple[Path, StageReport]]:
     """A read-only ext4 image of `source` for one run; removed when the block exits.
 
     `keep`: a path (not yet existing, in a directory the caller owns) where the staged
     copy is left for the caller; without it the copy is deleted once the image is built.
+    `stamps`: the times the copy's entries carry (vm/stamps.py), the image's root
+    directory included (mkfs.ext4 would give it its own time).
     """
     work = _private_dir("share-")
     try:
         staged = keep if keep is not None else work / "tree"
         staged.mkdir(mode=0o700)
-        report = stage_tree(source, staged, limits)
+        report = stage_tree(source, staged, limits, stamps)
         image = work / "image.ext4"
         started = time.monotonic()
         timeout = None
@@ -415,7 +506,7 @@ def tree_image(source: Path, *, label: str = "share", limits: StageLimits | None
                 raise errors.DeadlineExceeded("building the share image", limits.deadline_s,
                                               stopped="the host stopped before mkfs.ext4")
         try:
-            make_ext4(staged, image, label=label, timeout=timeout)
+            make_ext4(staged, image, label=label, timeout=timeout, fixed_time=report.root_stamp)
         except subprocess.TimeoutExpired:
             assert limits is not None
             raise errors.DeadlineExceeded("building the share image", limits.deadline_s,

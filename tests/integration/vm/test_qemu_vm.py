@@ -297,3 +297,26 @@ def test_an_image_whose_tmp_is_a_link_cannot_redirect_init_mounts(world, tmp_pat
     job = backend.run_steps([sh("echo RAN", tree)], grant)
     assert not job.steps and not job.completed
     assert "path /tmp passes through a symbolic link" in (job.failure or ""), job.failure
+
+
+@pytest.mark.timeout(240)
+def test_the_guest_starts_at_the_given_clock_and_sees_the_copys_stamps(world) -> None:
+    """vm/stamps.py: the copy's stamps survive mkfs.ext4 into the guest, the guest's clock
+    starts past them (CLOCK), and init reports its clock at the end. A generation ten
+    days ahead of the host shows the clock was set, not left at the host's RTC."""
+    from roteiro_py.vm.stamps import StampBook
+
+    tree, _, _, grant, backend = world
+    book = StampBook(generation=int(time.time()) + 10 * 86400)
+    started = time.monotonic()
+    job = backend.run_steps([sh("date +%s; stat -c '%Y %n' . src src/main.rs Cargo.toml", tree)],
+                            grant, stamps=book)
+    elapsed = time.monotonic() - started
+    assert job.completed, job.failure
+    lines = job.steps[0].stdout.decode().split("\n")
+    now = int(lines[0])
+    assert book.clock <= now <= book.clock + elapsed
+    assert lines[1:5] == [f"{book.generation} {name}" for name in (".", "src", "src/main.rs", "Cargo.toml")]
+    assert job.guest_clock is not None and now <= job.guest_clock <= book.clock + elapsed
+    assert book.seen()[str(tree)]["src/main.rs"] == (
+        hashlib.sha256(b"fn main() {}\n").hexdigest(), book.generation)

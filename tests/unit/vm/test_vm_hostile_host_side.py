@@ -98,7 +98,7 @@ def test_the_output_cap_is_a_total_over_the_step_channels() -> None:
     assert not under.truncated  # control
 
 
-words = st.sampled_from(["ready", "done", "start", "exit", "error", "0", "1", "2", "3", "-1",
+words = st.sampled_from(["ready", "done", "start", "exit", "error", "clock", "0", "1", "2", "3", "-1",
                          "99999999999999999999", "x", "\u0663", "1.5", ""])
 status_lines = st.one_of(st.lists(words, max_size=5).map(" ".join), st.text(max_size=30))
 
@@ -119,6 +119,7 @@ def test_any_status_lines_give_a_job_outcome(status: list[tuple[float, str]],
     assert isinstance(outcome, JobOutcome)
     assert len(outcome.steps) <= len(steps)
     assert outcome.completed == any(line.split() == ["done"] for _, line in status)
+    assert outcome.guest_clock is None or 0 <= outcome.guest_clock < 10 ** backend.CLOCK_DIGITS
     for step in outcome.steps:
         assert step.exit is None or isinstance(step.exit, int)
         assert step.exit is None or not step.timed_out

@@ -438,23 +438,27 @@ def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
     slow = tmp_path / "mkfs.ext4"
     slow.write_text('#!/bin/sh\nsleep 6\n')
     slow.chmod(0o755)
-    monkeypatch.setattr(rootfs, "host_tool", lambda tool, purpose: str(slow))
     digest = "sha256:" + "ab" * 32
-    started = time.monotonic()
-    with pytest.raises(errors.DeadlineExceeded) as late:
-        rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0, seconds=61.0))
-    assert time.monotonic() - started < 4
-    assert "building the root filesystem image" in late.value.guidance().render_text()
-    lock = paths.cache_root() / "rootfs" / f"{'ab' * 32}.lock"
-    release = hold_lock(lock)
-    started = time.monotonic()
-    with pytest.raises(errors.DeadlineExceeded) as waited:
-        rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0,
-                                                             seconds=61.0))
-    assert time.monotonic() - started < 4
-    assert "waiting for another run" in waited.value.guidance().render_text()
-    release()
-    monkeypatch.undo()  # control: the real mkfs.ext4, the lock free, time enough
+    # the stand-in only inside this block: undoing the test's whole monkeypatch here
+    # also undid its ROTEIRO_HOME, and the control arm below wrote to the real one
+    with monkeypatch.context() as stand_in:
+        stand_in.setattr(rootfs, "host_tool", lambda tool, purpose: str(slow))
+        started = time.monotonic()
+        with pytest.raises(errors.DeadlineExceeded) as late:
+            rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0, seconds=61.0))
+        assert time.monotonic() - started < 4
+        assert "building the root filesystem image" in late.value.guidance().render_text()
+        lock = paths.cache_root() / "rootfs" / f"{'ab' * 32}.lock"
+        release = hold_lock(lock)
+        started = time.monotonic()
+        with pytest.raises(errors.DeadlineExceeded) as waited:
+            rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 1.0,
+                                                                 seconds=61.0))
+        assert time.monotonic() - started < 4
+        assert "waiting for another run" in waited.value.guidance().render_text()
+        release()
+    # control: the real mkfs.ext4, the lock free, time enough
     image = rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 120,
                                                                  seconds=120.0))
     assert image.path.is_file() and image.path.stat().st_size > 0
+    assert image.path.is_relative_to(roteiro_home)
