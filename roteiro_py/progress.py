@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from rich.spinner import Spinner
 
 #: Stage names, in the order a run passes them (a run skips those it does not need).
+#: HYPERVISOR: the accelerator's probe (a canary boot, 3-30 s under TCG when its verdict
+#: is not cached yet; milliseconds when it is).
+HYPERVISOR = "hypervisor"
 IMAGE = "image verified"
 CARGO_VIEW = "package cache"
 ROOTFS = "root filesystem"
@@ -93,8 +96,8 @@ PLAIN_NOTE_INTERVAL_S = 10.0
 #: How often the terminal spinner, its elapsed time and the latest note are redrawn.
 REFRESH_PER_SECOND = 8
 #: Stage names are padded to this width, so the elapsed times line up.
-_NAME_WIDTH = max(len(name) for name in (IMAGE, CARGO_VIEW, ROOTFS, WORKTREE, BOOT, RESTORE,
-                                         TOOLCHAIN, CLIPPY, REPORT))
+_NAME_WIDTH = max(len(name) for name in (HYPERVISOR, IMAGE, CARGO_VIEW, ROOTFS, WORKTREE, BOOT,
+                                         RESTORE, TOOLCHAIN, CLIPPY, REPORT))
 
 
 def stage_line(name: str, seconds: float) -> str:

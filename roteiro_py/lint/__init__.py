@@ -55,7 +55,7 @@ from roteiro_py.lint.run import (
     steps_for,
 )
 from roteiro_py.lint.staging import report_left_out
-from roteiro_py.progress import CARGO_VIEW, IMAGE, REPORT, ROOTFS, SILENT, Progress, for_stderr
+from roteiro_py.progress import CARGO_VIEW, HYPERVISOR, IMAGE, REPORT, ROOTFS, SILENT, Progress, for_stderr
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
@@ -108,6 +108,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
+    progress.stage(HYPERVISOR)
     backend(Path(os.devnull), None).isolation()                           # 3
     progress.stage(IMAGE)
     store = Store.default()

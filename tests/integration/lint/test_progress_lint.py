@@ -21,7 +21,8 @@ from roteiro_py import progress as P
 from roteiro_py.errors import EXIT_INTERRUPTED
 
 STAGE_LINE = re.compile(r"^(?P<name>\S(?:.*\S)?) +\d+\.\d s$")
-RUN_STAGES = [P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.WORKTREE, P.BOOT, P.TOOLCHAIN, P.CLIPPY, P.REPORT]
+RUN_STAGES = [P.HYPERVISOR, P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.WORKTREE, P.BOOT, P.TOOLCHAIN,
+              P.CLIPPY, P.REPORT]
 
 
 def stage_names(stderr: str) -> list[str]:
@@ -47,7 +48,7 @@ def test_quiet_prints_no_stage_lines_and_the_refusal_still(demo: Path, clippy_im
     (demo / "Cargo.lock").unlink()
     said = cli("lint", "clippy", str(demo), "--image", clippy_image.reference)
     assert said.returncode == 3 and said.stdout == ""
-    assert stage_names(said.stderr) == [P.IMAGE, P.CARGO_VIEW]  # control: they are there
+    assert stage_names(said.stderr) == [P.HYPERVISOR, P.IMAGE, P.CARGO_VIEW]  # control: they are there
     assert said.stderr.index(P.CARGO_VIEW) < said.stderr.index("would write Cargo.lock")
     for quiet in (["-q"], ["--quiet"]):
         silent = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, *quiet)
@@ -132,7 +133,7 @@ def test_on_a_terminal_a_refusal_comes_after_the_spinner_is_gone(demo: Path, cli
     (demo / "Cargo.lock").unlink()
     code, stdout, text = OnPty("lint", "clippy", str(demo), "--image", clippy_image.reference).finish()
     assert code == 3 and stdout == b""
-    assert stages_on(text) == [P.IMAGE, P.CARGO_VIEW]
+    assert stages_on(text) == [P.HYPERVISOR, P.IMAGE, P.CARGO_VIEW]
     refusal = text.index("error")  # rich wraps the sentence to the terminal's width
     assert "Cargo.lock" in text[refusal:]
     # the spinner stopped before it: the cursor shown again, the spinner's line erased
