@@ -104,8 +104,11 @@ def read_record(image: Path) -> Record | None:
         data = json.loads(read_bounded(record_path(image), MAX_RECORD_BYTES))
         if data.get("format") != RECORD_FORMAT:
             return None
-        identity = Identity(**{k: int(data["identity"][k])
-                               for k in Identity.__dataclass_fields__})
+        fields = {k: data["identity"][k] for k in Identity.__dataclass_fields__}
+        # JSON integers only: int() took `Infinity` to OverflowError (exit 4, review).
+        if not all(type(v) is int for v in fields.values()):
+            return None
+        identity = Identity(**fields)
         digest = data["digest"]
         if not (isinstance(digest, str) and digest.startswith("sha256:") and len(digest) == 71):
             return None

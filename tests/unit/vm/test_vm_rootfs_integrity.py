@@ -300,3 +300,27 @@ def test_the_full_check_rehashes_whatever_the_stat_says(tmp_path: Path) -> None:
     found = dict(rootfs_record.verify_all(paths.cache_root() / "rootfs"))
     assert found == {good.path: True, rotten.path: False}
     assert not rotten.path.exists() and good.path.exists()
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), 1.5, "12", True])
+def test_a_record_whose_identity_is_not_integers_is_no_record(
+        tmp_path: Path, flattens: list[int], value: object) -> None:
+    """Review (integrity): a record is ours but read as if it were not. JSON's `Infinity`
+    made `int()` raise OverflowError, which no caller catches: the lint ended as an
+    internal error (exit 4) instead of rebuilding the root filesystem, and `doctor
+    --verify` crashed. Any identity field that is not a JSON integer means no record."""
+    p = provision(tmp_path, "tar", {"bin/tool": b"t" * 5000})
+    first = lint_image(p)
+    record = rootfs_record.record_path(first.path)
+    body = json.loads(record.read_text())
+    assert rootfs_record.read_record(first.path) is not None  # control: ours, as written
+    body["identity"]["size"] = value
+    os.chmod(record, 0o644)
+    record.write_text(json.dumps(body))
+    assert rootfs_record.read_record(first.path) is None
+    again = lint_image(p)
+    assert flattens == [1, 1] and rootfs_record.read_record(again.path) is not None
+    body["identity"]["size"] = value  # and the full check removes it rather than crash
+    os.chmod(record, 0o644)
+    record.write_text(json.dumps(body))
+    assert rootfs_record.verify_all(paths.cache_root() / "rootfs") == [(again.path, False)]
