@@ -160,20 +160,40 @@ def discard(image: Path) -> None:
         image.unlink()
 
 
+def lock_path(image: Path) -> Path:
+    """The build lock of `image` (`<hex>.lock`): held by the run that builds or checks it."""
+    return image.with_suffix(".lock")
+
+
 def verify_all(cache: Path) -> list[tuple[Path, bool]]:
     """The full check: every cached image re-hashed against its record whatever its stat
-    says (what `check` cannot see: media corruption). An image that fails is discarded."""
+    says (what `check` cannot see: media corruption). An image that fails is discarded.
+
+    Each image is checked under its build lock, as a lint checks it: an image whose lock
+    is held is being built or checked by a lint right now (renamed into the cache and not
+    yet sealed looks exactly like one without a record) and is left out, never removed
+    under its builder (review: the builder's seal met a missing file, exit 4)."""
+    from filelock import FileLock, Timeout
+
     found: list[tuple[Path, bool]] = []
     if not cache.is_dir():
         return found
     for image in sorted(cache.glob("*.ext4")):
-        record = read_record(image)
-        ok = False
-        if record is not None:
-            with contextlib.suppress(OSError):
-                ok = hash_image(image) == record.digest
-        if not ok:
-            discard(image)
+        lock = FileLock(str(lock_path(image)), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue
+        try:
+            record = read_record(image)
+            ok = False
+            if record is not None:
+                with contextlib.suppress(OSError):
+                    ok = hash_image(image) == record.digest
+            if not ok:
+                discard(image)
+        finally:
+            lock.release()
         found.append((image, ok))
     return found
 

@@ -324,3 +324,48 @@ def test_a_record_whose_identity_is_not_integers_is_no_record(
     os.chmod(record, 0o644)
     record.write_text(json.dumps(body))
     assert rootfs_record.verify_all(paths.cache_root() / "rootfs") == [(again.path, False)]
+
+
+def test_the_full_check_leaves_a_rootfs_being_built_to_its_builder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review (integrity): `doctor --verify` took an image that a lint had just renamed into
+    the cache, and was still sealing (hashing 2 GB: ~1.3 s), for one without a record and
+    removed it; the lint's seal then met a missing file (FileNotFoundError: exit 4). The
+    full check now takes each image's build lock, as a lint does, and leaves one being
+    built alone. The builder is paused, by a wrapper around the real seal, right where
+    it renamed the image into the cache and had not yet sealed it."""
+    import threading
+
+    p = provision(tmp_path, "tar", {"bin/tool": b"t" * 5000})
+    renamed, resume = threading.Event(), threading.Event()
+    real_seal = rootfs_record.seal
+
+    def paused_seal(image: Path) -> rootfs_record.Record:
+        renamed.set()
+        assert resume.wait(60)
+        return real_seal(image)
+
+    monkeypatch.setattr(rootfs_record, "seal", paused_seal)
+    built: list[object] = []
+
+    def build() -> None:
+        try:
+            built.append(lint_image(p))
+        except BaseException as error:  # the failure is the finding: keep it for the assert
+            built.append(error)
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    try:
+        assert renamed.wait(60)
+        image = paths.cache_root() / "rootfs" / f"{p.ref.digest.partition(':')[2]}.ext4"
+        assert image.is_file() and rootfs_record.read_record(image) is None  # mid-build
+        found = rootfs_record.verify_all(paths.cache_root() / "rootfs")
+        assert found == [], found
+        assert image.is_file()
+    finally:
+        resume.set()
+        builder.join(60)
+    assert isinstance(built[0], rootfs.RootFilesystem), built
+    # control: once built and sealed, the full check does see it, and keeps it
+    assert rootfs_record.verify_all(paths.cache_root() / "rootfs") == [(built[0].path, True)]
