@@ -660,8 +660,8 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
     cache = paths.cache_root() / "rootfs"
     cache.mkdir(parents=True, exist_ok=True)
     image = cache / f"{hexd}.ext4"
-    lock = FileLock(str(cache / f"{hexd}.lock"), timeout=_left(limits, "waiting for another run "
-                                                               "building the root filesystem"))
+    lock = FileLock(str(rootfs_record.lock_path(image)),
+                    timeout=_left(limits, "waiting for another run building the root filesystem"))
     try:
         lock.acquire()
     except Timeout:

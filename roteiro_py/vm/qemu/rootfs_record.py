@@ -104,8 +104,11 @@ def read_record(image: Path) -> Record | None:
         data = json.loads(read_bounded(record_path(image), MAX_RECORD_BYTES))
         if data.get("format") != RECORD_FORMAT:
             return None
-        identity = Identity(**{k: int(data["identity"][k])
-                               for k in Identity.__dataclass_fields__})
+        fields = {k: data["identity"][k] for k in Identity.__dataclass_fields__}
+        # JSON integers only: int() took `Infinity` to OverflowError (exit 4, review).
+        if not all(type(v) is int for v in fields.values()):
+            return None
+        identity = Identity(**fields)
         digest = data["digest"]
         if not (isinstance(digest, str) and digest.startswith("sha256:") and len(digest) == 71):
             return None
@@ -157,20 +160,40 @@ def discard(image: Path) -> None:
         image.unlink()
 
 
+def lock_path(image: Path) -> Path:
+    """The build lock of `image` (`<hex>.lock`): held by the run that builds or checks it."""
+    return image.with_suffix(".lock")
+
+
 def verify_all(cache: Path) -> list[tuple[Path, bool]]:
     """The full check: every cached image re-hashed against its record whatever its stat
-    says (what `check` cannot see: media corruption). An image that fails is discarded."""
+    says (what `check` cannot see: media corruption). An image that fails is discarded.
+
+    Each image is checked under its build lock, as a lint checks it: an image whose lock
+    is held is being built or checked by a lint right now (renamed into the cache and not
+    yet sealed looks exactly like one without a record) and is left out, never removed
+    under its builder (review: the builder's seal met a missing file, exit 4)."""
+    from filelock import FileLock, Timeout
+
     found: list[tuple[Path, bool]] = []
     if not cache.is_dir():
         return found
     for image in sorted(cache.glob("*.ext4")):
-        record = read_record(image)
-        ok = False
-        if record is not None:
-            with contextlib.suppress(OSError):
-                ok = hash_image(image) == record.digest
-        if not ok:
-            discard(image)
+        lock = FileLock(str(lock_path(image)), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue
+        try:
+            record = read_record(image)
+            ok = False
+            if record is not None:
+                with contextlib.suppress(OSError):
+                    ok = hash_image(image) == record.digest
+            if not ok:
+                discard(image)
+        finally:
+            lock.release()
         found.append((image, ok))
     return found
 

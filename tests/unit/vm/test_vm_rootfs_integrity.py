@@ -300,3 +300,72 @@ def test_the_full_check_rehashes_whatever_the_stat_says(tmp_path: Path) -> None:
     found = dict(rootfs_record.verify_all(paths.cache_root() / "rootfs"))
     assert found == {good.path: True, rotten.path: False}
     assert not rotten.path.exists() and good.path.exists()
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), 1.5, "12", True])
+def test_a_record_whose_identity_is_not_integers_is_no_record(
+        tmp_path: Path, flattens: list[int], value: object) -> None:
+    """Review (integrity): a record is ours but read as if it were not. JSON's `Infinity`
+    made `int()` raise OverflowError, which no caller catches: the lint ended as an
+    internal error (exit 4) instead of rebuilding the root filesystem, and `doctor
+    --verify` crashed. Any identity field that is not a JSON integer means no record."""
+    p = provision(tmp_path, "tar", {"bin/tool": b"t" * 5000})
+    first = lint_image(p)
+    record = rootfs_record.record_path(first.path)
+    body = json.loads(record.read_text())
+    assert rootfs_record.read_record(first.path) is not None  # control: ours, as written
+    body["identity"]["size"] = value
+    os.chmod(record, 0o644)
+    record.write_text(json.dumps(body))
+    assert rootfs_record.read_record(first.path) is None
+    again = lint_image(p)
+    assert flattens == [1, 1] and rootfs_record.read_record(again.path) is not None
+    body["identity"]["size"] = value  # and the full check removes it rather than crash
+    os.chmod(record, 0o644)
+    record.write_text(json.dumps(body))
+    assert rootfs_record.verify_all(paths.cache_root() / "rootfs") == [(again.path, False)]
+
+
+def test_the_full_check_leaves_a_rootfs_being_built_to_its_builder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review (integrity): `doctor --verify` took an image that a lint had just renamed into
+    the cache, and was still sealing (hashing 2 GB: ~1.3 s), for one without a record and
+    removed it; the lint's seal then met a missing file (FileNotFoundError: exit 4). The
+    full check now takes each image's build lock, as a lint does, and leaves one being
+    built alone. The builder is paused, by a wrapper around the real seal, right where
+    it renamed the image into the cache and had not yet sealed it."""
+    import threading
+
+    p = provision(tmp_path, "tar", {"bin/tool": b"t" * 5000})
+    renamed, resume = threading.Event(), threading.Event()
+    real_seal = rootfs_record.seal
+
+    def paused_seal(image: Path) -> rootfs_record.Record:
+        renamed.set()
+        assert resume.wait(60)
+        return real_seal(image)
+
+    monkeypatch.setattr(rootfs_record, "seal", paused_seal)
+    built: list[object] = []
+
+    def build() -> None:
+        try:
+            built.append(lint_image(p))
+        except BaseException as error:  # the failure is the finding: keep it for the assert
+            built.append(error)
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    try:
+        assert renamed.wait(60)
+        image = paths.cache_root() / "rootfs" / f"{p.ref.digest.partition(':')[2]}.ext4"
+        assert image.is_file() and rootfs_record.read_record(image) is None  # mid-build
+        found = rootfs_record.verify_all(paths.cache_root() / "rootfs")
+        assert found == [], found
+        assert image.is_file()
+    finally:
+        resume.set()
+        builder.join(60)
+    assert isinstance(built[0], rootfs.RootFilesystem), built
+    # control: once built and sealed, the full check does see it, and keeps it
+    assert rootfs_record.verify_all(paths.cache_root() / "rootfs") == [(built[0].path, True)]
