@@ -68,8 +68,9 @@ class Progress(Protocol):
         """What the current stage is busy with now (untrusted text is allowed)."""
         ...
 
-    def finish(self) -> None:
-        """The run is over (successfully or not): end the last stage, clear any spinner."""
+    def finish(self, stopped: bool = False) -> None:
+        """The run is over: end the last stage, clear any spinner. `stopped`: it ended in
+        a refusal or an error, and its line must not read as if that stage succeeded."""
         ...
 
 
@@ -82,7 +83,7 @@ class Silent:
     def note(self, text: str) -> None:
         pass
 
-    def finish(self) -> None:
+    def finish(self, stopped: bool = False) -> None:
         pass
 
 
@@ -100,9 +101,14 @@ _NAME_WIDTH = max(len(name) for name in (HYPERVISOR, IMAGE, CARGO_VIEW, ROOTFS, 
                                          RESTORE, TOOLCHAIN, CLIPPY, REPORT))
 
 
-def stage_line(name: str, seconds: float) -> str:
-    """The line a finished stage leaves: its name and its elapsed seconds."""
-    return f"{name:<{_NAME_WIDTH}} {seconds:6.1f} s"
+#: How the line of a stage the run stopped in ends ("image verified" refused is no success).
+STOPPED = "(stopped)"
+
+
+def stage_line(name: str, seconds: float, stopped: bool = False) -> str:
+    """The line a finished stage leaves: its name and its elapsed seconds; STOPPED after
+    them when the run ended in that stage with a refusal or an error."""
+    return f"{name:<{_NAME_WIDTH}} {seconds:6.1f} s" + (f" {STOPPED}" if stopped else "")
 
 
 def shown_note(text: str) -> str:
@@ -126,25 +132,25 @@ class _Stages:
             return
         now = self._clock()
         if self._name is not None:
-            self._ended(self._name, now - self._began)
+            self._ended(self._name, now - self._began, False)
         self._name, self._began, self._note = name, now, ""
         self._started(name)
 
     def note(self, text: str) -> None:
         self._note = text
 
-    def finish(self) -> None:
+    def finish(self, stopped: bool = False) -> None:
         if self._finished:
             return
         self._finished = True
         if self._name is not None:
-            self._ended(self._name, self._clock() - self._began)
+            self._ended(self._name, self._clock() - self._began, stopped)
         self._closed()
 
     def _started(self, name: str) -> None:
         pass
 
-    def _ended(self, name: str, seconds: float) -> None:
+    def _ended(self, name: str, seconds: float, stopped: bool) -> None:
         raise NotImplementedError
 
     def _closed(self) -> None:
@@ -171,8 +177,8 @@ class Plain(_Stages):
             self._noted_at = now
             self._write(f"{self._name:<{_NAME_WIDTH}} {shown_note(text)}")
 
-    def _ended(self, name: str, seconds: float) -> None:
-        self._write(stage_line(name, seconds))
+    def _ended(self, name: str, seconds: float, stopped: bool) -> None:
+        self._write(stage_line(name, seconds, stopped))
 
     def _write(self, line: str) -> None:
         # A progress line that cannot be written (stderr closed, a full pipe's EPIPE)
@@ -227,11 +233,11 @@ class Terminal(_Stages):
         self._spinner.update(text=Text(line, no_wrap=True, overflow="ellipsis"))
         return self._spinner
 
-    def _ended(self, name: str, seconds: float) -> None:
+    def _ended(self, name: str, seconds: float, stopped: bool) -> None:
         from rich.text import Text
 
         assert self._live is not None
-        self._live.console.print(Text(stage_line(name, seconds)), highlight=False)
+        self._live.console.print(Text(stage_line(name, seconds, stopped)), highlight=False)
 
     def _closed(self) -> None:
         if self._live is not None:

@@ -139,6 +139,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
 def run_lint_command(request: LintRequest) -> int:
     check_output(request.output)                                           # 0: cheapest
     progress = for_stderr()
+    stopped = True
     try:
         report, settings = lint(request, progress)
         from roteiro_py.report.render import render
@@ -147,10 +148,12 @@ def run_lint_command(request: LintRequest) -> int:
         to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         width = os.get_terminal_size().columns if to_terminal else 100
         text = render(report, fmt, width=width, color=to_terminal)
+        stopped = False
     finally:
         # Before the report, a refusal, "interrupted" or a traceback: no spinner is left
-        # drawing over them, and the terminal gets its cursor back.
-        progress.finish()
+        # drawing over them, and the terminal gets its cursor back; the stage a refusal
+        # ended is marked stopped, never left reading as done.
+        progress.finish(stopped=stopped)
     if request.output is not None:
         write_output(request.output, text)
     else:

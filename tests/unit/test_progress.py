@@ -111,6 +111,20 @@ def test_plain_is_one_line_per_stage_with_its_elapsed_seconds_and_no_escape() ->
     assert "\x1b" not in out.getvalue() and "\r" not in out.getvalue()
 
 
+def test_the_stage_a_run_stopped_in_is_marked_never_shown_as_done() -> None:
+    """A refusal in the image stage printed "image verified 0.0 s", as if it had been."""
+    for stopped in (True, False):  # False: the control arm, a run that ended well
+        clock, out = Clock(), io.StringIO()
+        plain = P.Plain(out, clock)
+        plain.stage(P.HYPERVISOR)
+        clock.now += 0.5
+        plain.stage(P.IMAGE)
+        plain.finish(stopped=stopped)
+        assert out.getvalue().splitlines() == [
+            P.stage_line(P.HYPERVISOR, 0.5), P.stage_line(P.IMAGE, 0.0, stopped)]
+        assert out.getvalue().rstrip().endswith(P.STOPPED) is stopped
+
+
 def test_plain_writes_each_line_when_it_happens_not_at_the_end() -> None:
     clock, out = Clock(), io.StringIO()
     plain = P.Plain(out, clock)
