@@ -81,6 +81,16 @@ class JobOutcome:
     console: bytes
     #: The shares that travelled as copies, in share order.
     staged: tuple[StagedShare, ...] = ()
+    #: The key of the VM template this run was restored from (vm/qemu/template.py), or
+    #: None when it booted cold; the first `template_steps` outcomes are then the
+    #: template's, run once when it was built.
+    template: str | None = None
+    #: Seconds spent building that template in this run (the first run of a key), else 0.
+    template_built_seconds: float = 0.0
+
+    @property
+    def restored(self) -> bool:
+        return self.template is not None
 
 
 class VmBackend(Protocol):
@@ -98,12 +108,14 @@ class VmBackend(Protocol):
 
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
                   stop_on_failure: bool = True, deadline: float | None = None,
-                  staging: Path | None = None) -> JobOutcome:
+                  staging: Path | None = None, template_steps: int = 0) -> JobOutcome:
         """Several commands in one boot; each is checked against `grant` before booting.
 
         `deadline` (seconds) bounds all of it, the host's preparation included;
         `staging` is a directory the caller owns where copies of the shares are kept
-        (`JobOutcome.staged`) until the caller removes it."""
+        (`JobOutcome.staged`) until the caller removes it. `template_steps`: the first
+        that many steps touch no per-run share and may be run once in a VM template whose
+        clones run the rest (their outcomes are then the template's)."""
         ...
 
 

@@ -19,21 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from roteiro_py import errors, paths
+from roteiro_py import progress as stages
 from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
 from roteiro_py.vm import Isolation, JobOutcome, StagedShare, VmOutcome
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
-from roteiro_py.vm.qemu import job, probe, shareimage
+from roteiro_py.vm.qemu import job, probe, shareimage, template
 from roteiro_py.vm.qemu.assets import Assets, load_assets
-from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineSpec, boot
+from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
 
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
@@ -71,7 +73,9 @@ class QemuBackend:
                  scratch_guest: str = GUEST_SCRATCH, accel: str = "auto", cpus: int = 2,
                  memory_mib: int = 256, kernel: Path | None = None,
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
-                 qemu: str = QEMU, stage: shareimage.StageLimits | None = None) -> None:
+                 qemu: str = QEMU, stage: shareimage.StageLimits | None = None,
+                 template: bool = True, template_root: Path | None = None,
+                 rootfs_identity: str = "", progress: stages.Progress | None = None) -> None:
         if accel not in ACCEL_CHOICES:
             raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
                                     f"not {accel!r}")
@@ -86,6 +90,13 @@ class QemuBackend:
         self.output_limit = output_limit
         self.qemu = qemu
         self.stage = stage or shareimage.StageLimits.of(VmSettings())
+        #: Whether runs given `template_steps` restore from a VM template (template.py).
+        self.template = template
+        self.template_root = template_root
+        #: What the caller verified the root filesystem as (e.g. its image's manifest
+        #: digest); part of the template key with the file's own identity.
+        self.rootfs_identity = rootfs_identity
+        self.progress = progress or stages.SILENT
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -145,13 +156,16 @@ class QemuBackend:
 
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
                   stop_on_failure: bool = True, deadline: float | None = None,
-                  staging: Path | None = None) -> JobOutcome:
+                  staging: Path | None = None, template_steps: int = 0) -> JobOutcome:
         """Boot once and run `steps` in order; each gets its own exit, stdout and stderr.
 
         `deadline` (seconds from now) bounds the whole call, the copies and images of the
         shares included (default: the steps' timeouts plus BOOT_ALLOWANCE); past it qemu's
         process group is killed and what arrived is kept, or, if it passes before the
         boot, errors.DeadlineExceeded. `staging`: see `VmBackend.run_steps`.
+        `template_steps`: with `self.template`, the run is a clone of the template that
+        ran the first that many steps (template.py), unless a share image does not fit
+        its slot or a template step failed: then it boots cold, with the same isolation.
         """
         started = time.monotonic()
         steps = list(steps)
@@ -193,15 +207,78 @@ class QemuBackend:
                 shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)
                              if i not in images),
                 ports=ports, job=archive, qemu=self.qemu)
+            if self.template and 0 < template_steps < len(steps) and template.fits(spec):
+                cloned = self._from_template(spec, steps, template_steps, table, images,
+                                             stop_on_failure, until, limit, isolation)
+                if cloned is not None:
+                    return dataclasses.replace(cloned, staged=tuple(staged))
+            self.progress.stage(stages.BOOT)
             result = boot(spec, deadline=until - time.monotonic(),
-                          output_limit=self.output_limit)
+                          output_limit=self.output_limit, watch=self._watch(len(steps), 0))
         return dataclasses.replace(_outcome(steps, result, isolation), staged=tuple(staged))
 
+    def _watch(self, nsteps: int, first: int) -> Callable[[str], None] | None:
+        """Status lines as progress stages: the toolchain probes, then the last step."""
+        if self.progress is stages.SILENT:
+            return None
 
-def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobOutcome:
-    from roteiro_py.vm.qemu.machine import MachineResult
+        def watch(line: str) -> None:
+            words = line.split()
+            if words == ["ready"] and first > 0:
+                self.progress.stage(stages.TOOLCHAIN)  # the template ran the probes
+            elif len(words) == 2 and words[0] == "start":
+                if words[1] == str(nsteps - 1):
+                    self.progress.stage(stages.CLIPPY)
+                elif words[1] == "0":
+                    self.progress.stage(stages.TOOLCHAIN)
+        return watch
 
-    assert isinstance(result, MachineResult)
+    def _from_template(self, spec: MachineSpec, steps: list[Command], first: int,
+                       table: MountTable, images: set[int], stop_on_failure: bool,
+                       until: float, limit: float, isolation: Isolation) -> JobOutcome | None:
+        """The run as a clone of the template for this machine and these first steps; None
+        when no template can serve it (a template step failed: the cold boot reports that
+        as it always did). A template that fails to restore is rebuilt once; a second
+        failure is the run's."""
+        key = template.template_key(spec, steps[:first], self.rootfs_identity,
+                                    kernel_cmdline())
+        archive = job.template_archive(steps[:first], template.reseed_program())
+        for disk in spec.disks:  # share images, padded (sparse) to their slot's size
+            if disk.serial not in (job.ROOT_SERIAL, job.SCRATCH_SERIAL):
+                os.truncate(disk.path, template.IMAGE_SLOT_BYTES)
+        failure = ""
+        result: MachineResult | None = None
+        for _attempt in range(2):
+            try:
+                found = template.ensure(spec, steps[:first], key, archive, until=until,
+                                        deadline_s=limit, root=self.template_root,
+                                        building=lambda: self.progress.stage(stages.BOOT))
+            except template.TemplateUnusable:
+                return None
+            self.progress.stage(stages.RESTORE)
+            clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
+                                      images=images, clock=int(time.time()),
+                                      seed=template.seed())
+            restored = template.restore(found, spec, clone, until=until,
+                                        output_limit=self.output_limit,
+                                        watch=self._watch(len(steps), first))
+            result = restored.result
+            if any(line == "ready" for _, line in result.status) or result.timed_out:
+                outcome = _outcome(steps, result, isolation, cached=found.steps)
+                return dataclasses.replace(outcome, template=key,
+                                           template_built_seconds=found.built_seconds)
+            failure = result.control_failure or result.failure or "the clone never got ready"
+            template.discard(found.directory)
+        assert result is not None
+        return JobOutcome(steps=(), isolation=isolation, completed=False, boot_seconds=None,
+                          failure=f"the VM template {key} failed to restore twice: {failure}",
+                          console=result.console)
+
+
+def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[float, int, bool]],
+                                             float | None, bool, str | None]:
+    """What init said on the status port: step starts and exits (time, status, timed out),
+    when it was ready, whether it finished, and its error."""
     starts: dict[int, float] = {}
     exits: dict[int, tuple[float, int, bool]] = {}
     ready: float | None = None
@@ -222,8 +299,37 @@ def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobO
                 error = "the guest's init failed: " + " ".join(words[1:])[:300]
         except ValueError:
             continue
+    return starts, exits, ready, done, error
+
+
+def parse_status(result: MachineResult, nsteps: int) -> tuple[list[template.StepRecord], str | None]:
+    """A template boot's step outcomes, and the guest init's error if it reported one."""
+    starts, exits, _, _, error = _status(result)
+    records = []
+    for index in range(nsteps):
+        if index not in starts or index not in exits:
+            break
+        at, status, timed_out = exits[index]
+        records.append(template.StepRecord(
+            None if timed_out else status, result.channels.get(f"stdout{index}", b""),
+            result.channels.get(f"stderr{index}", b""), round(at - starts[index], 3),
+            timed_out, bool({f"stdout{index}", f"stderr{index}"} & result.truncated)))
+    return records, error
+
+
+def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
+             cached: Sequence[template.StepRecord] = ()) -> JobOutcome:
+    starts, exits, ready, done, error = _status(result)
     outcomes = []
+    now = datetime.now(UTC)
+    for index, record in enumerate(cached):
+        outcomes.append(VmOutcome(
+            command=steps[index], exit=record.exit, stdout=record.stdout, stderr=record.stderr,
+            timed_out=record.timed_out, truncated=record.truncated, duration=record.duration,
+            started=now, ended=now, failure=None, isolation=isolation))
     for index, command in enumerate(steps):
+        if index < len(cached):
+            continue
         if index not in starts:
             break
         began = starts[index]

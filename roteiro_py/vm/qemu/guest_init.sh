@@ -12,7 +12,8 @@
 #    every process of that uid is killed after each step.
 # Messages on the status port: "uptime init=S modules=S ready=S" (the guest's clock when
 # init started, when its modules were loaded, when the mounts were done), "ready",
-# "start I", "exit I RC TIMEDOUT", "done", "error TEXT". The serial console carries only kernel messages and the canary marker.
+# "start I", "exit I RC TIMEDOUT", "done", "error TEXT", and in a template
+# "template-ready" when it waits for its job. The serial console carries only kernel messages and the canary marker.
 PATH=/bin
 export PATH
 /bin/busybox --install -s /bin
@@ -111,43 +112,82 @@ mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CA
     mount -t tmpfs -o "mode=0755,uid=$RUN_UID,gid=$RUN_GID,nosuid,nodev" tmpfs "$R$1"
 }
 
-. /job/config
-. /job/mounts
-rm -f /job/config /job/mounts
-
 sweep() {
     nsenter -F -S "$RUN_UID" -G "$RUN_GID" -- /bin/busybox kill -KILL -1 2>/dev/null
 }
 
+run_steps() {  # first: steps first..NSTEPS-1, each reported on the status port
+    i=$1
+    while [ $i -lt "$NSTEPS" ]; do
+        STEP_TIMEOUT=
+        STEP_CWD=
+        . "/job/step$i"
+        rm -f "/job/step$i"
+        # nsenter opens the working directory before it chroots: a link in the image on the
+        # way to it would put the command's cwd outside the new root.
+        plain_path "$STEP_CWD"
+        out=$(port_dev "stdout$i") || fail "no stdout port for step $i"
+        err=$(port_dev "stderr$i") || fail "no stderr port for step $i"
+        status "start $i"
+        /bin/busybox env -i "$@" </dev/null >"$out" 2>"$err" &
+        pid=$!
+        ( sleep "$STEP_TIMEOUT"; : > "/run/timeout$i"; kill -KILL $pid 2>/dev/null ) &
+        wd=$!
+        wait $pid
+        rc=$?
+        kill -KILL $wd 2>/dev/null
+        sweep
+        to=0
+        [ -e "/run/timeout$i" ] && to=1
+        status "exit $i $rc $to"
+        i=$((i + 1))
+        if [ $rc -ne 0 ] && [ "$STOP_ON_FAILURE" = 1 ]; then return 1; fi
+    done
+}
+
+. /job/config
+. /job/mounts
+rm -f /job/config /job/mounts
 read T_READY _ < /proc/uptime
 status "uptime init=$T_INIT modules=$T_MODULES ready=$T_READY"
-status ready
-i=0
-while [ $i -lt "$NSTEPS" ]; do
-    STEP_TIMEOUT=
-    STEP_CWD=
-    . "/job/step$i"
-    rm -f "/job/step$i"
-    # nsenter opens the working directory before it chroots: a link in the image on the
-    # way to it would put the command's cwd outside the new root.
-    plain_path "$STEP_CWD"
-    out=$(port_dev "stdout$i") || fail "no stdout port for step $i"
-    err=$(port_dev "stderr$i") || fail "no stderr port for step $i"
-    status "start $i"
-    /bin/busybox env -i "$@" </dev/null >"$out" 2>"$err" &
-    pid=$!
-    ( sleep "$STEP_TIMEOUT"; : > "/run/timeout$i"; kill -KILL $pid 2>/dev/null ) &
-    wd=$!
-    wait $pid
-    rc=$?
-    kill -KILL $wd 2>/dev/null
+
+if [ -e /job/template ]; then
+    # A template (template.py): the root is assembled and the template steps (the
+    # toolchain probes) ran; now wait for a job on the job port. The host saves this
+    # machine here and restores copies of it, each resuming in the `read` below.
+    rm -f /job/template
+    run_steps 0 || fail "a template step failed"
     sweep
-    to=0
-    [ -e "/run/timeout$i" ] && to=1
-    status "exit $i $rc $to"
-    i=$((i + 1))
-    if [ $rc -ne 0 ] && [ "$STOP_ON_FAILURE" = 1 ]; then break; fi
-done
+    JOB=$(port_dev job) || fail "no job port"
+    status template-ready
+    LEN=
+    { read -r LEN; case $LEN in ''|*[!0-9]*) LEN=0;; esac; head -c "$LEN" > /run/job.cpio; } < "$JOB"
+    [ "$LEN" -gt 0 ] && [ "$(wc -c < /run/job.cpio)" -eq "$LEN" ] || fail "the job arrived cut short"
+    (cd / && cpio -i -d -u < /run/job.cpio 2>/dev/null) || fail "cannot unpack the job"
+    rm -f /run/job.cpio
+    chmod 0700 /job
+    . /job/config
+    rm -f /job/config
+    # Every clone shares the template's clock and RNG state: set the one from the host,
+    # reseed the other from host entropy (writing to /dev/urandom only mixes the pool on
+    # Linux 6.1; the RNDRESEEDCRNG ioctl makes the next read use it).
+    date -u -s "@$CLOCK" >/dev/null || fail "cannot set the clock"
+    cat /job/seed > /dev/urandom || fail "cannot mix the host's entropy"
+    /bin/roteiro-reseed < /dev/urandom || fail "cannot reseed the RNG"
+    rm -f /job/seed
+    # The per-run disks are new files under the template's device slots: drop whatever
+    # the guest cached of the placeholders it probed at boot.
+    for b in /sys/block/vd*; do
+        [ "$(cat "$b/serial")" = "$ROOT_SERIAL" ] && continue
+        blockdev --flushbufs "/dev/${b##*/}" || fail "cannot flush ${b##*/}"
+    done
+    . /job/mounts
+    rm -f /job/mounts
+fi
+
+read T_READY _ < /proc/uptime
+status ready
+run_steps "${FIRST:-0}"
 sweep
 sync
 if [ -n "$SCRATCH" ]; then umount "$SCRATCH" 2>/dev/null || mount -o remount,ro "$SCRATCH"; fi
