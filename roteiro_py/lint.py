@@ -378,13 +378,14 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
     tree = locate(request.path)
     vm = settings.vm
 
-    def backend(rootfs: Path, scratch: Path | None) -> VmBackend:
+    def backend(rootfs: Path, scratch: Path | None, identity: str = "") -> VmBackend:
         return BACKENDS[settings.lint.backend](
             rootfs=rootfs, scratch=scratch, scratch_guest=GUEST_SCRATCH, accel=vm.accel,
             cpus=vm.cpus, memory_mib=vm.memory_mib,
             kernel=Path(vm.kernel) if vm.kernel else None,
             initrd=Path(vm.initrd) if vm.initrd else None,
-            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm))
+            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm),
+            template=vm.template, rootfs_identity=identity)
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
@@ -401,7 +402,8 @@ def lint(request: LintRequest) -> tuple[Report, config.Settings]:
         with scratch_disk(settings, key, deadline) as disk:                # 6
             rootfs = rootfs_image(image.layers, image.manifest_digest,
                                   FlattenLimits(until=deadline.at, seconds=deadline.seconds))
-            job = run_job(backend(rootfs, disk), steps, grant, deadline, staging)
+            job = run_job(backend(rootfs, disk, image.manifest_digest), steps, grant, deadline,
+                          staging)
         ended = datetime.now(UTC)
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
@@ -417,8 +419,10 @@ def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline:
         raise DeadlineExceeded("preparing the run", deadline.seconds,
                                stopped="the VM was not started")
     try:
+        # The probes (all steps but the last) run in PROBE_CWD and touch no share: a VM
+        # template may run them once for every run of this image (vm/qemu/template.py).
         return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
-                                 staging=staging)
+                                 staging=staging, template_steps=len(steps) - 1)
     except DeadlineExceeded as error:  # stated as the run's deadline, not what was left
         raise DeadlineExceeded(error.command, deadline.seconds, stopped=error.stopped) from None
 

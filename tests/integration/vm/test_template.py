@@ -15,7 +15,8 @@ from roteiro_py.vm import JobOutcome
 from roteiro_py.vm.qemu import scratch, template
 from roteiro_py.vm.qemu.backend import QemuBackend
 
-RANDOM = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo"
+CPUS = 2
+RANDOM = "taskset 1 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo"
 #: The template's step: prints random bytes the clones must never repeat.
 PROBE = f"echo probe-ran; {RANDOM}"
 #: The clone's step: its worktree, its scratch, fresh random bytes, its clock.
@@ -37,7 +38,7 @@ class Run:
         self.grant = GrantSet.of(f"fs:read:{self.tree}/**", f"fs:list:{self.tree}/**",
                                  "fs:write:/scratch/**", "proc:exec:sh")
         self.backend = QemuBackend(rootfs=rootfs, scratch=self.disk, accel="tcg",
-                                   memory_mib=256, template=enabled, template_root=templates,
+                                   memory_mib=256, cpus=CPUS, template=enabled, template_root=templates,
                                    rootfs_identity="test-rootfs")
         self.outcome: JobOutcome | None = None
 
@@ -111,6 +112,18 @@ def test_key_covers_its_inputs(tmp_path: Path, rootfs_image: Path, templates: Pa
     keys = {base.template, other_probe.template, other_scratch.template}
     assert None not in keys and len(keys) == 3
     assert other_probe.template_built_seconds > 0 and other_scratch.template_built_seconds > 0
+
+
+def test_a_job_that_does_not_fit_boots_cold(tmp_path: Path, rootfs_image: Path,
+                                            templates: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    run = Run(tmp_path, "big", rootfs_image, templates)
+    # the worktree image (a few MB) is now larger than its slot
+    monkeypatch.setattr(template, "IMAGE_SLOT_BYTES", 4096)
+    outcome = run.run()
+    assert outcome.completed and outcome.template is None
+    assert lines(outcome, 1)[0] == "content-big"
+    assert not templates.exists()
 
 
 def test_cold_path_gives_the_same_results(tmp_path: Path, rootfs_image: Path,
