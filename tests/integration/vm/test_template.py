@@ -95,8 +95,10 @@ def test_damaged_template_is_rebuilt(tmp_path: Path, rootfs_image: Path,
     assert built.completed and built.template is not None
     directory = templates / built.template
     for name in (template.STATE, template.MEMORY):
+        assert template.load(directory, built.template, 256) is not None  # control arm
         with (directory / name).open("r+b") as handle:
             handle.truncate(1000)
+        assert template.load(directory, built.template, 256) is None  # never trusted
         again = Run(tmp_path, f"after-{name}", rootfs_image, templates).run()
         assert again.completed, again.failure
         assert again.template == built.template
