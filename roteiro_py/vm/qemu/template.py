@@ -90,6 +90,11 @@ SEED_BYTES = 64
 JOB_LIMIT = 16 << 20
 #: Seconds between two QMP polls of a migration in progress.
 POLL_SECONDS = 0.005
+#: Seconds a clone may take from `cont` to its init reporting ready (0.3-2.5 s measured
+#: on a loaded 2-core host) before its restore counts as failed: a template whose memory
+#: file was damaged in place can hang the guest, which would otherwise hold the run until
+#: its deadline instead of being rebuilt.
+READY_SECONDS = 120.0
 
 MEMORY = "memory"
 STATE = "state"
@@ -425,9 +430,22 @@ def restore(template: Template, spec: MachineSpec, job_archive: bytes, *, until:
             time.sleep(POLL_SECONDS)
         qmp.execute("cont")
         restored.running_at = time.monotonic() - control.clock
+        waited = time.monotonic()
+        while not ready.wait(0.5):
+            if time.monotonic() - waited > READY_SECONDS:
+                raise RuntimeError(f"the restored guest was not ready within {READY_SECONDS:g} s")
+            qmp.execute("query-status")  # a QmpError once qemu has exited: stop waiting
+
+    ready = threading.Event()
+
+    def seen(line: str) -> None:
+        if line == "ready":
+            ready.set()
+        if watch is not None:
+            watch(line)
 
     restored.result = boot(cloned, deadline=until - time.monotonic(), control=resume,
-                           output_limit=output_limit, watch=watch)
+                           output_limit=output_limit, watch=seen)
     return restored
 
 

@@ -104,6 +104,17 @@ def test_damaged_template_is_rebuilt(tmp_path: Path, rootfs_image: Path,
         assert again.template == built.template
         assert again.template_built_seconds > 0  # built anew, not trusted
         assert lines(again, 1)[0] == f"content-after-{name}"
+    # Damage load() cannot see (the memory file's size is right, its bytes are not): the
+    # restore fails, and the template is rebuilt rather than trusted.
+    memory = directory / template.MEMORY
+    size = memory.stat().st_size
+    with memory.open("r+b") as handle:
+        handle.truncate(0)
+        handle.truncate(size)
+    assert template.load(directory, built.template, 256) is not None
+    again = Run(tmp_path, "after-zeroed", rootfs_image, templates).run()
+    assert again.completed, again.failure
+    assert again.template == built.template and again.template_built_seconds > 0
 
 
 def test_key_covers_its_inputs(tmp_path: Path, rootfs_image: Path, templates: Path) -> None:
