@@ -18,6 +18,11 @@ Guarantees, and what each prevents:
   pass it, the VM is killed (a guest that floods cannot keep us reading until the
   deadline) and the stream that passed it is flagged truncated. `Channels` does this
   accounting, and is what a fuzz test drives.
+- A VM template's boot and its clones (template.py) add two sockets, also listened on in
+  the run directory: qemu's QMP monitor (no guest device is wired to it) and the `job`
+  port, host->guest, opened in the guest only by init (its node is in the initramfs's
+  /dev, never in the command's root). What the guest writes to the job port is never
+  read.
 - Its unix sockets live in a run directory whose socket paths fit `sun_path`
   (SUN_PATH_MAX): under TMPDIR when that is short enough, else under /tmp; a long
   TMPDIR made the bind fail with an OSError (exit 4).

@@ -96,6 +96,11 @@ POLL_SECONDS = 0.005
 #: its deadline instead of being rebuilt.
 READY_SECONDS = 120.0
 
+#: Seconds a template may go unused before the next template build removes it: every
+#: new image, kernel or qemu makes a new key, and each template keeps the guest memory it
+#: touched (hundreds of MB).
+STALE_SECONDS = 14 * 24 * 3600
+
 MEMORY = "memory"
 STATE = "state"
 META = "template.json"
@@ -268,9 +273,21 @@ def load(directory: Path, key: str, memory_mib: int) -> Template | None:
         if (directory / ARCHIVE).stat().st_size != meta.get("archive_bytes"):
             return None
         steps = tuple(StepRecord.from_json(step) for step in meta["steps"])
+        os.utime(directory)  # used now: see sweep
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return Template(key, directory, steps)
+
+
+def sweep(root: Path, keep: str) -> None:
+    """Remove templates unused for STALE_SECONDS (and builds left half-done as long ago),
+    except `keep`. A run restoring from one as it goes keeps its mapped memory; at worst
+    its restore fails and it builds the template again."""
+    cutoff = time.time() - STALE_SECONDS
+    for entry in root.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name != keep and entry.is_dir() and entry.lstat().st_mtime < cutoff:
+                discard(entry)
 
 
 def discard(directory: Path) -> None:
@@ -328,6 +345,7 @@ def ensure(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
             discard(directory)
         if building is not None:
             building()
+        sweep(root, key)
         return _build(spec, template_steps, key, archive, directory, until)
     finally:
         lock.release()

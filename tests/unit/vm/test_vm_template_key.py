@@ -89,3 +89,17 @@ def test_reseed_program_is_a_static_x86_64_executable() -> None:
     program = template.reseed_program()
     assert program[:4] == b"\x7fELF" and program[4] == 2 and program[18] == 0x3E
     assert len(program) < 200
+
+
+def test_sweep_removes_only_templates_unused_for_long(tmp_path: Path) -> None:
+    import os
+    import time
+
+    old = time.time() - template.STALE_SECONDS - 60
+    for name in ("stale", "fresh", "kept-stale"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / template.MEMORY).write_bytes(b"m")
+    for name in ("stale", "kept-stale"):
+        os.utime(tmp_path / name, (old, old))
+    template.sweep(tmp_path, keep="kept-stale")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "kept-stale"]
