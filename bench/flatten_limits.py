@@ -10,6 +10,7 @@ Runs in well under 60 s.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -74,7 +75,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="flatten-bench-", dir="/var/tmp") as tmp:
         work = Path(tmp)
         nbytes, files = synthetic_layer(work / "layer.tar")
-        layer = Layer("sha256:" + "b" * 64, rootfs.MEDIA_TAR[0], work / "layer.tar")
+        layer = Layer("sha256:" + hashlib.sha256((work / "layer.tar").read_bytes()).hexdigest(),
+                      rootfs.MEDIA_TAR[0], work / "layer.tar")
 
         def capped(layer: Layer, dest: Path) -> None:
             rootfs.flatten([layer], dest)

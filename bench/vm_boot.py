@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="vm-bench-"))
     layers, digest = busybox_image(tmp / "oci")
-    image = rootfs.rootfs_image(layers, digest)
+    image = rootfs.rootfs_image(layers, digest).path
     tree = tmp / "tree"
     for i in range(3000):
         d = tree / f"d{i // 100}"

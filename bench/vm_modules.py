@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="vm-modules-"))
     layers, digest = busybox_image(tmp / "oci")
-    image = rootfs.rootfs_image(layers, digest)
+    image = rootfs.rootfs_image(layers, digest).path
     table = MountTable((), None, None, False)
     steps = [Command("true", (), Path("/"), {"PATH": "/bin"})]
     assets = load_assets()

@@ -158,7 +158,7 @@ def main() -> None:
     if not args.skip_host:
         host_cost(tmp)
     layers, digest = busybox_image(tmp / "oci")
-    image = rootfs.rootfs_image(layers, digest)
+    image = rootfs.rootfs_image(layers, digest).path
     trees = {"worktree": worktree(tmp / "worktree", 3000), "registry": registry(tmp / "reg")}
     with contextlib.ExitStack() as stack:
         images = {}

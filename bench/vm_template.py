@@ -52,17 +52,17 @@ def backend_runs(tree: Path, reference: str, runs: int) -> None:
     registry, git = package_cache(located)
     steps = steps_for(located, settings, guest_env(image), clippy_command(settings))
     grant = grant_for(located, registry, git)
-    rootfs = rootfs_image(image.layers, image.manifest_digest)
+    rootfs = rootfs_image(image.layers, image.manifest_digest)  # sealed: path and digest
     rows: dict[str, list[tuple[float, float, float]]] = {"cold": [], "restored": []}
     with tempfile.TemporaryDirectory(prefix="bench-template-") as work:
         templates = Path(work) / "templates"
         for index in range(runs + 1):
             for kind in ("cold", "restored"):
                 disk = scratch.create_scratch(Path(work) / f"scratch-{kind}-{index}.img", 8192)
-                backend = QemuBackend(rootfs=rootfs, scratch=disk, scratch_guest=GUEST_SCRATCH,
+                backend = QemuBackend(rootfs=rootfs.path, scratch=disk, scratch_guest=GUEST_SCRATCH,
                                       accel="tcg", memory_mib=settings.vm.memory_mib,
                                       template=kind == "restored", template_root=templates,
-                                      rootfs_identity=image.manifest_digest)
+                                      rootfs_identity=rootfs.digest)
                 backend.isolation()
                 called = time.time()
                 job = backend.run_steps(steps, grant, deadline=600, template_steps=len(steps) - 1)

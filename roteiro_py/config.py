@@ -23,13 +23,28 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import TYPE_CHECKING, Any, Literal
 
 from roteiro_py import paths
 from roteiro_py.errors import ConfigError
 from roteiro_py.untrusted import FileRefused, read_bounded
+
+if TYPE_CHECKING:
+    from roteiro_py.config_model import SECTIONS as SECTIONS
+    from roteiro_py.config_model import LintSettings as LintSettings
+    from roteiro_py.config_model import Settings as Settings
+    from roteiro_py.config_model import VmSettings as VmSettings
+
+#: The models, imported on first use (config_model.py says why).
+_MODEL_NAMES = frozenset({"SECTIONS", "LintSettings", "Settings", "VmSettings"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODEL_NAMES:
+        from roteiro_py import config_model
+
+        return getattr(config_model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 REPO_CONFIG_NAME = "roteiro.toml"
 ENV_PREFIX = "ROTEIRO_"
@@ -44,69 +59,20 @@ FailOn = Literal["warning", "error", "never"]
 Format = Literal["human", "json", "sarif", "github"]
 
 
-class LintSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    image: str | None = Field(None, description="linter image, pinned: registry/repo[:tag]@sha256:<64 hex>")
-    backend: Literal["qemu"] = Field("qemu", description="the VM backend that runs the lint")
-    fail_on: FailOn = Field("warning", description="lowest level that makes the exit status 1")
-    format: Format = Field("human", description="report format")
-    keep_cache: bool = Field(False, description="keep the build cache between runs (trusted trees only)")
-    all_targets: bool = Field(False, description="lint tests, benches and examples too")
-    features: list[str] = Field(default_factory=list, description="cargo features to enable")
-    all_features: bool = Field(False, description="enable every cargo feature")
-    no_default_features: bool = Field(False, description="do not enable the default feature")
-    allowed_images: list[str] = Field(
-        default_factory=list, max_length=MAX_ALLOWED_IMAGES,
-        description="registry/repository prefixes an image chosen by a repository's "
-        "roteiro.toml must match (empty: any image)")
-
-    @field_validator("features", "allowed_images", mode="before")
-    @classmethod
-    def _split_features(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [part for part in re.split(r"[,\s]+", value) if part]
-        return value
-
-    @field_validator("allowed_images")
-    @classmethod
-    def _image_prefixes(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            if not _IMAGE_PREFIX.fullmatch(entry):
-                raise ValueError(f"{entry!r} is not a registry/repository prefix "
-                                 "(e.g. ghcr.io/myorg/)")
-        return value
-
-
 #: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
-class VmSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    accel: Accel = Field("auto", description="auto uses hardware acceleration; tcg is an explicit opt-in")
-    cpus: int = Field(2, ge=1, le=256, description="guest vCPUs")
-    memory_mib: int = Field(2048, ge=128, le=1 << 20, description="guest memory in MiB")
-    timeout_s: int = Field(1800, ge=1, le=MAX_TIMEOUT_S, description="deadline for one run, seconds")
-    output_limit_mib: int = Field(64, ge=1, le=4096, description="cap on the guest's output, all streams together")
-    stage_max_mib: int = Field(2048, ge=1, le=1 << 20, description="cap on the bytes of the tree copied for the VM")
-    stage_max_files: int = Field(200_000, ge=1, le=100_000_000, description="cap on the entries copied for the VM")
-    stage_max_depth: int = Field(128, ge=1, le=400, description="cap on how deep the copied tree's directories nest")
-    scratch_mib: int = Field(8192, ge=64, le=1 << 22, description="size of the writable scratch disk")
-    kernel: str | None = Field(None, description="guest kernel to use instead of the provisioned one")
-    initrd: str | None = Field(None, description="guest initramfs to use instead of the provisioned one")
-    template: bool = Field(True, description="restore each run from a booted, probed VM template instead of booting")
-
-
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lint: LintSettings = Field(default_factory=lambda: LintSettings())
-    vm: VmSettings = Field(default_factory=lambda: VmSettings())
-
-
-SECTIONS: dict[str, type[BaseModel]] = {"lint": LintSettings, "vm": VmSettings}
+#: The keys of each section, by name: what files, variables and flags may set. Stated here
+#: without the models (config_model.py), which only validation needs: reading the layers
+#: and the refusals that need no validation stay off pydantic (test_config checks the two
+#: agree).
+FIELDS: dict[str, tuple[str, ...]] = {
+    "lint": ("image", "backend", "fail_on", "format", "keep_cache", "quiet", "all_targets",
+             "features", "all_features", "no_default_features", "allowed_images"),
+    "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
+           "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template"),
+}
 
 
 #: What a repository's roteiro.toml may set: what to lint and with which image. The
@@ -147,7 +113,7 @@ def check_repo_key(path: Path | str, key: str) -> None:
 
 
 def known_keys() -> list[str]:
-    return [f"{section}.{name}" for section, model in SECTIONS.items() for name in model.model_fields]
+    return [f"{section}.{name}" for section, names in FIELDS.items() for name in names]
 
 
 @dataclass(frozen=True)
@@ -182,7 +148,7 @@ class Resolved:
 
 def split_key(key: str) -> tuple[str, str]:
     section, _, name = key.partition(".")
-    if section not in SECTIONS or name not in SECTIONS[section].model_fields:
+    if section not in FIELDS or name not in FIELDS[section]:
         raise ConfigError("the command line", f"unknown key; known keys: {', '.join(known_keys())}",
                           key=key)
     return section, name
@@ -255,22 +221,26 @@ def _flatten(path: Path | str, data: Mapping[str, Any]) -> dict[str, Any]:
     """section.key -> value for one file, refusing unknown sections and keys by name."""
     flat: dict[str, Any] = {}
     for section, table in data.items():
-        if section not in SECTIONS:
+        if section not in FIELDS:
             shown = _clip(section)
             raise ConfigError(path, f"unknown section [{shown}]; known: "
-                              f"{', '.join('[' + s + ']' for s in SECTIONS)}", key=shown)
+                              f"{', '.join('[' + s + ']' for s in FIELDS)}", key=shown)
         if not isinstance(table, dict):
             raise ConfigError(path, f"`{section}` must be a table ([{section}])", key=section)
         for name, value in table.items():
             key = f"{section}.{name}"
-            if name not in SECTIONS[section].model_fields:
+            if name not in FIELDS[section]:
                 raise ConfigError(path, f"unknown key; known keys in [{section}]: "
-                                  f"{', '.join(SECTIONS[section].model_fields)}", key=_clip(key))
+                                  f"{', '.join(FIELDS[section])}", key=_clip(key))
             flat[key] = value
     return flat
 
 
 def _validate(where: Path | str, flat: Mapping[str, Any]) -> Settings:
+    from pydantic import ValidationError
+
+    from roteiro_py.config_model import Settings
+
     nested: dict[str, dict[str, Any]] = {}
     for key, value in flat.items():
         section, name = key.split(".", 1)
@@ -307,24 +277,42 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, tuple[Any, Source]]:
     return layer
 
 
-def resolve(
+@dataclass(frozen=True)
+class Layers:
+    """What the files, the environment and the flags set, read and checked by name (an
+    unknown key, a key a repository may not set, a TOML error: ConfigError), lowest
+    precedence first, not yet validated (that needs the models: `resolve`)."""
+
+    layers: list[tuple[Path | str, dict[str, Any], Source]]
+    user_config: Path
+    repo_config: Path | None
+
+    def unvalidated_image(self) -> tuple[str | None, Source] | None:
+        """The effective `lint.image` and where it came from, when validation cannot fail
+        and nothing else bears on choosing the image: every layer sets `lint.image` alone,
+        as a string (validation passes a string through unchanged, and every other key
+        keeps its default, `allowed_images` empty among them). None otherwise: resolve
+        then validates first, so a bad value elsewhere is refused first, as before."""
+        image: tuple[str | None, Source] = (None, DEFAULT)
+        for _, flat, source in self.layers:
+            for key, value in flat.items():
+                if key != "lint.image" or not isinstance(value, str):
+                    return None
+                image = (value, source)
+        return image
+
+
+def read_layers(
     path: Path | None = None,
     *,
     flags: Mapping[str, tuple[Any, str]] | None = None,
     environ: Mapping[str, str] | None = None,
-) -> Resolved:
-    """Resolve the effective settings for linting `path` (default: the working directory).
-
-    `flags` maps "section.key" to (value, flag name) for the options given on the command
-    line; None values are ignored (the flag was not given).
-    """
+) -> Layers:
+    """The configuration's layers for linting `path`, unvalidated (see `resolve`)."""
     environ = os.environ if environ is None else environ
     start = (path or Path.cwd())
     user_path = paths.user_config_path()
     repo_path = find_repo_config(start) if start.exists() else None
-
-    merged: dict[str, Any] = {}
-    sources: dict[str, Source] = {}
     layers: list[tuple[Path | str, dict[str, Any], Source]] = []
     if user_path.is_file():
         layers.append((user_path, _flatten(user_path, read_toml(user_path)),
@@ -334,31 +322,46 @@ def resolve(
         for key in repo_layer:
             check_repo_key(repo_path, key)
         layers.append((repo_path, repo_layer, Source("repo", str(repo_path))))
-    for where, flat, source in layers:
+    for key, (value, source) in env_layer(environ).items():
+        layers.append((source.label, {key: value}, source))
+    for key, (value, flag) in (flags or {}).items():
+        if value is not None:
+            layers.append((f"the option {flag}", {key: value}, Source("flag", f"flag {flag}")))
+    return Layers(layers, user_path, repo_path)
+
+
+def resolve(
+    path: Path | None = None,
+    *,
+    flags: Mapping[str, tuple[Any, str]] | None = None,
+    environ: Mapping[str, str] | None = None,
+    layers: Layers | None = None,
+) -> Resolved:
+    """Resolve the effective settings for linting `path` (default: the working directory).
+
+    `flags` maps "section.key" to (value, flag name) for the options given on the command
+    line; None values are ignored (the flag was not given). `layers`: read already.
+    """
+    read = layers or read_layers(path, flags=flags, environ=environ)
+    merged: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
+    for where, flat, source in read.layers:
+        if source.kind == "flag":
+            for key in flat:
+                split_key(key)
         _validate(where, flat)
         for key, value in flat.items():
             if source.kind == "repo" and key in USER_FIRST_KEYS and key in sources:
                 continue  # the user's config already chose it
             merged[key] = value
             sources[key] = source
-    for key, (value, source) in env_layer(environ).items():
-        _validate(source.label, {key: value})
-        merged[key] = value
-        sources[key] = source
-    for key, (value, flag) in (flags or {}).items():
-        if value is None:
-            continue
-        split_key(key)
-        _validate(f"the option {flag}", {key: value})
-        merged[key] = value
-        sources[key] = Source("flag", f"flag {flag}")
     settings = _validate("the merged configuration", merged)
     return Resolved(
         settings=settings,
         sources=sources,
-        user_config=user_path,
-        repo_config=repo_path,
-        repo_root=repo_path.parent if repo_path else None,
+        user_config=read.user_config,
+        repo_config=read.repo_config,
+        repo_root=read.repo_config.parent if read.repo_config else None,
     )
 
 

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from roteiro_py import paths
-from roteiro_py.errors import RoteiroError
+from roteiro_py.errors import RoteiroError, prefetch_command
 from roteiro_py.guidance import printable
 
 
@@ -81,8 +81,33 @@ def checks() -> list[Check]:
     return found
 
 
-def run_doctor() -> int:
-    results = checks()
+def verified() -> list[Check]:
+    """`doctor --verify`: the full check a lint does not make. Every stored image's blobs
+    re-hashed (Store.is_present), every cached root filesystem re-hashed against the
+    record sealed when it was built (a damaged one is removed: the next lint rebuilds it).
+    A lint checks layers by size and the root filesystem by its stat identity
+    (vm/qemu/rootfs_record.py says what that does not catch: this does)."""
+    from roteiro_py.store import Store
+    from roteiro_py.vm.qemu.rootfs_record import verify_all
+
+    found: list[Check] = []
+    store = Store(paths.store_root())
+    for reference in store.references() if store.root.exists() else []:
+        presence = store.is_present(reference.name)
+        found.append(Check(f"image {printable(reference.name)}", presence.present,
+                           "every blob re-hashed" if presence else str(presence.detail),
+                           None if presence else prefetch_command(reference.name)))
+    images = verify_all(paths.cache_root() / "rootfs")
+    damaged = [image.name for image, ok in images if not ok]
+    found.append(Check("root filesystem cache", not damaged,
+                       f"{len(images) - len(damaged)} of {len(images)} re-hashed and intact"
+                       + (f"; removed (rebuilt by the next lint): {', '.join(damaged)}"
+                          if damaged else "")))
+    return found
+
+
+def run_doctor(*, verify: bool = False) -> int:
+    results = checks() + (verified() if verify else [])
     marks = {True: "ok  ", False: "MISS", None: "info"}
     if sys.stdout.isatty():
         from rich.console import Console

@@ -7,16 +7,47 @@ plain lines in a log, nothing with `-q`) is the renderer's business, never their
 
 Text handed to `note` may come from the guest (the crate cargo says it is checking):
 every renderer sanitises it (roteiro_py/untrusted.py) before it reaches a terminal.
+
+The renderers (`for_stderr()` picks one):
+- `Terminal` (stderr is a terminal): a rich spinner showing the current stage, its
+  elapsed time and the latest note; each finished stage leaves one line ("boot  2.1 s").
+  `note()` only stores the text: the spinner's own thread draws it, at most
+  REFRESH_PER_SECOND times a second, so the VM's read loop that calls `note()` for each
+  chunk of cargo's stderr never waits on the terminal. Anything else written to stderr
+  while the spinner runs (the worktree copy's warnings) is printed above it; `finish()`
+  stops it and shows the cursor again, and the CLI calls `finish()` before any refusal is
+  printed, on Ctrl-C and SIGTERM too (lint/__init__.py `run_lint_command`).
+- `Plain` (a CI log, a file, a pipe): one line per finished stage, no control sequence,
+  flushed at once so a CI log shows it live; a note becomes a line at most once every
+  PLAIN_NOTE_INTERVAL_S per stage (the first at once), so a long clippy step still says
+  which crate it is on without one line per crate.
+- `SILENT`: `-q`, `[lint] quiet`, and every caller that was given no Progress.
+Nothing is ever written to stdout: the report alone goes there.
+
+Elapsed times are the host's clock (`time.monotonic`); the guest's runs 15-40 % slow
+(issue 11). A note is sanitised and cut to NOTE_CHARS when it is shown, never when it is
+given, so a flood of notes costs the read loop an assignment each.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from roteiro_py.untrusted import guard, sanitise
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.spinner import Spinner
 
 #: Stage names, in the order a run passes them (a run skips those it does not need).
 IMAGE = "image verified"
-ROOTFS = "root filesystem"
 CARGO_VIEW = "package cache"
+ROOTFS = "root filesystem"
 WORKTREE = "worktree copied"
 BOOT = "boot"
 RESTORE = "restore"
@@ -53,3 +84,170 @@ class Silent:
 
 
 SILENT: Progress = Silent()
+
+
+#: A note is shown cut to this many characters, its truncation mark included: one short line.
+NOTE_CHARS = 72
+#: In a log, a stage's notes become lines at most this often (the first one at once).
+PLAIN_NOTE_INTERVAL_S = 10.0
+#: How often the terminal spinner, its elapsed time and the latest note are redrawn.
+REFRESH_PER_SECOND = 8
+#: Stage names are padded to this width, so the elapsed times line up.
+_NAME_WIDTH = max(len(name) for name in (IMAGE, CARGO_VIEW, ROOTFS, WORKTREE, BOOT, RESTORE,
+                                         TOOLCHAIN, CLIPPY, REPORT))
+
+
+def stage_line(name: str, seconds: float) -> str:
+    """The line a finished stage leaves: its name and its elapsed seconds."""
+    return f"{name:<{_NAME_WIDTH}} {seconds:6.1f} s"
+
+
+def shown_note(text: str) -> str:
+    """A note as any renderer shows it: sanitised and at most NOTE_CHARS long."""
+    return sanitise(text, limit=NOTE_CHARS)
+
+
+class _Stages:
+    """The bookkeeping every shown renderer shares: the current stage, when it began,
+    its latest note; `_ended` and `_closed` are what each renderer draws."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._name: str | None = None
+        self._began = 0.0
+        self._note = ""
+        self._finished = False
+
+    def stage(self, name: str) -> None:
+        if self._finished:
+            return
+        now = self._clock()
+        if self._name is not None:
+            self._ended(self._name, now - self._began)
+        self._name, self._began, self._note = name, now, ""
+        self._started(name)
+
+    def note(self, text: str) -> None:
+        self._note = text
+
+    def finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self._name is not None:
+            self._ended(self._name, self._clock() - self._began)
+        self._closed()
+
+    def _started(self, name: str) -> None:
+        pass
+
+    def _ended(self, name: str, seconds: float) -> None:
+        raise NotImplementedError
+
+    def _closed(self) -> None:
+        pass
+
+
+class Plain(_Stages):
+    """Lines for a log: one per finished stage, notes rate-limited, each flushed at once."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock)
+        self._stream = stream
+        self._noted_at: float | None = None
+
+    def _started(self, name: str) -> None:
+        self._noted_at = None
+
+    def note(self, text: str) -> None:
+        super().note(text)
+        if self._name is None or self._finished:
+            return
+        now = self._clock()
+        if self._noted_at is None or now - self._noted_at >= PLAIN_NOTE_INTERVAL_S:
+            self._noted_at = now
+            self._write(f"{self._name:<{_NAME_WIDTH}} {shown_note(text)}")
+
+    def _ended(self, name: str, seconds: float) -> None:
+        self._write(stage_line(name, seconds))
+
+    def _write(self, line: str) -> None:
+        # A progress line that cannot be written (stderr closed, a full pipe's EPIPE)
+        # must not end a lint: the report and the exit status are what the caller reads.
+        try:
+            self._stream.write(guard(line) + "\n")
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class Terminal(_Stages):
+    """A rich spinner on a terminal: the current stage, its elapsed time, the latest note."""
+
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic, *,
+                 auto_refresh: bool = True) -> None:
+        super().__init__(clock)
+        self._console = console
+        self._auto_refresh = auto_refresh
+        self._live: Live | None = None
+        self._spinner: Spinner | None = None
+
+    def _started(self, name: str) -> None:
+        if self._live is None:
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            self._spinner = Spinner("dots")
+            # redirect_stderr: a warning written to sys.stderr meanwhile is printed above
+            # the spinner instead of through it; stdout is never touched.
+            self._live = Live(console=self._console, get_renderable=self._render,
+                              transient=True, auto_refresh=self._auto_refresh,
+                              refresh_per_second=REFRESH_PER_SECOND,
+                              redirect_stdout=False, redirect_stderr=True)
+            self._live.start()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Draw now (the spinner's thread does it REFRESH_PER_SECOND times a second)."""
+        if self._live is not None and not self._finished:
+            self._live.refresh()
+
+    def _render(self) -> RenderableType:
+        from rich.text import Text
+
+        assert self._spinner is not None
+        if self._name is None:
+            return Text("")
+        line = f"{self._name} {self._clock() - self._began:.1f} s"
+        if self._note:
+            line += f"  {shown_note(self._note)}"
+        self._spinner.update(text=Text(line, no_wrap=True, overflow="ellipsis"))
+        return self._spinner
+
+    def _ended(self, name: str, seconds: float) -> None:
+        from rich.text import Text
+
+        assert self._live is not None
+        self._live.console.print(Text(stage_line(name, seconds)), highlight=False)
+
+    def _closed(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
+def interactive() -> bool:
+    """A person is watching stderr: it is a terminal, and this is not a CI job."""
+    return sys.stderr.isatty() and not os.environ.get("CI") and os.environ.get("TERM") != "dumb"
+
+
+def for_stderr(*, quiet: bool = False) -> Progress:
+    """The renderer for this process's stderr: nothing when quiet, a spinner when a person
+    watches it, plain lines otherwise. It draws nothing before its first stage."""
+    if quiet:
+        return SILENT
+    if interactive():
+        from rich.console import Console
+
+        console = Console(file=sys.stderr, highlight=False, markup=False, emoji=False)
+        return Terminal(console)
+    return Plain(sys.stderr)

@@ -102,6 +102,8 @@ def lint_clippy(
         "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
     keep_cache: Annotated[bool | None, typer.Option(
         "--keep-cache", help="Keep the build cache for later runs (trusted trees only).")] = None,
+    quiet: Annotated[bool | None, typer.Option(
+        "--quiet", "-q", help="Print no progress on stderr (refusals and warnings still).")] = None,
 ) -> None:
     """Run cargo clippy on PATH inside a disposable VM and report the findings."""
     from roteiro_py.lint import LintRequest, run_lint_command
@@ -115,6 +117,7 @@ def lint_clippy(
         "lint.no_default_features": (no_default_features, "--no-default-features"),
         "lint.fail_on": (fail_on.value if fail_on else None, "--fail-on"),
         "lint.keep_cache": (keep_cache, "--keep-cache"),
+        "lint.quiet": (quiet, "--quiet"),
         "vm.accel": (accel.value if accel else None, "--accel"),
         "vm.cpus": (cpus, "--cpus"),
         "vm.memory_mib": (memory, "--memory"),
@@ -152,11 +155,15 @@ def fetch_deps(
 
 
 @app.command("doctor")
-def doctor() -> None:
+def doctor(
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Also re-hash every stored image and cached root filesystem "
+        "(what a lint's checks cannot see: media corruption). Seconds per image.")] = False,
+) -> None:
     """Show what this host has for sandboxed linting, and what to do about what is missing."""
     from roteiro_py.doctor import run_doctor
 
-    _guard(run_doctor)
+    _guard(lambda: run_doctor(verify=verify))
 
 
 def _scope(user: bool, repo: bool) -> str:

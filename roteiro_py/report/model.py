@@ -180,7 +180,7 @@ class Toolchain(_Model):
 
 
 class Isolation(_Model):
-    """How the guest was isolated, as the VM backend describes itself (passed by lint.py)."""
+    """How the guest was isolated, as the VM backend describes itself (passed by roteiro_py/lint)."""
 
     backend: SafeLine
     accelerator: SafeLine

@@ -3,7 +3,8 @@
 What other packages use, and nothing else:
 
 - the VM backend: `Store.default().resolve(reference) -> ResolvedImage`, whose `layers`
-  (verified on every call) it unpacks in order into the guest's root filesystem;
+  (present at their size; their bytes hashed as they are unpacked, vm/qemu/rootfs.py) it
+  unpacks in order into the guest's root filesystem;
 - the CLI: `prefetch(...)` with `parse_source(...)`, and `Store.is_present`/`prune`.
 
 Modules: `layout` (the store), `blobs` (verified writes), `manifest` (documents and

@@ -36,7 +36,7 @@ def test_version_and_help(tmp_path: Path) -> None:
     help_text = run("lint", "clippy", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
     for option in ("--image", "--format", "--output", "--all-targets", "--features",
                    "--all-features", "--no-default-features", "--accel", "--cpus", "--memory",
-                   "--timeout", "--fail-on", "--keep-cache"):
+                   "--timeout", "--fail-on", "--keep-cache", "--quiet"):
         assert option in help_text
 
 
@@ -51,6 +51,43 @@ def test_help_does_not_import_the_heavy_parts() -> None:
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in result.stdout, result.stdout[-500:]
+
+
+REFUSAL_PROBE = (
+    "import sys\n"
+    "from roteiro_py.cli.app import main\n"
+    "print('EXIT', main(sys.argv[1:]))\n"
+    "heavy = [m for m in ('roteiro_py.config_model', 'roteiro_py.store', 'roteiro_py.vm', "
+    "'roteiro_py.report', 'roteiro_py.clippy') if m in sys.modules]\n"
+    "print('HEAVY', heavy)\n"
+)
+
+
+@pytest.mark.parametrize("image", [None, "ghcr.io/acme/clippy:1.95"])
+def test_a_refusal_before_validation_builds_no_settings_model(tmp_path: Path, image: str | None) -> None:
+    """No image, or a tag: refused before the settings are validated (the models cost more
+    to import and build than all of --help; bench/cli_startup.py). pydantic itself is
+    imported by typer 0.29 to coerce any command's arguments, so it is not asserted."""
+    args = ["lint", "clippy", str(tmp_path), *(["--image", image] if image else [])]
+    result = subprocess.run([sys.executable, "-c", REFUSAL_PROBE, *args], capture_output=True,
+                            text=True, timeout=60)
+    assert "EXIT 3" in result.stdout and "HEAVY []" in result.stdout, result.stdout[-500:]
+    # control: a pinned image goes on to validate (and is refused later, with no VM assets)
+    pinned = [*args[:3], "--image", f"ghcr.io/acme/clippy@sha256:{HEX}"]
+    result = subprocess.run([sys.executable, "-c", REFUSAL_PROBE, *pinned], capture_output=True,
+                            text=True, timeout=60)
+    assert "roteiro_py.config_model" in result.stdout, result.stdout[-500:]
+
+
+def test_a_bad_value_elsewhere_is_still_refused_before_the_missing_image(tmp_path: Path) -> None:
+    """The early refusal is taken only when validation could not have refused first."""
+    result = run("lint", "clippy", str(tmp_path), cwd=tmp_path, env={"ROTEIRO_VM_CPUS": "0"})
+    assert result.returncode == 2 and "vm.cpus" in result.stderr, result.stderr
+    result = run("lint", "clippy", str(tmp_path), "--image", "a:1", cwd=tmp_path,
+                 env={"ROTEIRO_VM_CPUS": "0"})
+    assert result.returncode == 2 and "vm.cpus" in result.stderr, result.stderr
+    result = run("lint", "clippy", str(tmp_path), cwd=tmp_path, env={"ROTEIRO_VM_CPUS": "2"})
+    assert result.returncode == 3, result.stderr  # control: a valid value, then no image
 
 
 def test_tag_reference_exits_3_naming_it(tmp_path: Path) -> None:

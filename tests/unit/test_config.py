@@ -21,6 +21,12 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def test_the_key_names_agree_with_the_models() -> None:
+    """config.FIELDS names the keys without importing the models (config_model.py)."""
+    assert {section: tuple(model.model_fields)
+                             for section, model in config.SECTIONS.items()} == config.FIELDS
+
+
 def test_precedence_flag_env_repo_user_default(tmp_path: Path, roteiro_home: Path) -> None:
     user = write(roteiro_home / "config.toml",
                  '[lint]\nformat = "json"\nfeatures = ["u"]\nall_targets = true\n'
@@ -76,11 +82,11 @@ def test_the_users_own_format_outranks_the_repositorys(tmp_path: Path, roteiro_h
     assert config.USER_FIRST_KEYS <= config.REPO_KEYS
 
 
-VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true",
+VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true", "lint.quiet": "true",
           "vm.accel": '"tcg"', "vm.cpus": "64", "vm.memory_mib": "1048576", "vm.timeout_s": "99999",
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',
           "vm.initrd": '"/root/.cargo/credentials.toml"', "vm.stage_max_mib": "1048576",
-          "vm.stage_max_files": "100000000", "vm.stage_max_depth": "400",
+          "vm.stage_max_files": "100000000", "vm.stage_max_depth": "400", "vm.template": "false",
           "lint.allowed_images": '["evil.example/"]'}
 
 

@@ -1,5 +1,5 @@
 """Which setting chose the image: stated in every report format, and policed by the
-user's `lint.allowed_images` when the repository under review chose it (lint.py's
+user's `lint.allowed_images` when the repository under review chose it (lint/preflight.py's
 pinned_image, config.py's image_allowed)."""
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from roteiro_py.errors import (
     SandboxUnavailable,
     TagNotDigest,
 )
+from roteiro_py.lint import caches, judgement
 from roteiro_py.process.sandbox import Command
 from roteiro_py.report.model import Finding
 from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
@@ -57,9 +58,9 @@ def test_exit_code(levels: list[str], build_succeeded: bool, fail_on: str, expec
 
 
 def test_signal_statuses() -> None:
-    assert lint._signal_of(137) == "SIGKILL"
-    assert lint._signal_of(143) == "SIGTERM"
-    assert lint._signal_of(101) is None and lint._signal_of(128) is None and lint._signal_of(0) is None
+    assert judgement._signal_of(137) == "SIGKILL"
+    assert judgement._signal_of(143) == "SIGTERM"
+    assert judgement._signal_of(101) is None and judgement._signal_of(128) is None and judgement._signal_of(0) is None
 
 
 def test_guest_env_is_set_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,13 +186,13 @@ def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> No
                          isolation=flooded.isolation, completed=False, boot_seconds=1.0,
                          failure="output limit", console=b"")
     with pytest.raises(OutputTooLarge) as caught:
-        lint._status(flooded.steps[0], flooded, 1 << 20)
+        judgement._status(flooded.steps[0], flooded, 1 << 20)
     assert str(1 << 20) in caught.value.guidance().render_text()
     died = _job(steps, [(None, False)], failure="the VM ended before the step finished", completed=False)
     with pytest.raises(VmFailed, match="ended before"):
-        lint._status(died.steps[0], died, 1 << 20)
-    assert lint._status(_job(steps, [(137, False)]).steps[0], died, 1) == (None, "SIGKILL")
-    assert lint._status(_job(steps, [(101, False)]).steps[0], died, 1) == (101, None)
+        judgement._status(died.steps[0], died, 1 << 20)
+    assert judgement._status(_job(steps, [(137, False)]).steps[0], died, 1) == (None, "SIGKILL")
+    assert judgement._status(_job(steps, [(101, False)]).steps[0], died, 1) == (101, None)
 
 
 def test_stale_scratch_disks_are_swept_fresh_ones_kept(tmp_path: Path) -> None:
@@ -208,7 +209,7 @@ def test_stale_scratch_disks_are_swept_fresh_ones_kept(tmp_path: Path) -> None:
     os.utime(old, (past, past))
     started = time.time() - MAX_TIMEOUT_S
     os.utime(week_long, (started, started))
-    lint._sweep(tmp_path)
+    caches._sweep(tmp_path)
     assert not old.exists() and fresh.exists() and week_long.exists()
 
 

@@ -143,7 +143,7 @@ def test_an_output_that_cannot_be_renamed_over_is_a_usage_error_not_exit_4(
     from roteiro_py import config
 
     out = tmp_path / "report.txt"
-    monkeypatch.setattr(lint, "lint", lambda request: (make_report([]), config.Settings()))
+    monkeypatch.setattr(lint, "lint", lambda request, progress: (make_report([]), config.Settings()))
     assert lint.run_lint_command(lint.LintRequest(path=tmp_path, output=out)) == 0  # control
     assert "finding" in out.read_text()
 

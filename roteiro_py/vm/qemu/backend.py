@@ -22,20 +22,21 @@ import dataclasses
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from roteiro_py import errors, paths
-from roteiro_py import progress as stages
 from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
+from roteiro_py.progress import BOOT, RESTORE, SILENT, WORKTREE, Progress
 from roteiro_py.vm import Isolation, JobOutcome, StagedShare, VmOutcome
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
 from roteiro_py.vm.qemu import job, probe, shareimage, template
 from roteiro_py.vm.qemu.assets import Assets, load_assets
 from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
+from roteiro_py.vm.qemu.watch import JobWatch
 
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
@@ -74,8 +75,8 @@ class QemuBackend:
                  memory_mib: int = 256, kernel: Path | None = None,
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
                  qemu: str = QEMU, stage: shareimage.StageLimits | None = None,
-                 template: bool = True, template_root: Path | None = None,
-                 rootfs_identity: str = "", progress: stages.Progress | None = None) -> None:
+                 progress: Progress = SILENT, template: bool = True,
+                 template_root: Path | None = None, rootfs_identity: str = "") -> None:
         if accel not in ACCEL_CHOICES:
             raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
                                     f"not {accel!r}")
@@ -90,13 +91,15 @@ class QemuBackend:
         self.output_limit = output_limit
         self.qemu = qemu
         self.stage = stage or shareimage.StageLimits.of(VmSettings())
+        #: Told WORKTREE, BOOT or RESTORE, then (from the guest, vm/qemu/watch.py)
+        #: TOOLCHAIN, CLIPPY.
+        self.progress = progress
         #: Whether runs given `template_steps` restore from a VM template (template.py).
         self.template = template
         self.template_root = template_root
-        #: What the caller verified the root filesystem as (e.g. its image's manifest
-        #: digest); part of the template key with the file's own identity.
+        #: What the caller verified the root filesystem as (lint: the sealed digest of
+        #: the cached root filesystem); part of the template key with the file's identity.
         self.rootfs_identity = rootfs_identity
-        self.progress = progress or stages.SILENT
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -190,6 +193,8 @@ class QemuBackend:
         limits = dataclasses.replace(self.stage, deadline=until, deadline_s=limit)
         staged: list[StagedShare] = []
         with contextlib.ExitStack() as built:
+            if images:
+                self.progress.stage(WORKTREE)
             for index in sorted(images):
                 host = table.shares[index].host
                 keep = staging / job.share_serial(index) if staging is not None else None
@@ -212,26 +217,11 @@ class QemuBackend:
                                              stop_on_failure, until, limit, isolation)
                 if cloned is not None:
                     return dataclasses.replace(cloned, staged=tuple(staged))
-            self.progress.stage(stages.BOOT)
+            self.progress.stage(BOOT)
             result = boot(spec, deadline=until - time.monotonic(),
-                          output_limit=self.output_limit, watch=self._watch(len(steps), 0))
+                          output_limit=self.output_limit,
+                          watch=JobWatch(self.progress, len(steps)).feed)
         return dataclasses.replace(_outcome(steps, result, isolation), staged=tuple(staged))
-
-    def _watch(self, nsteps: int, first: int) -> Callable[[str], None] | None:
-        """Status lines as progress stages: the toolchain probes, then the last step."""
-        if self.progress is stages.SILENT:
-            return None
-
-        def watch(line: str) -> None:
-            words = line.split()
-            if words == ["ready"] and first > 0:
-                self.progress.stage(stages.TOOLCHAIN)  # the template ran the probes
-            elif len(words) == 2 and words[0] == "start":
-                if words[1] == str(nsteps - 1):
-                    self.progress.stage(stages.CLIPPY)
-                elif words[1] == "0":
-                    self.progress.stage(stages.TOOLCHAIN)
-        return watch
 
     def _from_template(self, spec: MachineSpec, steps: list[Command], first: int,
                        table: MountTable, images: set[int], stop_on_failure: bool,
@@ -252,16 +242,16 @@ class QemuBackend:
             try:
                 found = template.ensure(spec, steps[:first], key, archive, until=until,
                                         deadline_s=limit, root=self.template_root,
-                                        building=lambda: self.progress.stage(stages.BOOT))
+                                        building=lambda: self.progress.stage(BOOT))
             except template.TemplateUnusable:
                 return None
-            self.progress.stage(stages.RESTORE)
+            self.progress.stage(RESTORE)
             clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
                                       images=images, clock=int(time.time()),
                                       seed=template.seed())
             restored = template.restore(found, spec, clone, until=until,
                                         output_limit=self.output_limit,
-                                        watch=self._watch(len(steps), first))
+                                        watch=JobWatch(self.progress, len(steps)).feed)
             result = restored.result
             if any(line == "ready" for _, line in result.status) or result.timed_out:
                 outcome = _outcome(steps, result, isolation, cached=found.steps)

@@ -297,26 +297,32 @@ def _opt(path: Path) -> str:
 
 
 def boot(spec: MachineSpec, *, deadline: float, output_limit: int = OUTPUT_LIMIT,
-         stop_on: str | None = None, control: Callable[[Control], None] | None = None,
-         watch: Callable[[str], None] | None = None) -> MachineResult:
+         stop_on: str | None = None,
+         watch: Callable[[str, bytes], None] | None = None,
+         control: Callable[[Control], None] | None = None,
+         on_status: Callable[[str], None] | None = None) -> MachineResult:
     """Boot, collect every channel until qemu exits or the deadline passes, return it all.
 
     `stop_on`: a status line prefix after which the VM is killed at once (the probe's
-    marker); None waits for the guest to power off. `control` (with `spec.control`): run
-    in its own thread once qemu has connected its monitor and job port, while this one
-    goes on collecting the channels; if it raises, qemu is killed and the message is
-    `control_failure`. `watch` sees each status line as it arrives.
+    marker); None waits for the guest to power off. `watch(channel, chunk)` sees each
+    chunk of the status port and the step streams as it arrives (the console's are not
+    passed); it runs in the read loop, so it must be quick and bounded (vm/qemu/watch.py).
+    `control` (with `spec.control`): run in its own thread once qemu has connected its
+    monitor and job port, while this one goes on collecting the channels; if it raises,
+    qemu is killed and the message is `control_failure`. `on_status` sees each whole
+    status line (within STATUS_LIMIT) as it arrives (template.py waits on them).
     """
     rundir = run_directory()
     try:
-        return _boot(spec, rundir, deadline, output_limit, stop_on, control, watch)
+        return _boot(spec, rundir, deadline, output_limit, stop_on, watch, control, on_status)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
 
 
 def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
-          stop_on: str | None, control: Callable[[Control], None] | None,
-          watch: Callable[[str], None] | None) -> MachineResult:
+          stop_on: str | None, watch: Callable[[str, bytes], None] | None = None,
+          control: Callable[[Control], None] | None = None,
+          on_status: Callable[[str], None] | None = None) -> MachineResult:
     initrd = rundir / "initrd"
     with initrd.open("wb") as out, spec.assets.initrd.open("rb") as base:
         shutil.copyfileobj(base, out, 1 << 20)
@@ -325,7 +331,7 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
     names = ["console"] + (["status", *spec.ports] if spec.ports else [])
     listeners: list[socket.socket] = []
     conns: dict[socket.socket, str] = {}
-    channels = Channels(names, output_limit, stop_on, watch)
+    channels = Channels(names, output_limit, stop_on, on_status)
     connected: set[str] = set()
     controls: dict[str, socket.socket] = {}
     control_failure: list[str] = []
@@ -404,6 +410,8 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                         continue
                     if not channels.feed(name, chunk, time.monotonic() - clock):
                         stream.close()
+                    if watch is not None and name != "console":
+                        watch(name, chunk)
                 if not conns and qemu_done_at is None and terminal:
                     qemu_done_at = time.monotonic()
         reader.join()

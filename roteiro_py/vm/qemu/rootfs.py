@@ -29,6 +29,14 @@ Guarantees:
 - The image is built by `mkfs.ext4 -d` (no root, no loop device; no journal: the root is
   mounted read-only) into a temporary file and renamed into the cache, under a file
   lock per manifest digest, so two runs never race and a reader never sees half an image.
+- Every layer blob is hashed as it is read (raw bytes, through decompression to EOF): a
+  blob that does not match its digest is `LayerDamaged` (the conductor says
+  ImageNotProvisioned, naming it, with prefetch as the way forward), including one whose
+  damage broke the archive reader, and nothing is cached. A layer is therefore verified
+  whenever it is used, while `Store.resolve` checks layers by size only.
+- The cached image is sealed when built and checked on every use (`rootfs_record.py`:
+  what that catches and what it does not); `rootfs_image` returns its path and the
+  sealed sha256, the identity a snapshot template keys on.
 - A build killed half way (SIGKILL, power loss) leaves its temporary directory, up to
   MAX_FLATTENED_BYTES, in the cache; the next use of the cache removes every such
   directory whose digest's lock nobody holds (no build of it is running).
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -45,17 +54,19 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import IO, Protocol, cast
 
 from filelock import FileLock, Timeout
 
 from roteiro_py import errors, paths
 from roteiro_py.store.tarheaders import BoundedTarInfo
+from roteiro_py.vm.qemu import rootfs_record
 
 MEDIA_TAR = (
     "application/vnd.oci.image.layer.v1.tar",
@@ -138,29 +149,83 @@ def member_path(digest: str, name: str) -> PurePosixPath:
     return PurePosixPath(*parts)
 
 
+class _Blob:
+    """A layer blob's raw bytes, hashed as they are read (the `read` tarfile and the zstd
+    pump call), so flattening verifies the blob in the same pass that unpacks it."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._hash = hashlib.sha256()
+        self.size = 0
+
+    def read(self, amount: int = -1) -> bytes:
+        data = self._raw.read(amount)
+        self._hash.update(data)
+        self.size += len(data)
+        return data
+
+    def digest_to_end(self, check_time: Callable[[], None]) -> str:
+        """The digest of the whole blob: what the decompressor left unread (a gzip trailer,
+        the tar's end blocks, trailing bytes) is read here, within the run's deadline."""
+        while self.read(COPY_CHUNK):
+            check_time()
+        return f"sha256:{self._hash.hexdigest()}"
+
+
+class LayerDamaged(Exception):
+    """A layer blob's bytes do not hash to its digest: the store's copy was damaged or
+    changed after prefetch verified it. Nothing is cached from it. The conductor, which
+    knows the image's reference, turns this into ImageNotProvisioned naming the blob."""
+
+    def __init__(self, digest: str, actual: str, size: int) -> None:
+        self.digest = digest
+        self.actual = actual
+        self.size = size
+        super().__init__(f"the layer blob {digest} is damaged: its {size} bytes hash to "
+                         f"{actual}")
+
+
 @contextlib.contextmanager
-def _open_layer(layer: Layer) -> Iterator[tarfile.TarFile]:
+def _open_layer(layer: Layer, blob: _Blob) -> Iterator[tarfile.TarFile]:
     media = layer.media_type
     if media in MEDIA_TAR or media in MEDIA_GZIP:
-        with layer.path.open("rb") as raw, tarfile.open(
-                fileobj=raw, mode="r|gz" if media in MEDIA_GZIP else "r|",
-                tarinfo=BoundedTarInfo) as archive:
+        # A stream mode ("r|") calls only read(); typeshed's fileobj type asks for more.
+        with tarfile.open(fileobj=cast("IO[bytes]", blob), mode="r|gz" if media in MEDIA_GZIP else "r|",
+                          tarinfo=BoundedTarInfo) as archive:
             yield archive
         return
     if media in MEDIA_ZSTD:
         zstd = host_tool("zstd", f"decompress the image layer {layer.digest}")
-        proc = subprocess.Popen([zstd, "-dcq", "--", str(layer.path)], stdout=subprocess.PIPE)
-        assert proc.stdout is not None
+        proc = subprocess.Popen([zstd, "-dcq"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert proc.stdin is not None and proc.stdout is not None
+        stop = threading.Event()
+        pump = threading.Thread(target=_pump, args=(blob, proc.stdin, stop), daemon=True)
+        pump.start()
         try:
             with tarfile.open(fileobj=proc.stdout, mode="r|",
                               tarinfo=BoundedTarInfo) as archive:
                 yield archive
         finally:
             proc.stdout.close()
+            stop.set()
             proc.kill()
+            pump.join()
             proc.wait()
         return
     raise UnsafeLayer(layer.digest, "", f"unsupported layer media type {media!r}")
+
+
+def _pump(blob: _Blob, sink: IO[bytes], stop: threading.Event) -> None:
+    """Feed zstd the blob through the hasher; what is left when zstd stops reading is
+    hashed by `digest_to_end` after this thread has ended (one reader at a time)."""
+    try:
+        while not stop.is_set() and (chunk := blob.read(COPY_CHUNK)):
+            sink.write(chunk)
+    except OSError:  # zstd exited (a damaged or hostile stream) or was killed
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            sink.close()
 
 
 def host_tool(tool: str, purpose: str) -> str:
@@ -315,12 +380,40 @@ def flatten(layers: Sequence[Layer], dest: Path, limits: FlattenLimits | None = 
 
 
 def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenReport) -> None:
+    """Unpack one layer, hashing its raw blob on the way: a blob whose bytes do not match
+    its digest is LayerDamaged, whether it unpacked or broke the archive reader."""
+    try:
+        raw = layer.path.open("rb")
+    except OSError as exc:
+        raise UnsafeLayer(layer.digest, "", f"cannot be read: {exc}") from exc
+    with raw:
+        blob = _Blob(raw)
+        try:
+            dir_meta = _unpack(layer, blob, root_fd, budget, report)
+        except UnsafeLayer as exc:
+            # A flipped byte in a gzip layer reads as a broken archive; the bytes say
+            # whether the store's copy is damaged (prefetch) or the image is bad as built.
+            _check_digest(layer, blob, budget, exc)
+            raise
+        _check_digest(layer, blob, budget, None)
+    _set_dir_meta(root_fd, dir_meta)
+
+
+def _check_digest(layer: Layer, blob: _Blob, budget: _Budget, cause: Exception | None) -> None:
+    """LayerDamaged unless the whole blob hashes to the layer's digest."""
+    actual = blob.digest_to_end(budget.check_time)
+    if actual != layer.digest:
+        raise LayerDamaged(layer.digest, actual, blob.size) from cause
+
+
+def _unpack(layer: Layer, blob: _Blob, root_fd: int, budget: _Budget,
+            report: FlattenReport) -> list[tuple[PurePosixPath, int, float]]:
     as_root = os.geteuid() == 0
     # Paths this layer added, and every directory above them: an opaque marker keeps them.
     kept: set[PurePosixPath] = set()
     dir_meta: list[tuple[PurePosixPath, int, float]] = []
     try:
-        with _open_layer(layer) as archive:
+        with _open_layer(layer, blob) as archive:
             for member in archive:
                 # a stream keeps every member (with its copy of global pax keys) otherwise;
                 # `members` is public tarfile API that typeshed leaves out
@@ -346,6 +439,10 @@ def _apply_layer(layer: Layer, root_fd: int, budget: _Budget, report: FlattenRep
         # ValueError: tarfile's own parsing of a GNU sparse 1.0 map (`int(b"abc")`, a map
         # cut short) raises it, not TarError, for bytes the layer chose.
         raise UnsafeLayer(layer.digest, "", f"cannot be read: {exc}") from exc
+    return dir_meta
+
+
+def _set_dir_meta(root_fd: int, dir_meta: list[tuple[PurePosixPath, int, float]]) -> None:
     for rel, mode, mtime in reversed(dir_meta):
         fd = _walk(root_fd, rel.parts)
         if fd is None:
@@ -536,10 +633,23 @@ def _sweep_stale_builds(cache: Path, locked: str) -> None:
             lock.release()
 
 
+@dataclass(frozen=True)
+class RootFilesystem:
+    """The cached root filesystem a VM boots: its path, and its identity as sealed at build
+    (digest: "sha256:<hex>" of the ext4 image, rootfs_record.py), which is what a snapshot
+    template of a machine booted from it is keyed on."""
+
+    path: Path
+    digest: str
+
+
 def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
-                 limits: FlattenLimits | None = None) -> Path:
+                 limits: FlattenLimits | None = None) -> RootFilesystem:
     """The cached ext4 root filesystem for this image, built once per manifest digest
-    (flattened within `limits`, the run's deadline among them)."""
+    (flattened within `limits`, the run's deadline among them; its layers hashed as they
+    are read, LayerDamaged when one does not match), and on every later use checked
+    against the record sealed at build: an image written since is rebuilt, never booted.
+    The layers are read only to build it: a lint with the image cached reads none."""
     algo, _, hexd = manifest_digest.partition(":")
     if algo != "sha256" or len(hexd) != 64 or not all(c in "0123456789abcdef" for c in hexd):
         raise ValueError(f"not a sha256 manifest digest: {manifest_digest!r}")
@@ -554,8 +664,10 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
         raise _late(limits, "waiting for another run building the root filesystem") from None
     try:
         _sweep_stale_builds(cache, hexd)
-        if image.is_file():
-            return image
+        sealed = rootfs_record.check(image)
+        if sealed is not None:
+            return RootFilesystem(image, sealed.digest)
+        rootfs_record.discard(image)  # written since it was sealed, or never sealed
         with tempfile.TemporaryDirectory(prefix=f".{hexd}-", dir=cache) as tmp:
             tree = Path(tmp) / "tree"
             tree.mkdir()
@@ -568,9 +680,9 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
             except subprocess.TimeoutExpired:
                 raise _late(limits, what) from None
             os.replace(staged, image)
+        return RootFilesystem(image, rootfs_record.seal(image).digest)
     finally:
         lock.release()
-    return image
 
 
 def _late(limits: FlattenLimits | None, what: str) -> errors.DeadlineExceeded:

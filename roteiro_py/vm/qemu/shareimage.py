@@ -69,7 +69,7 @@ from roteiro_py import errors, paths
 from roteiro_py.config import MAX_TIMEOUT_S, VmSettings
 from roteiro_py.vm.qemu.rootfs import make_ext4
 
-#: A share image directory (or a scratch disk, lint.py) older than this was left by a run
+#: A share image directory (or a scratch disk, lint/caches.py) older than this was left by a run
 #: that was killed: no run outlives its deadline, and a day past the longest one allowed
 #: leaves room for what precedes it (24 h would sweep a live run given a longer deadline).
 STALE_SECONDS = MAX_TIMEOUT_S + 24 * 3600

@@ -387,7 +387,7 @@ def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
             if line == "template-ready":
                 ready.set()
 
-        result = boot(shaped, deadline=until - time.monotonic(), control=save, watch=watch)
+        result = boot(shaped, deadline=until - time.monotonic(), control=save, on_status=watch)
         records, failure = parse_status(result, len(template_steps))
         if failure is not None:
             raise TemplateUnusable(failure)
@@ -418,7 +418,7 @@ def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
 
 
 def restore(template: Template, spec: MachineSpec, job_archive: bytes, *, until: float,
-            output_limit: int, watch: Callable[[str], None] | None = None) -> Restored:
+            output_limit: int, watch: Callable[[str, bytes], None] | None = None) -> Restored:
     """Run a clone of `template` with `spec`'s per-run disks and shares, sent `job_archive`."""
     if len(job_archive) > JOB_LIMIT:
         raise ValueError(f"a job of {len(job_archive)} bytes is over {JOB_LIMIT}")
@@ -459,11 +459,9 @@ def restore(template: Template, spec: MachineSpec, job_archive: bytes, *, until:
     def seen(line: str) -> None:
         if line == "ready":
             ready.set()
-        if watch is not None:
-            watch(line)
 
     restored.result = boot(cloned, deadline=until - time.monotonic(), control=resume,
-                           output_limit=output_limit, watch=seen)
+                           output_limit=output_limit, watch=watch, on_status=seen)
     return restored
 
 

@@ -97,7 +97,7 @@ def test_the_guest_cannot_list_or_read_what_another_project_fetched(
     registry, git = lint.package_cache(tree)
     grant = lint.grant_for(tree, registry, git)
     image = Store.default().resolve(parse_pinned(clippy_image.reference, source="test"))
-    rootfs = rootfs_image(image.layers, image.manifest_digest)
+    rootfs = rootfs_image(image.layers, image.manifest_digest).path
     disk = scratch.create_scratch(tmp_path / "scratch.ext4", 64)
     backend = QemuBackend(rootfs=rootfs, scratch=disk, scratch_guest=lint.GUEST_SCRATCH, accel="tcg")
     script = (f"find {GUEST_CARGO_HOME} -name '*.rs' -o -name '*.crate' | sort; echo ==; "

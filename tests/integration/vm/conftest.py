@@ -47,7 +47,7 @@ def rootfs_image(vm_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     old = os.environ.get("ROTEIRO_HOME")
     os.environ["ROTEIRO_HOME"] = str(vm_home)
     try:
-        return rootfs.rootfs_image(layers, digest)
+        return rootfs.rootfs_image(layers, digest).path
     finally:
         if old is None:
             del os.environ["ROTEIRO_HOME"]

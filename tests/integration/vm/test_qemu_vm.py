@@ -292,7 +292,7 @@ def test_an_image_whose_tmp_is_a_link_cannot_redirect_init_mounts(world, tmp_pat
     evil = _blob(tmp_path / "oci", lambda tar: _add(tar, "tmp", kind=tarfile.SYMTYPE, link="/"),
                  "application/vnd.oci.image.layer.v1.tar")
     image = rootfs.rootfs_image([*layers, evil], "sha256:" + hashlib.sha256(
-        (digest + evil.digest).encode()).hexdigest())
+        (digest + evil.digest).encode()).hexdigest()).path
     backend = QemuBackend(rootfs=image, scratch=disk, accel="tcg")
     job = backend.run_steps([sh("echo RAN", tree)], grant)
     assert not job.steps and not job.completed

@@ -1,7 +1,7 @@
 """No `.cargo/config.toml` in the tree chooses which clippy runs (clippy/command.py).
 
 Each attack is a tree config that puts the tree's own program in the place of clippy or
-the compiler. The lint step that lint.py builds (its argv and its environment, from
+the compiler. The lint step that lint/run.py builds (its argv and its environment, from
 `steps_for` and `guest_env`) runs on the host's real cargo 1.95 in the attacking tree
 and must report the crate's real `compile_error!`, with the tree's program never run.
 The control arm runs the tree the way cargo is ordinarily run and shows that the attack
@@ -21,6 +21,7 @@ from roteiro_py import lint
 from roteiro_py.clippy.command import PIN_PREFIX, PINNED_ENV, PROBE_CWD, unpinned
 from roteiro_py.config import Settings
 from roteiro_py.errors import Unenforceable, UsageError
+from roteiro_py.lint import judgement
 from roteiro_py.vm.mounts import derive_mounts
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -255,7 +256,7 @@ def test_an_image_whose_rustc_cannot_answer_is_refused_by_the_probe(tmp_path: Pa
 
 def test_a_sysroot_query_killed_by_a_signal_keeps_its_status(tmp_path: Path) -> None:
     """An OOM kill of `rustc --print sysroot` was mapped to 127, so the run was reported as
-    an unexpected status instead of a kill; 128+N is what lint.py reads as signal N."""
+    an unexpected status instead of a kill; 128+N is what lint/judgement.py reads as signal N."""
     from roteiro_py.clippy.command import pinned
 
     bin_dir = tmp_path / "bin"
@@ -265,7 +266,7 @@ def test_a_sysroot_query_killed_by_a_signal_keeps_its_status(tmp_path: Path) -> 
     rustc.chmod(0o755)
     killed = subprocess.run(list(pinned(("cargo-clippy", "--version"))), capture_output=True,
                             env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30, check=False)
-    assert lint._signal_of(killed.returncode) == "SIGKILL", (killed.returncode, killed.stderr)
+    assert judgement._signal_of(killed.returncode) == "SIGKILL", (killed.returncode, killed.stderr)
     rustc.write_text("#!/bin/sh\nexit 1\n")  # control: a plain failure is still 127
     failed = subprocess.run(list(pinned(("cargo-clippy", "--version"))), capture_output=True,
                             env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30, check=False)

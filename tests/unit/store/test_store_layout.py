@@ -48,6 +48,9 @@ def test_resolve_returns_layers_in_order(store: Store) -> None:
 
 
 def test_flipped_byte_makes_reference_absent_and_names_the_blob(store: Store) -> None:
+    """is_present (prefetch, doctor --verify) re-hashes every blob. resolve (every lint)
+    re-hashes the manifest and the config and leaves a layer's bytes to the root
+    filesystem build that reads them (tests/unit/vm/test_vm_rootfs_integrity.py)."""
     image = make_image({"a": b"A" * 2000}, {"b": b"B" * 2000})
     ref = provision(store, image)
     assert store.is_present(ref)  # control: the same reference before the flip
@@ -57,9 +60,21 @@ def test_flipped_byte_makes_reference_absent_and_names_the_blob(store: Store) ->
     assert not presence
     assert presence.detail is not None and victim in presence.detail
     assert "corrupt" in presence.detail
+    assert [layer.digest for layer in store.resolve(ref).layers][1] == victim
+    flip_byte(store.blob_path(image.digest), 40)  # the manifest is still hashed per lint
     with pytest.raises(ImageNotProvisioned) as caught:
         store.resolve(ref)
-    assert victim in caught.value.guidance().render_text()
+    assert image.digest in caught.value.guidance().render_text()
+
+
+def test_resolve_hashes_the_config(store: Store) -> None:
+    image = make_image({"a": b"A" * 2000})
+    ref = provision(store, image)
+    store.resolve(ref)  # control
+    flip_byte(store.blob_path(sha(image.config)), 10)
+    with pytest.raises(ImageNotProvisioned) as caught:
+        store.resolve(ref)
+    assert sha(image.config) in caught.value.guidance().render_text()
 
 
 def test_flip_with_mtime_restored_is_still_caught(store: Store) -> None:
@@ -83,8 +98,13 @@ def test_truncated_and_missing_blobs(store: Store) -> None:
         f.truncate(100)
     detail = store.is_present(ref).detail or ""
     assert sha(image.layers[0]) in detail and "truncated" in detail
+    with pytest.raises(ImageNotProvisioned) as truncated:  # resolve checks sizes
+        store.resolve(ref)
+    assert "truncated" in truncated.value.guidance().render_text()
     layer.unlink()
     assert "missing" in (store.is_present(ref).detail or "")
+    with pytest.raises(ImageNotProvisioned):
+        store.resolve(ref)
     store.blob_path(image.digest).write_bytes(b"{}")
     assert image.digest in (store.is_present(ref).detail or "")
 

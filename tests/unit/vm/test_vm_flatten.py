@@ -7,6 +7,7 @@ tmp directory; the victims are real files and directories next to it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import subprocess
@@ -22,8 +23,6 @@ from hypothesis import strategies as st
 from roteiro_py import errors
 from roteiro_py.store import tarheaders
 from roteiro_py.vm.qemu import rootfs
-
-DIGEST = "sha256:" + "a" * 64
 
 
 @dataclass(frozen=True)
@@ -55,9 +54,16 @@ def tar_bytes(members: list[M]) -> bytes:
     return raw.getvalue()
 
 
+def named(path: Path) -> Layer:
+    """The tar layer at `path`, named by its bytes' digest as the store names a blob
+    (flatten checks the digest as it reads the layer)."""
+    return Layer(f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}",
+                 rootfs.MEDIA_TAR[0], path)
+
+
 def layer(path: Path, members: list[M]) -> Layer:
     path.write_bytes(tar_bytes(members))
-    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+    return named(path)
 
 
 @dataclass
@@ -156,7 +162,7 @@ def test_the_byte_cap_refuses_before_writing_and_names_the_limit(world: World) -
         rootfs.flatten([big], world.dest, limits)
     text = refused.value.guidance().render_text()
     assert f"{limits.max_bytes} bytes" in text and "MAX_FLATTENED_BYTES" in text
-    assert DIGEST in text and "'big'" in text
+    assert big.digest in text and "'big'" in text
     assert not (world.dest / "big").exists()  # refused before a byte of it was written
     # control: under the cap it flattens
     (ok := world.tmp / "ok").mkdir()
@@ -201,7 +207,7 @@ def gnu_sparse_layer(tmp: Path, logical: int) -> Layer:
     with tarfile.open(path) as check:
         (member,) = check.getmembers()
         assert member.type == tarfile.GNUTYPE_SPARSE and member.size == logical
-    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+    return named(path)
 
 
 def test_a_sparse_member_counts_its_logical_size(world: World) -> None:
@@ -246,7 +252,7 @@ def _flatten_fuzzed(data: bytes) -> None:
         path = world / "layer.tar"
         path.write_bytes(data)
         with contextlib.suppress(errors.UnsafeImageLayer):
-            rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], path)], dest, FUZZ_LIMITS)
+            rootfs.flatten([named(path)], dest, FUZZ_LIMITS)
         assert sorted(p.name for p in world.iterdir()) == ["layer.tar", "root", "victim"]
         assert [p.name for p in victim.iterdir()] == ["file"]
         assert (victim / "file").read_text() == "keep"
@@ -282,7 +288,7 @@ def test_a_layer_with_mutated_headers_flattens_or_is_refused(
 def test_control_the_unmutated_seed_flattens(tmp_path: Path) -> None:
     (dest := tmp_path / "root").mkdir()
     (tmp_path / "seed.tar").write_bytes(SEED)
-    report = rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "seed.tar")], dest,
+    report = rootfs.flatten([named(tmp_path / "seed.tar")], dest,
                             FUZZ_LIMITS)
     assert (dest / "etc/motd").read_bytes() == b"hello\n" and report.files == 2
     data = bytearray(SEED)
@@ -297,7 +303,7 @@ def pax_layer(path: Path, name: str, kind: bytes, pax: dict[str, str], link: str
         info.type, info.linkname, info.pax_headers = kind, link, pax
         tar.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
     path.write_bytes(raw.getvalue())
-    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+    return named(path)
 
 
 @pytest.mark.parametrize("pax,kind,expect", [
@@ -338,12 +344,12 @@ def chained_headers(count: int, tail: str = "after") -> bytes:
 def test_chained_extended_headers_are_refused_not_recursed(tmp_path: Path) -> None:
     (tmp_path / "few.tar").write_bytes(chained_headers(3))
     (ok := tmp_path / "ok").mkdir()
-    rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "few.tar")], ok)
+    rootfs.flatten([named(tmp_path / "few.tar")], ok)
     assert (ok / "after").read_bytes() == b"ok"  # control: a short chain is a member
     (tmp_path / "many.tar").write_bytes(chained_headers(3000))
     (dest := tmp_path / "root").mkdir()
     with pytest.raises(errors.UnsafeImageLayer) as refused:
-        rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "many.tar")], dest)
+        rootfs.flatten([named(tmp_path / "many.tar")], dest)
     text = refused.value.guidance().render_text()
     assert f"more than {tarheaders.MAX_HEADER_CHAIN} extended headers" in text
 
@@ -376,7 +382,7 @@ def test_a_broken_gnu_sparse_map_is_refused(tmp_path: Path, sparse_map: bytes) -
     (tmp_path / "l.tar").write_bytes(raw.getvalue())
     (dest := tmp_path / "root").mkdir()
     with pytest.raises(errors.UnsafeImageLayer, match="cannot be read"):
-        rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "l.tar")], dest)
+        rootfs.flatten([named(tmp_path / "l.tar")], dest)
 
 
 def _sparse_seed() -> bytes:
@@ -398,7 +404,7 @@ SPARSE_SEED = _sparse_seed()
 def test_control_the_sparse_seed_flattens(tmp_path: Path) -> None:
     (dest := tmp_path / "root").mkdir()
     (tmp_path / "s.tar").write_bytes(SPARSE_SEED)
-    rootfs.flatten([Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "s.tar")], dest)
+    rootfs.flatten([named(tmp_path / "s.tar")], dest)
     assert (dest / "s").read_bytes() == b"ok" + b"\0" * 8
 
 
@@ -423,7 +429,7 @@ def test_data_read_through_but_not_written_counts_against_the_byte_cap(
         info.type, info.size = kind, 5000
         tar.addfile(info, io.BytesIO(b"\0" * 5000))
     (tmp_path / "l.tar").write_bytes(raw.getvalue())
-    layer_ = Layer(DIGEST, rootfs.MEDIA_TAR[0], tmp_path / "l.tar")
+    layer_ = named(tmp_path / "l.tar")
     (ok := tmp_path / "ok").mkdir()
     rootfs.flatten([layer_], ok, rootfs.FlattenLimits(max_bytes=5000))  # control
     (dest := tmp_path / "root").mkdir()
@@ -465,7 +471,7 @@ def whiteouts_after_global_header(path: Path, header_size: int, members: int) ->
             tar.addfile(tarfile.TarInfo("kept"), io.BytesIO(b""))
             for i in range(members):
                 tar.addfile(tarfile.TarInfo(f"d/.wh.x{i}"), io.BytesIO(b""))
-    return Layer(DIGEST, rootfs.MEDIA_TAR[0], path)
+    return named(path)
 
 
 def test_a_global_pax_header_is_capped_not_copied_into_every_member(tmp_path: Path) -> None:

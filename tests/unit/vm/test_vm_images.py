@@ -3,6 +3,7 @@ command line that attaches them: no VM boots here."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -23,7 +24,7 @@ from roteiro_py import config, errors, paths
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 from roteiro_py.vm.qemu import backend as qemu_backend
-from roteiro_py.vm.qemu import job, machine, rootfs, shareimage
+from roteiro_py.vm.qemu import job, machine, rootfs, rootfs_record, shareimage
 from roteiro_py.vm.qemu.assets import Assets, kernel_format, load_assets
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +54,8 @@ def test_a_tar_zstd_layer_is_flattened(tmp_path: Path) -> None:
     compressed = (tmp_path / "layer.tar.zst").read_bytes()
     assert compressed[:4] == b"\x28\xb5\x2f\xfd"  # really zstd, not a tar passed through
     (dest := tmp_path / "root").mkdir()
-    layer = Layer("sha256:" + "1" * 64, rootfs.MEDIA_ZSTD[0], tmp_path / "layer.tar.zst")
+    layer = Layer("sha256:" + hashlib.sha256(compressed).hexdigest(), rootfs.MEDIA_ZSTD[0],
+                  tmp_path / "layer.tar.zst")
     report = rootfs.flatten([layer], dest)
     assert (dest / "etc/zstd-layer").read_bytes() == b"came through zstd\n"
     assert os.stat(dest / "bin/tool").st_mode & 0o777 == 0o755 and report.files == 2
@@ -76,7 +78,7 @@ BUILD_IN_CHILD = textwrap.dedent("""
         time.sleep(1.5)
         return real(*args, **kwargs)
     rootfs.flatten = slow
-    image = rootfs.rootfs_image(layers, given["digest"])
+    image = rootfs.rootfs_image(layers, given["digest"]).path
     print("image", image, os.stat(image).st_ino, flush=True)
 """)
 
@@ -99,7 +101,7 @@ def test_two_processes_building_one_rootfs_both_succeed_with_one_image(tmp_path:
     inodes = {line.split()[2] for line in said.splitlines() if line.startswith("image ")}
     assert len(images) == 1 and len(inodes) == 1, said
     cache = Path(images.pop()).parent
-    assert sorted(p.suffix for p in cache.iterdir()) == [".ext4", ".lock"]  # no leftovers
+    assert sorted(p.suffix for p in cache.iterdir()) == [".ext4", ".json", ".lock"]  # no leftovers
 
 
 # -- the [vm] kernel override ---------------------------------------------------------------
@@ -405,12 +407,13 @@ def test_a_killed_builds_directory_is_swept_but_a_live_builds_is_not(tmp_path: P
     (cache / f".{dead}-k1ll3d" / "tree" / "big").write_bytes(b"x" * 4096)
     (cache / f".{mine}-k1ll3d").mkdir()  # an earlier build of this very image
     (cache / f".{live}-running").mkdir()
-    (cache / f"{mine}.ext4").write_bytes(b"built")  # a cache hit: no mkfs needed
+    (cache / f"{mine}.ext4").write_bytes(b"built")
+    rootfs_record.seal(cache / f"{mine}.ext4")  # a cache hit: no mkfs needed
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(cache / f"{live}.lock")],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        assert rootfs.rootfs_image([], f"sha256:{mine}") == cache / f"{mine}.ext4"
+        assert rootfs.rootfs_image([], f"sha256:{mine}").path == cache / f"{mine}.ext4"
         assert (cache / f".{live}-running").is_dir(), "a running build's directory was taken"
     finally:
         holder.kill()
@@ -454,4 +457,4 @@ def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
     monkeypatch.undo()  # control: the real mkfs.ext4, the lock free, time enough
     image = rootfs.rootfs_image([], digest, rootfs.FlattenLimits(until=time.monotonic() + 120,
                                                                  seconds=120.0))
-    assert image.is_file() and image.stat().st_size > 0
+    assert image.path.is_file() and image.path.stat().st_size > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import subprocess
@@ -33,7 +34,8 @@ def layer_of(tmp: Path, members: list[tuple[str, bytes, int, str]]) -> Layer:
             tar.addfile(info, io.BytesIO(data) if info.type == tarfile.REGTYPE else None)
     path = tmp / f"layer{len(list(tmp.iterdir()))}.tar"
     path.write_bytes(raw.getvalue())
-    return Layer("sha256:" + "0" * 64, "application/vnd.oci.image.layer.v1.tar", path)
+    return Layer("sha256:" + hashlib.sha256(raw.getvalue()).hexdigest(),
+                 "application/vnd.oci.image.layer.v1.tar", path)
 
 
 def test_flatten_honours_whiteouts_opaque_dirs_and_strips_setuid(tmp_path: Path) -> None:

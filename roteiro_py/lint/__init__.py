@@ -1,0 +1,156 @@
+"""One lint run: preflight in order, boot, probe, build, report.
+
+The preflight checks run cheapest and most fundamental first, and each refuses before
+anything more expensive starts:
+
+    image configured -> pinned by digest -> hypervisor usable -> image present in the store
+    -> package cache present (and a lockfile) -> scratch available
+
+Only then is the root filesystem built (cached per manifest digest) and a VM booted.
+In the one boot, the guest's toolchain is probed before the build (`cargo-clippy
+--version`, `rustc -vV`, outside the tree: clippy/command.py), so an image without
+clippy is "image lacks the linter" and never an empty report. Nothing here ever runs the
+tree's code on the host; after the guest is gone the host reads only the staged copy the
+guest saw (for snippets), never the tree itself. `[vm] timeout_s` bounds the whole run
+from the first preflight to the report, the host's own work (copying the tree, building
+images, parsing) included.
+
+The run says what it is doing through a `Progress` (roteiro_py/progress.py): the stages
+here, and the backend's own (worktree, boot, toolchain, clippy) from inside run_steps.
+`run_lint_command` owns the renderer and finishes it, whatever happens, before anything
+else reaches stderr (a refusal, "interrupted") and before the report reaches stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roteiro_py import config
+from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
+from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
+from roteiro_py.lint.output import write_output
+from roteiro_py.lint.preflight import (
+    Tree,
+    check_output,
+    image_chosen_in,
+    locate,
+    pinned_image,
+    refuse_early,
+)
+from roteiro_py.lint.run import (
+    DEFAULT_GUEST_PATH,
+    GUEST_SCRATCH,
+    IMAGE_ENV_KEPT,
+    IMAGE_ENV_VALUE_LIMIT,
+    clippy_command,
+    grant_for,
+    guest_env,
+    run_job,
+    steps_for,
+)
+from roteiro_py.lint.staging import report_left_out
+from roteiro_py.progress import CARGO_VIEW, IMAGE, REPORT, ROOTFS, SILENT, Progress, for_stderr
+
+if TYPE_CHECKING:
+    from roteiro_py.report.model import Report
+    from roteiro_py.vm import VmBackend
+
+__all__ = [
+    "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
+    "LintRequest", "Tree", "build_report", "check_output", "clippy_command", "exit_code",
+    "grant_for", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
+    "package_cache", "pinned_image", "report_left_out", "root_filesystem", "run_job", "run_lint_command",
+    "scratch_disk", "scratch_key", "shown", "steps_for", "write_output",
+]
+
+
+@dataclass(frozen=True)
+class LintRequest:
+    path: Path
+    flags: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    output: Path | None = None
+
+
+def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
+    """Run the lint; returns the report, or raises the refusal that explains why not."""
+    began = time.monotonic()
+    layers = config.read_layers(request.path, flags=request.flags)
+    refuse_early(layers, request.path)  # 1, 2 when they need no validation (~ --help)
+    resolved = config.resolve(request.path, layers=layers)
+    settings = resolved.settings
+    if settings.lint.quiet:  # known only once resolved; a renderer shows nothing before a stage
+        progress = SILENT
+    reference = pinned_image(resolved, request.path)                       # 1, 2
+    # Imported only past the first refusals, which then cost no more than --help does.
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.store import Store
+    from roteiro_py.vm import BACKENDS
+    from roteiro_py.vm.qemu.shareimage import StageLimits, staging_area
+
+    argv = clippy_command(settings)
+    tree = locate(request.path)
+    vm = settings.vm
+
+    def backend(rootfs: Path, scratch: Path | None, identity: str = "") -> VmBackend:
+        return BACKENDS[settings.lint.backend](
+            rootfs=rootfs, scratch=scratch, scratch_guest=GUEST_SCRATCH, accel=vm.accel,
+            cpus=vm.cpus, memory_mib=vm.memory_mib,
+            kernel=Path(vm.kernel) if vm.kernel else None,
+            initrd=Path(vm.initrd) if vm.initrd else None,
+            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm),
+            progress=progress, template=vm.template, rootfs_identity=identity)
+
+    # The probe needs no root filesystem; its verdict is cached, so the backend that runs
+    # the job below asks again for free.
+    backend(Path(os.devnull), None).isolation()                           # 3
+    progress.stage(IMAGE)
+    store = Store.default()
+    image = store.resolve(reference)                                       # 4
+    deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
+    progress.stage(CARGO_VIEW)
+    registry, git = package_cache(tree, deadline)                          # 5
+    env = guest_env(image)
+    steps = steps_for(tree, settings, env, argv)
+    grant = grant_for(tree, registry, git)
+    key = scratch_key(tree, image.manifest_digest, settings.lint.features)
+    started = datetime.now(UTC)
+    with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
+        progress.stage(ROOTFS)  # the scratch disk too (a sparse image: milliseconds)
+        with scratch_disk(settings, key, deadline) as disk:                # 6
+            rootfs = root_filesystem(image, store.root, deadline)
+            job = run_job(backend(rootfs.path, disk, rootfs.digest), steps, grant, deadline,
+                          staging)
+        ended = datetime.now(UTC)
+        progress.stage(REPORT)
+        report_left_out(job)
+        report = build_report(job, steps, deadline, tree, resolved, reference, image,
+                              started, ended)
+    return report, settings
+
+
+def run_lint_command(request: LintRequest) -> int:
+    check_output(request.output)                                           # 0: cheapest
+    progress = for_stderr()
+    try:
+        report, settings = lint(request, progress)
+        from roteiro_py.report.render import render
+
+        fmt = settings.lint.format
+        to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        width = os.get_terminal_size().columns if to_terminal else 100
+        text = render(report, fmt, width=width, color=to_terminal)
+    finally:
+        # Before the report, a refusal, "interrupted" or a traceback: no spinner is left
+        # drawing over them, and the terminal gets its cursor back.
+        progress.finish()
+    if request.output is not None:
+        write_output(request.output, text)
+    else:
+        sys.stdout.write(text)
+    return exit_code(report, settings.lint.fail_on)

@@ -1,0 +1,158 @@
+"""From what came back from the guest to a verdict: a report, or the refusal that says why
+there is none. Every status and stream here came from the guest and is untrusted: a
+step without a status is never a clean run, a signal status is named, output past the
+cap is refused, and the exit code follows the findings and `--fail-on`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from roteiro_py import __version__, config
+from roteiro_py.errors import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    DeadlineExceeded,
+    OutputTooLarge,
+    ProbeFailed,
+    VmFailed,
+)
+from roteiro_py.lint.preflight import image_chosen_in
+from roteiro_py.reference import ImageReference
+
+if TYPE_CHECKING:
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.process.sandbox import Command
+    from roteiro_py.report.model import Report
+    from roteiro_py.store import ResolvedImage
+    from roteiro_py.vm import JobOutcome, VmOutcome
+
+
+_LEVEL_RANK = {"error": 3, "warning": 2, "note": 1, "help": 0}
+
+
+_FAIL_ON_RANK = {"error": 3, "warning": 2}
+
+
+def _signal_of(status: int) -> str | None:
+    """The signal a guest shell status of 128+N means, when N is a real signal."""
+    if 128 < status <= 128 + 64:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(status - 128).name
+    return None
+
+
+def shown(step: Command) -> str:
+    """A step as a refusal names it: the toolchain program and its arguments, without the
+    pinning wrapper (clippy/command.py) every step runs through."""
+    import shlex
+
+    from roteiro_py.clippy.command import unpinned
+
+    return shlex.join(unpinned(step.argv))
+
+
+def judge_job(job: JobOutcome, steps: list[Command]) -> None:
+    """Refuse when the VM did not get as far as a verdict on every step that ran."""
+    for index, (outcome, step) in enumerate(zip(job.steps, steps, strict=False)):
+        if outcome.timed_out and index < len(steps) - 1:
+            raise ProbeFailed(f"`{shown(step)}` did not finish within {step.timeout:g} s",
+                              "the toolchain probe has a fixed deadline; `--timeout` sets clippy's")
+        if outcome.timed_out:
+            raise DeadlineExceeded(shown(step), step.timeout)
+    if not job.completed and job.failure and "deadline" in job.failure:
+        step = steps[len(job.steps) - 1] if job.steps else steps[0]
+        raise DeadlineExceeded(shown(step), step.timeout)
+
+
+def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree: Tree,
+                 resolved: config.Resolved, reference: ImageReference, image: ResolvedImage,
+                 started: datetime, ended: datetime) -> Report:
+    """Judge the job and make its report; snippets come from the staged workspace copy."""
+    from roteiro_py.clippy.classify import ClippyRun, classify
+    from roteiro_py.clippy.command import unpinned
+    from roteiro_py.clippy.parse import PathLayout
+    from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
+    from roteiro_py.report.model import Isolation as ReportIsolation
+    from roteiro_py.report.model import Provenance, Report, ToolInfo
+
+    settings = resolved.settings
+    vm = settings.vm
+    isolation = job.isolation
+    judge_job(job, steps)
+    if not job.steps:
+        raise VmFailed(job.failure or "the guest ran no step", job.console.decode("utf-8", "replace"))
+    missing = ProbeOutput(None, b"", b"")
+    probes = [ProbeOutput(*_probe(outcome)) for outcome in job.steps[:2]]
+    toolchain = toolchain_from_probe(probes[0], probes[1] if len(probes) > 1 else missing,
+                                     reference=str(reference))
+    if len(job.steps) < 3:
+        raise VmFailed(job.failure or "the guest did not run clippy",
+                       job.console.decode("utf-8", "replace"))
+    run = job.steps[2]
+    limit_bytes = vm.output_limit_mib * 1024 * 1024
+    status, killed = _status(run, job, limit_bytes)
+    result = classify(
+        ClippyRun(command=unpinned(steps[2].argv), status=status, stdout=run.stdout,
+                  stderr=run.stderr.decode("utf-8", "replace"), memory_mib=vm.memory_mib,
+                  limit_bytes=limit_bytes, signal_name=killed,
+                  truncated=run.truncated, truncated_stream="stdout"),
+        tree=tree.asked, image_reference=str(reference),
+        layout=PathLayout(workspace=tree.layout_workspace,
+                          guest_root=PurePosixPath(tree.repo_root.as_posix())),
+        staged=next((s.copy for s in job.staged if s.host == tree.workspace), None),
+        deadline=deadline)
+    features = list(settings.lint.features)
+    if settings.lint.all_features:
+        features = ["(all)"]
+    report = Report(
+        tool=ToolInfo(name="pylint-sandbox", version=__version__),
+        provenance=Provenance(image_reference=image.reference, image_digest=image.manifest_digest,
+                              image_chosen_by=resolved.source_of("lint.image").kind,
+                              image_chosen_in=image_chosen_in(resolved, tree)),
+        toolchain=toolchain,
+        isolation=ReportIsolation(backend=isolation.backend, accelerator=isolation.accelerator,
+                                  hardware_isolated=isolation.hardware_isolated,
+                                  description=isolation.description),
+        workspace=tree.layout_workspace.as_posix(),
+        command=unpinned(steps[2].argv), features=features, started=started, ended=ended,
+        findings=result.findings, summary=result.summary())
+    return report
+
+
+def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
+    if outcome.exit is None:
+        raise ProbeFailed(f"`{shown(outcome.command)}` did not finish",
+                          outcome.failure or outcome.stderr.decode("utf-8", "replace"))
+    return outcome.exit, outcome.stdout, outcome.stderr
+
+
+def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int | None, str | None]:
+    """The clippy step's status, or the refusal for a step the guest never reported on.
+
+    A step without a status was cut short: its output passed the limit (the VM is then
+    stopped) or the VM died (a guest kernel panic, qemu killed). Neither is a verdict.
+    """
+    if outcome.exit is None:
+        if outcome.truncated:
+            raise OutputTooLarge("output (all streams together)", limit_bytes)
+        raise VmFailed(outcome.failure or job.failure or "the guest reported no status for clippy",
+                       job.console.decode("utf-8", "replace"))
+    killed = _signal_of(outcome.exit)
+    return (None, killed) if killed else (outcome.exit, None)
+
+
+def exit_code(report: Report, fail_on: str) -> int:
+    """0 when nothing is at or above `fail_on`; 1 otherwise. A failed build is never clean."""
+    if fail_on == "never":
+        return EXIT_OK
+    threshold = _FAIL_ON_RANK[fail_on]
+    worst = max((_LEVEL_RANK.get(f.level, 0) for f in report.findings), default=-1)
+    if not report.summary.build_succeeded:
+        worst = max(worst, _LEVEL_RANK["error"])
+    return EXIT_FINDINGS if worst >= threshold else EXIT_OK

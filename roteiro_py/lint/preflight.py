@@ -1,0 +1,122 @@
+"""The cheap refusals, before anything is copied, built or booted.
+
+In the order a run meets them: the `--output` can be written; an image is configured,
+pinned by digest and (when the repository chose it) allowed by the user; the path exists
+and its workspace is one the guest can be given (not under the guest's scratch mount).
+The hypervisor probe and the store lookup come next, in `roteiro_py.lint.lint`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from roteiro_py import config, paths
+from roteiro_py.errors import (
+    ImageNotAllowed,
+    NoImageConfigured,
+    UsageError,
+)
+from roteiro_py.lint.run import GUEST_SCRATCH
+from roteiro_py.reference import ImageReference, parse_pinned
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Where things are on the host: what was asked for, the workspace, the repository."""
+
+    asked: Path
+    workspace: Path
+    repo_root: Path
+
+    @property
+    def layout_workspace(self) -> PurePosixPath:
+        return PurePosixPath(self.workspace.relative_to(self.repo_root).as_posix())
+
+
+def locate(path: Path) -> Tree:
+    from roteiro_py.deps import find_workspace_root
+
+    asked = path.resolve()
+    if not asked.exists():
+        raise UsageError(f"The path {asked} does not exist.", hint="Pass the repository to lint.")
+    workspace = find_workspace_root(asked)
+    if workspace.is_relative_to(GUEST_SCRATCH):
+        raise UsageError(f"The workspace {workspace} lies under {GUEST_SCRATCH}, where the guest mounts "
+                         "its scratch disk.", hint="Move or copy the tree elsewhere to lint it.")
+    repo_root = workspace
+    for directory in (workspace, *workspace.parents):
+        if (directory / ".git").exists():
+            repo_root = directory
+            break
+    return Tree(asked=asked, workspace=workspace, repo_root=repo_root)
+
+
+def repo_config_hint(resolved: config.Resolved, path: Path) -> Path:
+    if resolved.repo_config is not None:
+        return resolved.repo_config
+    return config.config_file_for("repo", path)
+
+
+def pinned_image(resolved: config.Resolved, path: Path) -> ImageReference:
+    """Steps 1 and 2: an image is configured, pinned by digest, and (when the repository
+    chose it) under the user's `lint.allowed_images`."""
+    return _pinned(resolved.settings.lint.image, resolved.source_of("lint.image"),
+                   resolved.repo_config, path, resolved.settings.lint.allowed_images,
+                   lambda: str(resolved.source_of("lint.allowed_images")))
+
+
+def refuse_early(layers: config.Layers, path: Path) -> None:
+    """Steps 1 and 2 before the settings are validated, when validation cannot change
+    them (`Layers.unvalidated_image`: only `lint.image` is set, as text). Validating
+    imports pydantic and builds the models, ~200 ms, more than all of `--help`: without
+    this, "no image configured" and "a tag, not a digest" cost 2.4x `--help`
+    (bench/cli_startup.py). The refusals are the very ones `pinned_image` raises."""
+    chosen = layers.unvalidated_image()
+    if chosen is not None:
+        image, source = chosen
+        _pinned(image, source, layers.repo_config, path, [], lambda: "")
+
+
+def _pinned(image: str | None, source: config.Source, repo_config: Path | None, path: Path,
+            allowed: list[str], allowed_from: Callable[[], str]) -> ImageReference:
+    if not image:
+        raise NoImageConfigured(user_config=paths.user_config_path(),
+                                repo_config=repo_config or config.config_file_for("repo", path))
+    reference = parse_pinned(image, source=str(source))
+    if source.kind == "repo" and allowed and not config.image_allowed(reference.name, allowed):
+        raise ImageNotAllowed(str(reference), source.label, allowed, allowed_from())
+    return reference
+
+
+def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
+    """Which setting chose the image, as the report states it: the flag, the variable, or
+    the file (the repository's relative to its root, the user's with $HOME as ~)."""
+    source = resolved.source_of("lint.image")
+    if source.kind == "repo" and resolved.repo_config is not None:
+        return os.path.relpath(resolved.repo_config, tree.repo_root)
+    if source.kind == "user":
+        home = str(Path.home())
+        label = source.label
+        return "~" + label[len(home):] if home != "/" and label.startswith(home + "/") else label
+    return source.label
+
+
+def check_output(output: Path | None) -> None:
+    """Refuse an `--output` that cannot be written, before anything is booted.
+
+    Found only after the lint, a directory or a missing parent cost the whole run and
+    ended as an internal error (IsADirectoryError, exit 4)."""
+    if output is None:
+        return
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a directory.", hint="Name a file to write the report to.")
+    parent = output.parent
+    if not parent.is_dir():
+        raise UsageError(f"--output {output}: the directory {parent} does not exist.",
+                         hint="Create it first, or name a file in an existing directory.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--output {output}: the directory {parent} is not writable.",
+                         hint="Name a file in a directory you can write to.")

@@ -1,0 +1,154 @@
+"""What the guest is asked to do, and the one boot that does it.
+
+The guest's whole environment is set here (never inherited from the host), the grant
+names only the workspace, the cargo view and the scratch, and every step runs through
+the toolchain the image pins (clippy/command.py). `run_job` boots within what is left
+of the run's deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roteiro_py import config
+from roteiro_py.errors import (
+    DeadlineExceeded,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.process.grants import GrantSet
+    from roteiro_py.process.sandbox import Command
+    from roteiro_py.store import ResolvedImage
+    from roteiro_py.vm import JobOutcome, VmBackend
+
+
+#: Deadline of each toolchain probe step (`cargo-clippy --version`, `rustc -vV`).
+PROBE_TIMEOUT_S = 120.0
+
+
+#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it. Shares
+#: keep their host paths in the guest, so this is a path no host tree uses: with
+#: `/scratch` a worktree under /scratch/$USER (a common HPC layout) would be hidden by the
+#: scratch disk, and cargo would lint whatever an earlier run left there.
+GUEST_SCRATCH = "/.roteiro-scratch"
+
+
+GUEST_TARGET_DIR = f"{GUEST_SCRATCH}/target"
+
+
+GUEST_HOME = f"{GUEST_SCRATCH}/home"
+
+
+#: Variables of the image's own config that the guest command keeps (PATH and rustup's);
+#: everything else in the command's environment is set here. Nothing comes from the host.
+IMAGE_ENV_KEPT = ("PATH", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUST_VERSION")
+
+
+#: An image's variable of this many characters or more is dropped (a PATH is far shorter).
+IMAGE_ENV_VALUE_LIMIT = 4096
+
+
+DEFAULT_GUEST_PATH = "/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def guest_env(image: ResolvedImage) -> dict[str, str]:
+    """The guest command's whole environment: set here, from the image's config and constants."""
+    from roteiro_py.clippy.command import PINNED_ENV
+    from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+
+    env: dict[str, str] = {"PATH": DEFAULT_GUEST_PATH}
+    # Every level of the image's JSON is checked for its shape: `"config": null`, a list
+    # or a string there was an AttributeError (exit 4) for an image a repository may name.
+    section = image.config.get("config") if isinstance(image.config, dict) else None
+    declared = section.get("Env") if isinstance(section, dict) else None
+    for entry in declared if isinstance(declared, list) else []:
+        if isinstance(entry, str) and "=" in entry:
+            name, value = entry.split("=", 1)
+            # printable: no newline, NUL or lone surrogate, which the job script cannot
+            # carry (a ValueError there was exit 4 for a hostile image's config)
+            if name in IMAGE_ENV_KEPT and value.isprintable() and len(value) < IMAGE_ENV_VALUE_LIMIT:
+                env[name] = value
+    # A relative PATH entry (or an empty one, which means `.`) would look `cargo` and
+    # `rustc` up in the tree, the lint's working directory.
+    env["PATH"] = ":".join(d for d in env["PATH"].split(":") if d.startswith("/")) or DEFAULT_GUEST_PATH
+    if "RUST_VERSION" in env and "RUSTUP_TOOLCHAIN" not in env:
+        # Official Rust images name their toolchain: the probe asks that one for its
+        # sysroot. Whatever the image says, no tree toolchain file is obeyed: every step
+        # runs through clippy/command.py's PIN_SCRIPT (an image without RUST_VERSION let a
+        # tree `rust-toolchain.toml` replace clippy: review rev-tree).
+        env["RUSTUP_TOOLCHAIN"] = env["RUST_VERSION"]
+    env.update({
+        **PINNED_ENV,
+        "HOME": GUEST_HOME,
+        "CARGO_HOME": GUEST_CARGO_HOME,
+        "CARGO_TARGET_DIR": GUEST_TARGET_DIR,
+        "CARGO_NET_OFFLINE": "true",
+        "CARGO_TERM_COLOR": "never",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+    })
+    return env
+
+
+def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
+    from roteiro_py.process.grants import GrantSet
+
+    # The workspace root, not the whole repository: cargo needs only the workspace (and a
+    # repository also holds .git, virtualenvs and build output that the guest has no
+    # business reading). Path dependencies outside the workspace root are not visible.
+    atoms = [f"fs:read:{tree.workspace}/**", f"fs:list:{tree.workspace}/**",
+             f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:cargo", "proc:exec:rustc"]
+    # `registry` and `git` are a cargo view's (package_cache), never the host's whole cache.
+    atoms += [f"fs:read:{cache}/**" for cache in (registry, git) if cache is not None]
+    return GrantSet.of(*atoms)
+
+
+def clippy_command(settings: config.Settings) -> list[str]:
+    """The guest's clippy command line; bad feature names are a usage error, raised early."""
+    from roteiro_py.clippy.command import ClippyOptions, clippy_argv
+
+    lint = settings.lint
+    return clippy_argv(ClippyOptions(all_targets=lint.all_targets, features=tuple(lint.features),
+                                     all_features=lint.all_features,
+                                     no_default_features=lint.no_default_features))
+
+
+def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
+    """The probes, run outside the tree (command.PROBE_CWD), then the lint in the workspace,
+    each run by the toolchain the image pins, never one a tree toolchain file names."""
+    from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_CWD, PROBE_RUSTC, pinned
+    from roteiro_py.process.sandbox import Command
+
+    def command(words: tuple[str, ...] | list[str], cwd: Path, timeout: float) -> Command:
+        return Command(program=words[0], args=tuple(words[1:]), workspace=cwd, env=env,
+                       timeout=timeout)
+
+    probe_cwd = Path(PROBE_CWD)
+    if probe_cwd.is_relative_to(tree.workspace):
+        # Shares keep their host paths in the guest: the probes would run in the tree.
+        raise UsageError(f"The workspace {tree.workspace} holds {PROBE_CWD}, where the guest probes "
+                         "its toolchain away from the tree.", hint="Move or copy the tree elsewhere to lint it.")
+    return [command(PROBE_CLIPPY, probe_cwd, PROBE_TIMEOUT_S),
+            command(PROBE_RUSTC, probe_cwd, PROBE_TIMEOUT_S),
+            command(pinned(argv), tree.workspace, float(settings.vm.timeout_s))]
+
+
+def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline: Deadline,
+            staging: Path) -> JobOutcome:
+    """The one boot, within what is left of the run's deadline."""
+    left = deadline.at - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("preparing the run", deadline.seconds,
+                               stopped="the VM was not started")
+    try:
+        # The probes (all steps but the last) run in PROBE_CWD and touch no share: a VM
+        # template may run them once for every run of this image (vm/qemu/template.py).
+        return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
+                                 staging=staging, template_steps=len(steps) - 1)
+    except DeadlineExceeded as error:  # stated as the run's deadline, not what was left
+        raise DeadlineExceeded(error.command, deadline.seconds, stopped=error.stopped) from None
