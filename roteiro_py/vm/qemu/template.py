@@ -2,9 +2,11 @@
 
 Why: under TCG a cold run spends ~8-10 s before clippy starts (kernel 2.5-2.9 s, modules
 ~1.3 s, mounts, the two toolchain probes 1.5-3 s; issue 11). A template is that machine
-stopped where it waits for its job; a clone restored from it is running ~0.1 s after
-qemu starts and ready for the job well under a second later (numbers in
-docs/ARCHITECTURE.md). The design is Kata's VM templating / Firecracker's snapshots:
+stopped where it waits for its job; a clone restored from it is running 0.1-0.2 s after
+qemu starts and ready for the job ~0.8 s after (bench/vm_template.py, lint's own steps
+on the demo workspace, TCG, a 2-core host at load ~3: `run_steps` called -> clippy step
+starts, median of 3, 12.2 s cold vs 0.86 s restored; building the template, once per
+key, 14.3 s). The design is Kata's VM templating / Firecracker's snapshots:
 
 - Template: qemu boots with the real kernel and initramfs, the run's root filesystem
   (read-only drive), guest RAM in a `memory-backend-file` with share=on, and every
@@ -33,8 +35,15 @@ docs/ARCHITECTURE.md). The design is Kata's VM templating / Firecracker's snapsh
 - Each clone gets the host's clock (`CLOCK`, epoch seconds; cargo would otherwise see
   every file as changed) and host entropy (`seed`, SEED_BYTES from os.urandom) mixed
   into the pool and made live with the RNDRESEEDCRNG ioctl (reseed_program). Writing to
-  /dev/urandom alone only mixes the pool on Linux 6.1: two clones then read the same
-  bytes until the kernel's next timed reseed (the integration test reads them).
+  /dev/urandom alone only mixes the pool on Linux 6.1, and a clone resumes with the
+  template's crng key. Measured here, clones read different bytes even without the
+  reseed (at the first read after restore too: the kernel's early-boot timed reseed,
+  which also draws on RDRAND, host entropy under TCG's `-cpu max`); the ioctl makes
+  that a guarantee rather than a property of this kernel, CPU model and timing.
+- The guest's bdev cache of a placeholder: the kernel drops a block device's page
+  cache when its last opener closes it (only the boot-time partition scan opened the
+  slots), so a clone saw its new disks even without `blockdev --flushbufs` (measured);
+  the flush stays, at two execs, so that holds whatever opened them.
 - Key (template_key): everything that shapes the saved machine: qemu's binary and
   version, kernel and initramfs digests, the root filesystem's identity (what the caller
   verified, and the file's own identity), accelerator, CPU model and count, memory, the
