@@ -71,7 +71,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "lint": ("image", "backend", "fail_on", "format", "keep_cache", "quiet", "all_targets",
              "features", "all_features", "no_default_features", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
-           "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd"),
+           "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template"),
 }
 
 

@@ -72,6 +72,7 @@ class VmSettings(BaseModel):
     scratch_mib: int = Field(8192, ge=64, le=1 << 22, description="size of the writable scratch disk")
     kernel: str | None = Field(None, description="guest kernel to use instead of the provisioned one")
     initrd: str | None = Field(None, description="guest initramfs to use instead of the provisioned one")
+    template: bool = Field(True, description="restore each run from a booted, probed VM template instead of booting")
 
 
 class Settings(BaseModel):

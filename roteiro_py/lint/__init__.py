@@ -97,14 +97,14 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     tree = locate(request.path)
     vm = settings.vm
 
-    def backend(rootfs: Path, scratch: Path | None) -> VmBackend:
+    def backend(rootfs: Path, scratch: Path | None, identity: str = "") -> VmBackend:
         return BACKENDS[settings.lint.backend](
             rootfs=rootfs, scratch=scratch, scratch_guest=GUEST_SCRATCH, accel=vm.accel,
             cpus=vm.cpus, memory_mib=vm.memory_mib,
             kernel=Path(vm.kernel) if vm.kernel else None,
             initrd=Path(vm.initrd) if vm.initrd else None,
             output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm),
-            progress=progress)
+            progress=progress, template=vm.template, rootfs_identity=identity)
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
@@ -125,8 +125,8 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
         progress.stage(ROOTFS)  # the scratch disk too (a sparse image: milliseconds)
         with scratch_disk(settings, key, deadline) as scratch:             # 6
             rootfs = root_filesystem(image, store.root, deadline)
-            job = run_job(backend(rootfs.path, scratch.disk), steps, grant, deadline, staging,
-                          scratch.book)
+            job = run_job(backend(rootfs.path, scratch.disk, rootfs.digest), steps, grant,
+                          deadline, staging, scratch.book)
             scratch.settle(job)  # a kept cache is trusted next time only if this completed
         ended = datetime.now(UTC)
         progress.stage(REPORT)

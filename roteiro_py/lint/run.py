@@ -148,8 +148,11 @@ def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline:
         raise DeadlineExceeded("preparing the run", deadline.seconds,
                                stopped="the VM was not started")
     try:
+        # The probes (all steps but the last) run in PROBE_CWD and touch no share: a VM
+        # template may run them once for every run of this image (vm/qemu/template.py).
         return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
                                  staging=staging, stamps=stamps,
-                                 clock=None if stamps is None else stamps.clock)
+                                 clock=None if stamps is None else stamps.clock,
+                                 template_steps=len(steps) - 1)
     except DeadlineExceeded as error:  # stated as the run's deadline, not what was left
         raise DeadlineExceeded(error.command, deadline.seconds, stopped=error.stopped) from None

@@ -87,6 +87,16 @@ class JobOutcome:
     #: The guest's clock (epoch seconds) once its steps were done, as its init reported
     #: it; None when it never said (vm/stamps.py: the next run's stamps must pass it).
     guest_clock: int | None = None
+    #: The key of the VM template this run was restored from (vm/qemu/template.py), or
+    #: None when it booted cold; the first `template_steps` outcomes are then the
+    #: template's, run once when it was built.
+    template: str | None = None
+    #: Seconds spent building that template in this run (the first run of a key), else 0.
+    template_built_seconds: float = 0.0
+
+    @property
+    def restored(self) -> bool:
+        return self.template is not None
 
 
 class VmBackend(Protocol):
@@ -105,14 +115,17 @@ class VmBackend(Protocol):
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
                   stop_on_failure: bool = True, deadline: float | None = None,
                   staging: Path | None = None, clock: int | None = None,
-                  stamps: StampBook | None = None) -> JobOutcome:
+                  stamps: StampBook | None = None, template_steps: int = 0) -> JobOutcome:
         """Several commands in one boot; each is checked against `grant` before booting.
 
         `deadline` (seconds) bounds all of it, the host's preparation included;
         `staging` is a directory the caller owns where copies of the shares are kept
         (`JobOutcome.staged`) until the caller removes it. `stamps` decides the times the
         copies carry and records them (vm/stamps.py; default: a fresh book); `clock`
-        (epoch seconds) is the guest's clock at boot (default: `stamps.clock`)."""
+        (epoch seconds) is the guest's clock at boot (default: `stamps.clock`).
+        `template_steps`: the first that many steps touch no per-run share and may be run
+        once in a VM template whose clones run the rest (their outcomes are then the
+        template's)."""
         ...
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import platform
 import time
 from collections.abc import Sequence
@@ -29,12 +30,12 @@ from roteiro_py import errors, paths
 from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
-from roteiro_py.progress import BOOT, SILENT, WORKTREE, Progress
+from roteiro_py.progress import BOOT, RESTORE, SILENT, WORKTREE, Progress
 from roteiro_py.vm import Isolation, JobOutcome, StagedShare, VmOutcome
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
-from roteiro_py.vm.qemu import job, probe, shareimage
+from roteiro_py.vm.qemu import job, probe, shareimage, template
 from roteiro_py.vm.qemu.assets import Assets, load_assets
-from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineSpec, boot
+from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
 from roteiro_py.vm.qemu.watch import JobWatch
 from roteiro_py.vm.stamps import StampBook
 
@@ -78,7 +79,8 @@ class QemuBackend:
                  memory_mib: int = 256, kernel: Path | None = None,
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
                  qemu: str = QEMU, stage: shareimage.StageLimits | None = None,
-                 progress: Progress = SILENT) -> None:
+                 progress: Progress = SILENT, template: bool = True,
+                 template_root: Path | None = None, rootfs_identity: str = "") -> None:
         if accel not in ACCEL_CHOICES:
             raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
                                     f"not {accel!r}")
@@ -93,8 +95,15 @@ class QemuBackend:
         self.output_limit = output_limit
         self.qemu = qemu
         self.stage = stage or shareimage.StageLimits.of(VmSettings())
-        #: Told WORKTREE, BOOT, then (from the guest, vm/qemu/watch.py) TOOLCHAIN, CLIPPY.
+        #: Told WORKTREE, BOOT or RESTORE, then (from the guest, vm/qemu/watch.py)
+        #: TOOLCHAIN, CLIPPY.
         self.progress = progress
+        #: Whether runs given `template_steps` restore from a VM template (template.py).
+        self.template = template
+        self.template_root = template_root
+        #: What the caller verified the root filesystem as (lint: the sealed digest of
+        #: the cached root filesystem); part of the template key with the file's identity.
+        self.rootfs_identity = rootfs_identity
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -155,7 +164,7 @@ class QemuBackend:
     def run_steps(self, steps: Sequence[Command], grant: GrantSet, *,
                   stop_on_failure: bool = True, deadline: float | None = None,
                   staging: Path | None = None, clock: int | None = None,
-                  stamps: StampBook | None = None) -> JobOutcome:
+                  stamps: StampBook | None = None, template_steps: int = 0) -> JobOutcome:
         """Boot once and run `steps` in order; each gets its own exit, stdout and stderr.
 
         `deadline` (seconds from now) bounds the whole call, the copies and images of the
@@ -163,14 +172,18 @@ class QemuBackend:
         process group is killed and what arrived is kept, or, if it passes before the
         boot, errors.DeadlineExceeded. `staging`, `clock`, `stamps`: see
         `VmBackend.run_steps`.
+        `template_steps`: with `self.template`, the run is a clone of the template that
+        ran the first that many steps (template.py), unless a share image does not fit
+        its slot or a template step failed: then it boots cold, with the same isolation.
         """
         started = time.monotonic()
         steps = list(steps)
         table = self.mounts(steps, grant)
         images = {i for i, share in enumerate(table.shares) if share_transport(share) == "image"}
         stamps = stamps if stamps is not None else StampBook.fresh()
+        clock = stamps.clock if clock is None else clock
         archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure, images=images,
-                                  clock=stamps.clock if clock is None else clock)
+                                  clock=clock)
         assets = self.assets()
         isolation = self.isolation()
         if not self.rootfs.is_file():
@@ -208,17 +221,64 @@ class QemuBackend:
                 shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)
                              if i not in images),
                 ports=ports, job=archive, qemu=self.qemu)
+            if self.template and 0 < template_steps < len(steps) and template.fits(spec):
+                cloned = self._from_template(spec, steps, template_steps, table, images,
+                                             stop_on_failure, until, limit, isolation, clock)
+                if cloned is not None:
+                    return dataclasses.replace(cloned, staged=tuple(staged))
             self.progress.stage(BOOT)
             result = boot(spec, deadline=until - time.monotonic(),
                           output_limit=self.output_limit,
                           watch=JobWatch(self.progress, len(steps)).feed)
         return dataclasses.replace(_outcome(steps, result, isolation), staged=tuple(staged))
 
+    def _from_template(self, spec: MachineSpec, steps: list[Command], first: int,
+                       table: MountTable, images: set[int], stop_on_failure: bool,
+                       until: float, limit: float, isolation: Isolation,
+                       clock: int) -> JobOutcome | None:
+        """The run as a clone of the template for this machine and these first steps; None
+        when no template can serve it (a template step failed: the cold boot reports that
+        as it always did). A template that fails to restore is rebuilt once; a second
+        failure is the run's."""
+        key = template.template_key(spec, steps[:first], self.rootfs_identity,
+                                    kernel_cmdline())
+        archive = job.template_archive(steps[:first], template.reseed_program())
+        for disk in spec.disks:  # share images, padded (sparse) to their slot's size
+            if disk.serial not in (job.ROOT_SERIAL, job.SCRATCH_SERIAL):
+                os.truncate(disk.path, template.IMAGE_SLOT_BYTES)
+        failure = ""
+        result: MachineResult | None = None
+        for _attempt in range(2):
+            try:
+                found = template.ensure(spec, steps[:first], key, archive, until=until,
+                                        deadline_s=limit, root=self.template_root,
+                                        building=lambda: self.progress.stage(BOOT))
+            except template.TemplateUnusable:
+                return None
+            self.progress.stage(RESTORE)
+            clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
+                                      images=images, clock=clock,
+                                      seed=template.seed())
+            restored = template.restore(found, spec, clone, until=until,
+                                        output_limit=self.output_limit,
+                                        watch=JobWatch(self.progress, len(steps)).feed)
+            result = restored.result
+            if any(line == "ready" for _, line in result.status) or result.timed_out:
+                outcome = _outcome(steps, result, isolation, cached=found.steps)
+                return dataclasses.replace(outcome, template=key,
+                                           template_built_seconds=found.built_seconds)
+            failure = result.control_failure or result.failure or "the clone never got ready"
+            template.discard(found.directory)
+        assert result is not None
+        return JobOutcome(steps=(), isolation=isolation, completed=False, boot_seconds=None,
+                          failure=f"the VM template {key} failed to restore twice: {failure}",
+                          console=result.console)
 
-def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobOutcome:
-    from roteiro_py.vm.qemu.machine import MachineResult
 
-    assert isinstance(result, MachineResult)
+def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[float, int, bool]],
+                                             float | None, bool, str | None, int | None]:
+    """What init said on the status port: step starts and exits (time, status, timed out),
+    when it was ready, whether it finished, and its error."""
     starts: dict[int, float] = {}
     exits: dict[int, tuple[float, int, bool]] = {}
     ready: float | None = None
@@ -243,8 +303,37 @@ def _outcome(steps: list[Command], result: object, isolation: Isolation) -> JobO
                 error = "the guest's init failed: " + " ".join(words[1:])[:300]
         except ValueError:
             continue
+    return starts, exits, ready, done, error, clock
+
+
+def parse_status(result: MachineResult, nsteps: int) -> tuple[list[template.StepRecord], str | None]:
+    """A template boot's step outcomes, and the guest init's error if it reported one."""
+    starts, exits, _, _, error, _ = _status(result)
+    records = []
+    for index in range(nsteps):
+        if index not in starts or index not in exits:
+            break
+        at, status, timed_out = exits[index]
+        records.append(template.StepRecord(
+            None if timed_out else status, result.channels.get(f"stdout{index}", b""),
+            result.channels.get(f"stderr{index}", b""), round(at - starts[index], 3),
+            timed_out, bool({f"stdout{index}", f"stderr{index}"} & result.truncated)))
+    return records, error
+
+
+def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
+             cached: Sequence[template.StepRecord] = ()) -> JobOutcome:
+    starts, exits, ready, done, error, clock = _status(result)
     outcomes = []
+    now = datetime.now(UTC)
+    for index, record in enumerate(cached):
+        outcomes.append(VmOutcome(
+            command=steps[index], exit=record.exit, stdout=record.stdout, stderr=record.stderr,
+            timed_out=record.timed_out, truncated=record.truncated, duration=record.duration,
+            started=now, ended=now, failure=None, isolation=isolation))
     for index, command in enumerate(steps):
+        if index < len(cached):
+            continue
         if index not in starts:
             break
         began = starts[index]

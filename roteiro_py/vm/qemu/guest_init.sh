@@ -13,7 +13,8 @@
 # Messages on the status port: "uptime init=S modules=S ready=S" (the guest's clock when
 # init started, when its modules were loaded, when the mounts were done), "ready",
 # "start I", "exit I RC TIMEDOUT", "clock EPOCH" (the guest's clock once the steps are
-# done), "done", "error TEXT". The serial console carries only kernel messages and the canary marker.
+# done), "done", "error TEXT", and in a template "template-ready" when it waits for its
+# job. The serial console carries only kernel messages and the canary marker.
 PATH=/bin
 export PATH
 /bin/busybox --install -s /bin
@@ -33,14 +34,18 @@ read T_INIT _ < /proc/uptime
 for m in $(cat /etc/modules.load); do insmod "/lib/modules/$m" || echo "insmod $m failed" > /dev/ttyS0; done
 read T_MODULES _ < /proc/uptime
 
+# port_dev and blk_dev set DEV rather than print it: under TCG every fork costs tens of
+# milliseconds, and `$(...)` around a `$(cat ...)` per device was two of them per lookup.
 port_dev() {
     for p in /sys/class/virtio-ports/*; do
-        if [ "$(cat "$p/name" 2>/dev/null)" = "$1" ]; then echo "/dev/${p##*/}"; return 0; fi
+        name=
+        read -r name < "$p/name" 2>/dev/null
+        if [ "$name" = "$1" ]; then DEV="/dev/${p##*/}"; return 0; fi
     done
     return 1
 }
 n=0
-while [ -z "$STATUS" ] && [ $n -lt 200 ]; do STATUS=$(port_dev status); n=$((n + 1)); [ -n "$STATUS" ] || usleep 10000; done
+while [ -z "$STATUS" ] && [ $n -lt 200 ]; do port_dev status && STATUS=$DEV; n=$((n + 1)); [ -n "$STATUS" ] || usleep 10000; done
 status() { echo "$*" > "$STATUS"; }
 fail() { status "error $*"; sync; poweroff -f; sleep 10; }
 [ -n "$STATUS" ] || { echo "no status port" > /dev/ttyS0; poweroff -f; }
@@ -49,7 +54,9 @@ blk_dev() {
     n=0
     while [ $n -lt 200 ]; do
         for b in /sys/block/vd*; do
-            if [ "$(cat "$b/serial" 2>/dev/null)" = "$1" ]; then echo "/dev/${b##*/}"; return 0; fi
+            serial=
+            read -r serial < "$b/serial" 2>/dev/null
+            if [ "$serial" = "$1" ]; then DEV="/dev/${b##*/}"; return 0; fi
         done
         n=$((n + 1)); usleep 10000
     done
@@ -65,7 +72,8 @@ plain_dir() {  # guest-path: a mount point inside the new root, never one a link
     plain_path "$1"
 }
 mount_root() {
-    dev=$(blk_dev "$1") || fail "no root disk $1"
+    blk_dev "$1" || fail "no root disk $1"
+    dev=$DEV
     mkdir -p /ro /rw
     mount -t ext4 -o ro,noload "$dev" /ro || fail "cannot mount the root filesystem"
     mount -t tmpfs -o mode=0755 tmpfs /rw
@@ -97,12 +105,14 @@ mount_share() {  # tag guest-path cache-mode: read-only 9p; the host qemu also r
         || fail "cannot mount share $1"
 }
 mount_image() {  # serial guest-path: a read-only ext4 image of a host tree (readonly=on in qemu)
-    dev=$(blk_dev "$1") || fail "no share disk $1"
+    blk_dev "$1" || fail "no share disk $1"
+    dev=$DEV
     plain_dir "$2"
     mount -t ext4 -o ro,noload,nosuid,nodev "$dev" "$R$2" || fail "cannot mount share disk $1"
 }
 mount_scratch() {  # serial guest-path: the only writable disk
-    dev=$(blk_dev "$1") || fail "no scratch disk $1"
+    blk_dev "$1" || fail "no scratch disk $1"
+    dev=$DEV
     plain_dir "$2"
     mount -t ext4 -o nosuid,nodev "$dev" "$R$2" || fail "cannot mount the scratch disk"
     SCRATCH="$R$2"
@@ -112,46 +122,87 @@ mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CA
     mount -t tmpfs -o "mode=0755,uid=$RUN_UID,gid=$RUN_GID,nosuid,nodev" tmpfs "$R$1"
 }
 
-. /job/config
-# CLOCK (epoch seconds) first: every dep-info the build writes must be newer than every
-# stamp of the worktree's copy (vm/stamps.py).
-[ -z "$CLOCK" ] || date -u -s "@$CLOCK" >/dev/null || fail "cannot set the clock to $CLOCK"
-. /job/mounts
-rm -f /job/config /job/mounts
-
 sweep() {
     nsenter -F -S "$RUN_UID" -G "$RUN_GID" -- /bin/busybox kill -KILL -1 2>/dev/null
 }
 
+run_steps() {  # first: steps first..NSTEPS-1, each reported on the status port
+    i=$1
+    while [ $i -lt "$NSTEPS" ]; do
+        STEP_TIMEOUT=
+        STEP_CWD=
+        . "/job/step$i"
+        rm -f "/job/step$i"
+        # nsenter opens the working directory before it chroots: a link in the image on the
+        # way to it would put the command's cwd outside the new root.
+        plain_path "$STEP_CWD"
+        port_dev "stdout$i" || fail "no stdout port for step $i"
+        out=$DEV
+        port_dev "stderr$i" || fail "no stderr port for step $i"
+        err=$DEV
+        status "start $i"
+        /bin/busybox env -i "$@" </dev/null >"$out" 2>"$err" &
+        pid=$!
+        ( sleep "$STEP_TIMEOUT"; : > "/run/timeout$i"; kill -KILL $pid 2>/dev/null ) &
+        wd=$!
+        wait $pid
+        rc=$?
+        kill -KILL $wd 2>/dev/null
+        sweep
+        to=0
+        [ -e "/run/timeout$i" ] && to=1
+        status "exit $i $rc $to"
+        i=$((i + 1))
+        if [ $rc -ne 0 ] && [ "$STOP_ON_FAILURE" = 1 ]; then return 1; fi
+    done
+}
+
+. /job/config
+# CLOCK (epoch seconds) first: every dep-info the build writes must be newer than every
+# stamp of the worktree's copy (vm/stamps.py). A template's own job has none; each clone
+# sets the one its job carries below.
+[ -z "$CLOCK" ] || date -u -s "@$CLOCK" >/dev/null || fail "cannot set the clock to $CLOCK"
+. /job/mounts
+rm -f /job/config /job/mounts
 read T_READY _ < /proc/uptime
 status "uptime init=$T_INIT modules=$T_MODULES ready=$T_READY"
-status ready
-i=0
-while [ $i -lt "$NSTEPS" ]; do
-    STEP_TIMEOUT=
-    STEP_CWD=
-    . "/job/step$i"
-    rm -f "/job/step$i"
-    # nsenter opens the working directory before it chroots: a link in the image on the
-    # way to it would put the command's cwd outside the new root.
-    plain_path "$STEP_CWD"
-    out=$(port_dev "stdout$i") || fail "no stdout port for step $i"
-    err=$(port_dev "stderr$i") || fail "no stderr port for step $i"
-    status "start $i"
-    /bin/busybox env -i "$@" </dev/null >"$out" 2>"$err" &
-    pid=$!
-    ( sleep "$STEP_TIMEOUT"; : > "/run/timeout$i"; kill -KILL $pid 2>/dev/null ) &
-    wd=$!
-    wait $pid
-    rc=$?
-    kill -KILL $wd 2>/dev/null
+
+if [ -e /job/template ]; then
+    # A template (template.py): the root is assembled and the template steps (the
+    # toolchain probes) ran; now wait for a job on the job port. The host saves this
+    # machine here and restores copies of it, each resuming in the `read` below.
+    rm -f /job/template
+    run_steps 0 || fail "a template step failed"
     sweep
-    to=0
-    [ -e "/run/timeout$i" ] && to=1
-    status "exit $i $rc $to"
-    i=$((i + 1))
-    if [ $rc -ne 0 ] && [ "$STOP_ON_FAILURE" = 1 ]; then break; fi
-done
+    port_dev job || fail "no job port"
+    status template-ready
+    LEN=
+    { read -r LEN; case $LEN in ''|*[!0-9]*) LEN=0;; esac; head -c "$LEN" > /run/job.cpio; } < "$DEV"
+    # A job cut short has no trailer: cpio fails on it ("short read").
+    [ "$LEN" -gt 0 ] && (cd / && cpio -i -d -u < /run/job.cpio 2>/dev/null) || fail "the job arrived cut short"
+    . /job/config
+    # Every clone shares the template's clock and RNG state: set the one from the host,
+    # reseed the other from host entropy (writing to /dev/urandom only mixes the pool on
+    # Linux 6.1; the RNDRESEEDCRNG ioctl makes the next read use it).
+    date -u -s "@$CLOCK" >/dev/null || fail "cannot set the clock"
+    cat /job/seed > /dev/urandom || fail "cannot mix the host's entropy"
+    /bin/roteiro-reseed < /dev/urandom || fail "cannot reseed the RNG"
+    rm -f /run/job.cpio /job/config /job/seed
+    # The per-run disks are new files under the template's device slots: drop whatever
+    # the guest cached of the placeholders it probed at boot.
+    for b in /sys/block/vd*; do
+        serial=
+        read -r serial < "$b/serial" 2>/dev/null
+        [ "$serial" = "$ROOT_SERIAL" ] && continue
+        blockdev --flushbufs "/dev/${b##*/}" || fail "cannot flush ${b##*/}"
+    done
+    . /job/mounts
+    rm -f /job/mounts
+fi
+
+read T_READY _ < /proc/uptime
+status ready
+run_steps "${FIRST:-0}"
 sweep
 sync
 if [ -n "$SCRATCH" ]; then umount "$SCRATCH" 2>/dev/null || mount -o remount,ro "$SCRATCH"; fi

@@ -134,6 +134,49 @@ def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure:
     return write_newc(entries)
 
 
+def template_archive(steps: Sequence[Command], reseed: bytes) -> bytes:
+    """A template's job (template.py): assemble the root, run `steps` (the probes: they
+    touch no per-run share), then wait on the job port. `reseed` is the program init runs
+    to make the host's entropy live in each clone."""
+    if not 1 <= len(steps) < MAX_STEPS:
+        raise ValueError(f"a template has 1 to {MAX_STEPS - 1} steps, not {len(steps)}")
+    config = (f"RUN_UID={GUEST_UID}\nRUN_GID={GUEST_GID}\nNSTEPS={len(steps)}\n"
+              f"STOP_ON_FAILURE=1\nROOT_SERIAL={ROOT_SERIAL}\n")
+    entries = [
+        Entry.file("init", guest_init(), 0o755),
+        Entry.file("bin/roteiro-reseed", reseed, 0o700),
+        Entry.directory("job", 0o700),
+        Entry.file("job/template", b"", 0o600),
+        Entry.file("job/config", config.encode(), 0o600),
+        Entry.file("job/mounts", f"mount_root {ROOT_SERIAL}\n".encode(), 0o600),
+    ]
+    for index, step in enumerate(steps):
+        entries.append(Entry.file(f"job/step{index}", _encode(step_script(step)), 0o600))
+    return write_newc(entries)
+
+
+def clone_archive(table: MountTable, steps: Sequence[Command], first: int, *,
+                  stop_on_failure: bool, images: Collection[int] = (), clock: int,
+                  seed: bytes) -> bytes:
+    """What a clone of a template is sent on its job port: the config (with the host's
+    CLOCK, epoch seconds, and the index of the FIRST step to run), the RNG seed, the
+    mounts but the root (the template assembled it), and the steps from `first` on."""
+    if not 1 <= first < len(steps) <= MAX_STEPS:
+        raise ValueError(f"a clone runs steps {first} to {len(steps) - 1} of at most {MAX_STEPS}")
+    config = (f"RUN_UID={GUEST_UID}\nRUN_GID={GUEST_GID}\nNSTEPS={len(steps)}\nFIRST={first}\n"
+              f"STOP_ON_FAILURE={1 if stop_on_failure else 0}\nCLOCK={int(clock)}\n")
+    mounts = mounts_script(table, images).split("\n", 1)[1]  # the first line mounts the root
+    entries = [
+        Entry.directory("job", 0o700),
+        Entry.file("job/config", config.encode(), 0o600),
+        Entry.file("job/seed", seed, 0o600),
+        Entry.file("job/mounts", _encode(mounts), 0o600),
+    ]
+    for index in range(first, len(steps)):
+        entries.append(Entry.file(f"job/step{index}", _encode(step_script(steps[index])), 0o600))
+    return write_newc(entries)
+
+
 def canary_archive() -> bytes:
     """The probe's job: init prints a marker on the serial console and powers off."""
     return write_newc([

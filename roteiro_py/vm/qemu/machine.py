@@ -18,6 +18,11 @@ Guarantees, and what each prevents:
   pass it, the VM is killed (a guest that floods cannot keep us reading until the
   deadline) and the stream that passed it is flagged truncated. `Channels` does this
   accounting, and is what a fuzz test drives.
+- A VM template's boot and its clones (template.py) add two sockets, also listened on in
+  the run directory: qemu's QMP monitor (no guest device is wired to it) and the `job`
+  port, host->guest, opened in the guest only by init (its node is in the initramfs's
+  /dev, never in the command's root). What the guest writes to the job port is never
+  read.
 - Its unix sockets live in a run directory whose socket paths fit `sun_path`
   (SUN_PATH_MAX): under TMPDIR when that is short enough, else under /tmp; a long
   TMPDIR made the bind fail with an OSError (exit 4).
@@ -101,6 +106,13 @@ class MachineSpec:
     ports: tuple[str, ...]  # virtio-serial port names besides "status"
     job: bytes  # newc archive appended to the base initramfs
     qemu: str = QEMU
+    #: Guest RAM in a file (template.py): (path, shared). Shared RAM is written to the
+    #: file (a template); unshared is a private copy-on-write mapping of it (a clone).
+    memory: tuple[Path, bool] | None = None
+    #: A QMP monitor on a socket we listen on, and a host->guest "job" port (template.py).
+    control: bool = False
+    #: Start paused, waiting for `migrate-incoming` (a clone restored from a template).
+    incoming: bool = False
 
 
 @dataclass
@@ -119,13 +131,30 @@ class MachineResult:
     duration: float
     status_truncated: bool = False
     connected: set[str] = field(default_factory=set)
+    #: Why the `control` function failed (template.py), or None.
+    control_failure: str | None = None
+
+
+@dataclass(frozen=True)
+class Control:
+    """What a `control` function gets once qemu has connected its QMP monitor and job port:
+    both sockets are ours (qemu connected to listeners in the run directory); the guest
+    reaches neither (no device is wired to the monitor; the job port is host->guest and
+    only init, as root in the initramfs, opens it). `clock` is the monotonic time qemu
+    was started at, the origin of every status line's time."""
+
+    qmp: socket.socket
+    job: socket.socket
+    clock: float
 
 
 class Channels:
     """What arrived on each channel, with every cap applied; `feed` returns False when the
     VM must be stopped (the output cap passed, or the `stop_on` status line came)."""
 
-    def __init__(self, names: list[str], output_limit: int, stop_on: str | None = None) -> None:
+    def __init__(self, names: list[str], output_limit: int, stop_on: str | None = None,
+                 watch: Callable[[str], None] | None = None) -> None:
+        self.watch = watch
         self.data: dict[str, bytearray] = {name: bytearray() for name in names}
         self.output_limit = output_limit
         self.stop_on = stop_on
@@ -153,6 +182,8 @@ class Channels:
             for line in lines:
                 text = line.decode("ascii", "replace").strip()
                 self.status.append((now, text))
+                if self.watch is not None:
+                    self.watch(text)
                 if self.stop_on is not None and text.startswith(self.stop_on):
                     self.failure = self.failure or f"stopped on {self.stop_on!r}"
                     go_on = False
@@ -221,8 +252,15 @@ def tied_to_caller(argv: list[str]) -> list[str]:
 
 def qemu_argv(spec: MachineSpec, initrd: Path, sockets: Path) -> list[str]:
     accel = f"{spec.accel},tb-size=64" if spec.accel == "tcg" else spec.accel
+    machine = "microvm,x-option-roms=off,isa-serial=on"
+    memory: list[str] = []
+    if spec.memory is not None:
+        path, shared = spec.memory
+        machine += ",memory-backend=ram"
+        memory = ["-object", f"memory-backend-file,id=ram,size={spec.memory_mib}M,"
+                             f"mem-path={_opt(path)},share={'on' if shared else 'off'}"]
     argv = [
-        spec.qemu, "-M", "microvm,x-option-roms=off,isa-serial=on", "-accel", accel,
+        spec.qemu, "-M", machine, "-accel", accel, *memory,
         "-cpu", spec.cpu, "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
@@ -232,9 +270,14 @@ def qemu_argv(spec: MachineSpec, initrd: Path, sockets: Path) -> list[str]:
         "-chardev", f"socket,id=console,path={sockets / 'console'}",
         "-serial", "chardev:console",
     ]
+    if spec.control:
+        argv += ["-chardev", f"socket,id=c_qmp,path={sockets / 'qmp'}",
+                 "-mon", "chardev=c_qmp,mode=control"]
+    if spec.incoming:
+        argv += ["-incoming", "defer"]
     if spec.ports:
         argv += ["-device", "virtio-serial-device"]
-        for name in ("status", *spec.ports):
+        for name in ("status", *spec.ports, *(["job"] if spec.control else [])):
             argv += ["-chardev", f"socket,id=c_{name},path={sockets / name}",
                      "-device", f"virtserialport,chardev=c_{name},name={name}"]
     for disk in spec.disks:
@@ -255,23 +298,31 @@ def _opt(path: Path) -> str:
 
 def boot(spec: MachineSpec, *, deadline: float, output_limit: int = OUTPUT_LIMIT,
          stop_on: str | None = None,
-         watch: Callable[[str, bytes], None] | None = None) -> MachineResult:
+         watch: Callable[[str, bytes], None] | None = None,
+         control: Callable[[Control], None] | None = None,
+         on_status: Callable[[str], None] | None = None) -> MachineResult:
     """Boot, collect every channel until qemu exits or the deadline passes, return it all.
 
     `stop_on`: a status line prefix after which the VM is killed at once (the probe's
     marker); None waits for the guest to power off. `watch(channel, chunk)` sees each
     chunk of the status port and the step streams as it arrives (the console's are not
     passed); it runs in the read loop, so it must be quick and bounded (vm/qemu/watch.py).
+    `control` (with `spec.control`): run in its own thread once qemu has connected its
+    monitor and job port, while this one goes on collecting the channels; if it raises,
+    qemu is killed and the message is `control_failure`. `on_status` sees each whole
+    status line (within STATUS_LIMIT) as it arrives (template.py waits on them).
     """
     rundir = run_directory()
     try:
-        return _boot(spec, rundir, deadline, output_limit, stop_on, watch)
+        return _boot(spec, rundir, deadline, output_limit, stop_on, watch, control, on_status)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
 
 
 def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
-          stop_on: str | None, watch: Callable[[str, bytes], None] | None = None) -> MachineResult:
+          stop_on: str | None, watch: Callable[[str, bytes], None] | None = None,
+          control: Callable[[Control], None] | None = None,
+          on_status: Callable[[str], None] | None = None) -> MachineResult:
     initrd = rundir / "initrd"
     with initrd.open("wb") as out, spec.assets.initrd.open("rb") as base:
         shutil.copyfileobj(base, out, 1 << 20)
@@ -280,13 +331,16 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
     names = ["console"] + (["status", *spec.ports] if spec.ports else [])
     listeners: list[socket.socket] = []
     conns: dict[socket.socket, str] = {}
-    channels = Channels(names, output_limit, stop_on)
+    channels = Channels(names, output_limit, stop_on, on_status)
     connected: set[str] = set()
+    controls: dict[str, socket.socket] = {}
+    control_failure: list[str] = []
+    control_thread: threading.Thread | None = None
     wake_r, wake_w = socket.socketpair()
     qemu_out = bytearray()
     terminal: list[Exit | Failed] = []
     try:
-        for name in names:
+        for name in names + (["qmp", "job"] if spec.control else []):
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(rundir / name))
             listener.listen(1)
@@ -325,6 +379,16 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                     if kind == "listen":
                         with contextlib.suppress(BlockingIOError):
                             conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
+                            if name in ("qmp", "job"):
+                                sel.unregister(key.fileobj)
+                                controls[name] = conn
+                                if len(controls) == 2 and control is not None:
+                                    control_thread = threading.Thread(
+                                        target=_control, daemon=True, name="qemu-control",
+                                        args=(control, Control(controls["qmp"], controls["job"],
+                                                               clock), stream, control_failure))
+                                    control_thread.start()
+                                continue
                             conn.setblocking(False)
                             conns[conn] = name
                             connected.add(name)
@@ -351,15 +415,17 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                 if not conns and qemu_done_at is None and terminal:
                     qemu_done_at = time.monotonic()
         reader.join()
+        if control_thread is not None:
+            control_thread.join(5.0)
         duration = time.monotonic() - clock
     finally:
-        for sock in (*listeners, *conns, wake_r, wake_w):
+        for sock in (*listeners, *conns, *controls.values(), wake_r, wake_w):
             with contextlib.suppress(OSError):
                 sock.close()
         sel.close()
     end = terminal[0] if terminal else None
     timed_out = isinstance(end, Failed) and end.code == "timeoutExceeded"
-    failure = channels.failure
+    failure = channels.failure or (control_failure[0] if control_failure else None)
     if failure is None and isinstance(end, Failed):
         failure = end.message
     return MachineResult(
@@ -369,4 +435,16 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
         qemu_output=bytes(qemu_out), qemu_exit=end.code if isinstance(end, Exit) else None,
         timed_out=timed_out, failure=failure, started_wall=started_wall, duration=duration,
         status_truncated=channels.status_truncated, connected=connected,
+        control_failure=control_failure[0] if control_failure else None,
     )
+
+
+def _control(function: Callable[[Control], None], control: Control, stream: object,
+             failures: list[str]) -> None:
+    try:
+        function(control)
+    except Exception as error:  # noqa: BLE001 - reported as the run's failure, qemu killed
+        failures.append(str(error) or type(error).__name__)
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()

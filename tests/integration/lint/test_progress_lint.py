@@ -29,14 +29,29 @@ def stage_names(stderr: str) -> list[str]:
     return [m.group("name") for m in map(STAGE_LINE.match, stderr.splitlines()) if m]
 
 
+def run_stages(seen: list[str]) -> list[str]:
+    """RUN_STAGES as a run restored from a VM template says them: restore for boot, after
+    boot when the run built the template."""
+    machine = [P.BOOT, P.RESTORE] if P.BOOT in seen else [P.RESTORE]
+    return [stage for name in RUN_STAGES for stage in (machine if name == P.BOOT else [name])]
+
+
 def test_a_lint_tells_each_stage_on_stderr_and_only_the_report_on_stdout(
         demo: Path, clippy_image: Image) -> None:
-    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json",
-               "--fail-on", "never")
+    lint = ("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json",
+            "--fail-on", "never")
+    done = cli(*lint, env={"ROTEIRO_VM_TEMPLATE": "false"})  # a cold boot
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)  # stdout is the report and nothing else
     assert report["summary"]["build_succeeded"] is True
     assert stage_names(done.stderr) == RUN_STAGES
+    # Restored from a VM template (built first if this is the first run of its key: boot).
+    restored = cli(*lint)
+    assert restored.returncode == 0, restored.stderr
+    assert stage_names(restored.stderr) == run_stages(stage_names(restored.stderr))
+    again = json.loads(restored.stdout)  # the same results, the probes' included
+    assert [again[k] for k in ("toolchain", "findings", "summary", "command")] == [
+        report[k] for k in ("toolchain", "findings", "summary", "command")]
     clippy_notes = [line for line in done.stderr.splitlines()
                     if line.startswith(P.CLIPPY) and not STAGE_LINE.match(line)]
     assert clippy_notes and "checking demo-core v0.1.0" in clippy_notes[0], done.stderr
@@ -114,7 +129,7 @@ def terminal_lines(text: str) -> list[str]:
 
 def stages_on(text: str) -> list[str]:
     return [m.group("name") for m in map(STAGE_LINE.match, terminal_lines(text))
-            if m and m.group("name") in RUN_STAGES]
+            if m and m.group("name") in (*RUN_STAGES, P.RESTORE)]
 
 
 def test_on_a_terminal_the_spinner_is_on_stderr_and_stdout_is_the_report(
@@ -127,7 +142,7 @@ def test_on_a_terminal_the_spinner_is_on_stderr_and_stdout_is_the_report(
     assert "\x1b[?25l" in text and "\x1b[?25h" in text  # the spinner ran on the terminal
     assert "clippy" in text and "checking demo-core" in text
     # every finished stage left its line, and the spinner's own line was erased last
-    assert stages_on(text) == RUN_STAGES
+    assert stages_on(text) == run_stages(stages_on(text))
     assert text.endswith("\x1b[2K"), repr(text[-200:])
 
 
@@ -145,7 +160,8 @@ def test_on_a_terminal_a_refusal_comes_after_the_spinner_is_gone(demo: Path, cli
 
 def test_ctrl_c_clears_the_spinner_before_saying_interrupted(demo: Path, clippy_image: Image) -> None:
     run = OnPty("lint", "clippy", str(demo), "--image", clippy_image.reference)
-    run.wait_for(P.BOOT.encode(), timeout=600)  # the VM is starting: a spinner is up
+    # The VM runs (booted, or restored from a template): a spinner is up
+    run.wait_for(P.TOOLCHAIN.encode(), timeout=600)
     run.child.send_signal(signal.SIGINT)
     code, stdout, text = run.finish()
     assert code == EXIT_INTERRUPTED and stdout == b"", text[-2000:]
