@@ -7,7 +7,7 @@
 2. The whole `pylint-sandbox lint clippy` with `[vm] template` off and on, alternating,
    and the first lint of a key (which builds the template).
 Not a test: numbers are reported, never asserted. Needs the clippy image that
-scripts/build-image writes (as bench/lint_vs_host.py).
+scripts/build-image writes (as bench/lint_overhead.py).
 
     .venv/bin/python bench/vm_template.py [TREE] [--runs N]
 """
