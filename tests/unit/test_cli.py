@@ -186,6 +186,13 @@ def test_interrupt_exits_130(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 130 and "interrupted" in err
 
 
+def interruptible() -> None:
+    """A child's SIGINT back at its default (see the test below)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_to_the_real_process_exits_130(tmp_path: Path) -> None:
     import signal
     import time
@@ -194,7 +201,11 @@ def test_sigint_to_the_real_process_exits_130(tmp_path: Path) -> None:
              "def slow() -> int:\n    print('ready', flush=True)\n    time.sleep(30)\n    return 0\n"
              "try:\n    app._guard(slow)\nexcept SystemExit as e:\n    sys.exit(e.code)\n"
              "except BaseException as e:\n    sys.exit(getattr(e, 'exit_code', 99))\n")
-    with subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True) as child:
+    # SIGINT at its default in the child whatever this run inherited: a suite started as a
+    # background job (`.ci/run &`) has it ignored, and Python then never raises
+    # KeyboardInterrupt (the test failed for that reason alone).
+    with subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True,
+                          preexec_fn=interruptible) as child:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
         child.send_signal(signal.SIGINT)

@@ -85,8 +85,11 @@ class OnPty:
         env = {k: v for k, v in os.environ.items() if k != "CI"} | {
             "ROTEIRO_HOME": str(HOME), "ROTEIRO_VM_ACCEL": "tcg", "TERM": "xterm",
             "COLUMNS": "100"}
+        # SIGINT at its default whatever this run inherited (a suite started as a background
+        # job has it ignored, and the Ctrl-C test then never saw "interrupted")
         self.child = subprocess.Popen([str(EXE), *args], stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=secondary, env=env)
+                                      stdout=subprocess.PIPE, stderr=secondary, env=env,
+                                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(secondary)
         self._primary = primary
         self._written = bytearray()
