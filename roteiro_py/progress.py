@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
@@ -116,7 +117,7 @@ def shown_note(text: str) -> str:
     return sanitise(text, limit=NOTE_CHARS)
 
 
-class _Stages:
+class _Stages(ABC):
     """The bookkeeping every shown renderer shares: the current stage, when it began,
     its latest note; `_ended` and `_closed` are what each renderer draws."""
 
@@ -147,13 +148,14 @@ class _Stages:
             self._ended(self._name, self._clock() - self._began, stopped)
         self._closed()
 
-    def _started(self, name: str) -> None:
+    def _started(self, name: str) -> None:  # noqa: B027  (a hook: only some renderers draw here)
         pass
 
+    @abstractmethod
     def _ended(self, name: str, seconds: float, stopped: bool) -> None:
-        raise NotImplementedError
+        """Draw the line stage `name` leaves once it has ended."""
 
-    def _closed(self) -> None:
+    def _closed(self) -> None:  # noqa: B027  (a hook: only some renderers draw here)
         pass
 
 
