@@ -147,7 +147,7 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
     run's build of the same view and copying up to CARGO_VIEW_MAX_BYTES both stop there
     (errors.DeadlineExceeded) rather than outlive `[vm] timeout_s`.
     """
-    from filelock import FileLock, Timeout
+    from roteiro_py.locks import acquire_within
 
     if pinned is None:
         pinned = pins(lockfile)
@@ -157,13 +157,8 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
     key = view_key(pinned, cargo_home)
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(root / f"{key}.lock"),
-                    timeout=-1 if until is None else max(until - time.monotonic(), 0.0))
-    try:
-        lock.acquire()
-    except Timeout:
-        raise errors.DeadlineExceeded("waiting for another run building the same cargo view",
-                                      seconds, stopped="the VM was not started") from None
+    lock = acquire_within(root / f"{key}.lock", until=until, seconds=seconds,
+                          waiting_for="another run building the same cargo view")
     try:
         _sweep_unused(root, keep=key)
         if view.is_dir():

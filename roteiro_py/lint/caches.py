@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from roteiro_py import config, paths
 from roteiro_py.errors import (
-    DeadlineExceeded,
     LockfileWouldBeWritten,
     NoPackageCache,
     ScratchUnavailable,
@@ -102,9 +101,9 @@ def scratch_disk(settings: config.Settings, key: str,
     one is made afresh. Only making the disk is reported as the scratch being
     unavailable; what fails while it is in use propagates as itself.
     """
-    from filelock import FileLock, Timeout
 
     from roteiro_py.lint import freshness
+    from roteiro_py.locks import acquire_within
     from roteiro_py.vm.qemu.scratch import create_scratch
     from roteiro_py.vm.stamps import StampBook
 
@@ -115,13 +114,10 @@ def scratch_disk(settings: config.Settings, key: str,
         try:
             builds.mkdir(parents=True, exist_ok=True)
             # another lint of the same key is waited for within the run's deadline only
-            lock = FileLock(str(builds / f"{key}.lock"), timeout=-1 if deadline is None
-                            else max(deadline.at - time.monotonic(), 0.0))
-            lock.acquire()
-        except Timeout:
-            assert deadline is not None
-            raise DeadlineExceeded("waiting for another lint using the same kept cache",
-                                   deadline.seconds, stopped="the VM was not started") from None
+            lock = acquire_within(builds / f"{key}.lock",
+                                  until=None if deadline is None else deadline.at,
+                                  seconds=0.0 if deadline is None else deadline.seconds,
+                                  waiting_for="another lint using the same kept cache")
         except OSError as error:
             raise ScratchUnavailable(builds, error.strerror or str(error)) from None
         try:

@@ -65,6 +65,7 @@ from typing import IO, Protocol, cast
 from filelock import FileLock, Timeout
 
 from roteiro_py import errors, paths
+from roteiro_py.locks import acquire_within
 from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.vm.qemu import rootfs_record
 
@@ -660,12 +661,11 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
     cache = paths.cache_root() / "rootfs"
     cache.mkdir(parents=True, exist_ok=True)
     image = cache / f"{hexd}.ext4"
-    lock = FileLock(str(rootfs_record.lock_path(image)),
-                    timeout=_left(limits, "waiting for another run building the root filesystem"))
-    try:
-        lock.acquire()
-    except Timeout:
-        raise _late(limits, "waiting for another run building the root filesystem") from None
+    what = "another run building the root filesystem"
+    _left(limits, f"waiting for {what}")  # none left: refused before the lock file is made
+    lock = acquire_within(rootfs_record.lock_path(image),
+                          until=limits.until if limits else None,
+                          seconds=limits.seconds if limits else 0.0, waiting_for=what)
     try:
         _sweep_stale_builds(cache, hexd)
         sealed = rootfs_record.check(image)

@@ -80,9 +80,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
-from roteiro_py import errors, paths
+from roteiro_py import paths
+from roteiro_py.locks import acquire_within
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.qemu import job
 from roteiro_py.vm.qemu.machine import Control, Disk, MachineResult, MachineSpec, boot, qemu_argv
@@ -340,12 +339,8 @@ def ensure(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
     found = load(directory, key, spec.memory_mib)
     if found is not None:
         return found
-    lock = FileLock(str(root / f"{key}.lock"), timeout=max(until - time.monotonic(), 0.0))
-    try:
-        lock.acquire()
-    except Timeout:
-        raise errors.DeadlineExceeded("waiting for another run building the VM template",
-                                      deadline_s, stopped="the VM was not started") from None
+    lock = acquire_within(root / f"{key}.lock", until=until, seconds=deadline_s,
+                          waiting_for="another run building the VM template")
     try:
         found = load(directory, key, spec.memory_mib)
         if found is not None:
