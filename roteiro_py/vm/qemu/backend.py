@@ -80,7 +80,8 @@ class QemuBackend:
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
                  qemu: str = QEMU, stage: shareimage.StageLimits | None = None,
                  progress: Progress = SILENT, template: bool = True,
-                 template_root: Path | None = None, rootfs_identity: str = "") -> None:
+                 template_root: Path | None = None, rootfs_identity: str = "",
+                 dep_cache: Path | None = None, dep_cache_guest: str | None = None) -> None:
         if accel not in ACCEL_CHOICES:
             raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
                                     f"not {accel!r}")
@@ -104,6 +105,18 @@ class QemuBackend:
         #: What the caller verified the root filesystem as (lint: the sealed digest of
         #: the cached root filesystem); part of the template key with the file's identity.
         self.rootfs_identity = rootfs_identity
+        #: A dependency cache (roteiro_py/depcache/: a read-only ext4 image) the guest
+        #: layers under `dep_cache_guest`, a directory on the scratch, with the scratch
+        #: taking every write (guest_init.sh mount_depcache).
+        if (dep_cache is None) != (dep_cache_guest is None):
+            raise ValueError("a dependency cache needs both its image and its guest directory")
+        if dep_cache_guest is not None and not (
+                scratch is not None
+                and PurePosixPath(scratch_guest) in PurePosixPath(dep_cache_guest).parents):
+            raise ValueError(f"the dependency cache's directory {dep_cache_guest} is not "
+                             f"under the scratch disk's {scratch_guest}")
+        self.dep_cache = dep_cache
+        self.dep_cache_guest = dep_cache_guest
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -183,7 +196,7 @@ class QemuBackend:
         stamps = stamps if stamps is not None else StampBook.fresh()
         clock = stamps.clock if clock is None else clock
         archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure, images=images,
-                                  clock=clock)
+                                  clock=clock, dep_cache=self.dep_cache_guest)
         assets = self.assets()
         isolation = self.isolation()
         if not self.rootfs.is_file():
@@ -196,6 +209,10 @@ class QemuBackend:
                                                 "exist (create it with create_scratch)")
             disks.append(Disk(job.SCRATCH_SERIAL, self.scratch,
                               readonly=table.scratch_mode != "rw"))
+        if self.dep_cache is not None:
+            if not self.dep_cache.is_file():
+                raise errors.VmAssetsMissing("dependency cache image", self.dep_cache)
+            disks.append(Disk(job.DEPS_SERIAL, self.dep_cache, readonly=True))
         ports = tuple(f"{kind}{i}" for i in range(len(steps)) for kind in ("stdout", "stderr"))
         limit = deadline or sum(s.timeout for s in steps) + BOOT_ALLOWANCE
         until = started + limit
@@ -244,7 +261,7 @@ class QemuBackend:
                                     kernel_cmdline())
         archive = job.template_archive(steps[:first], template.reseed_program())
         for disk in spec.disks:  # share images, padded (sparse) to their slot's size
-            if disk.serial not in (job.ROOT_SERIAL, job.SCRATCH_SERIAL):
+            if disk.serial not in (job.ROOT_SERIAL, *job.SIZED_SERIALS):
                 os.truncate(disk.path, template.IMAGE_SLOT_BYTES)
         failure = ""
         result: MachineResult | None = None
@@ -258,7 +275,7 @@ class QemuBackend:
             self.progress.stage(RESTORE)
             clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
                                       images=images, clock=clock,
-                                      seed=template.seed())
+                                      seed=template.seed(), dep_cache=self.dep_cache_guest)
             restored = template.restore(found, spec, clone, until=until,
                                         output_limit=self.output_limit,
                                         watch=JobWatch(self.progress, len(steps)).feed)

@@ -117,6 +117,30 @@ mount_scratch() {  # serial guest-path: the only writable disk
     mount -t ext4 -o nosuid,nodev "$dev" "$R$2" || fail "cannot mount the scratch disk"
     SCRATCH="$R$2"
 }
+mount_depcache() {  # serial guest-path: the dependency cache under the scratch's target dir
+    # The cache (roteiro_py/depcache/) is a read-only ext4 image another VM wrote while
+    # building only the pinned dependencies; it is the lower layer of an overlay whose
+    # upper is on this run's scratch, so cargo finds the dependencies fresh and whatever
+    # this run writes (the tree's build scripts included) lands on the scratch, never in
+    # the cache. The image is mounted in init's own namespace, outside the chroot.
+    [ -n "$SCRATCH" ] || fail "a dependency cache needs the scratch disk"
+    blk_dev "$1" || fail "no dependency cache disk $1"
+    dev=$DEV
+    mkdir -p /depcache
+    mount -t ext4 -o ro,noload,nosuid,nodev "$dev" /depcache || fail "cannot mount the dependency cache"
+    # The cache was written by the dependencies' code: a `target` that is a link would
+    # send the lower layer anywhere in init's root.
+    [ -d /depcache/target ] && [ "$(realpath /depcache/target 2>/dev/null)" = /depcache/target ] \
+        || fail "the dependency cache holds no plain target directory"
+    for d in "$SCRATCH/.deps-upper" "$SCRATCH/.deps-work"; do
+        mkdir -p "$d" && [ "$(realpath "$d" 2>/dev/null)" = "$d" ] || fail "cannot make $d on the scratch"
+    done
+    chown "$RUN_UID:$RUN_GID" "$SCRATCH/.deps-upper"
+    plain_dir "$2"
+    mount -t overlay -o "lowerdir=/depcache/target,upperdir=$SCRATCH/.deps-upper,workdir=$SCRATCH/.deps-work,nosuid,nodev" \
+        overlay "$R$2" || fail "cannot layer the dependency cache under $2"
+    DEPS_AT="$R$2"
+}
 mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CARGO_HOME)
     plain_dir "$1"
     mount -t tmpfs -o "mode=0755,uid=$RUN_UID,gid=$RUN_GID,nosuid,nodev" tmpfs "$R$1"
@@ -205,6 +229,7 @@ status ready
 run_steps "${FIRST:-0}"
 sweep
 sync
+[ -z "$DEPS_AT" ] || umount "$DEPS_AT" 2>/dev/null || umount -l "$DEPS_AT" 2>/dev/null
 if [ -n "$SCRATCH" ]; then umount "$SCRATCH" 2>/dev/null || mount -o remount,ro "$SCRATCH"; fi
 status "clock $(date +%s)"
 status done

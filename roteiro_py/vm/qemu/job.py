@@ -35,6 +35,12 @@ NEWROOT = "/newroot"
 #: virtio-blk serial numbers the guest init finds its disks by.
 ROOT_SERIAL = "rootfs"
 SCRATCH_SERIAL = "scratch"
+#: The dependency cache's disk (roteiro_py/depcache/): read-only, layered under the
+#: target directory on the scratch by an overlay the guest init assembles.
+DEPS_SERIAL = "depcache"
+#: Per-run disks whose slot in a VM template is the disk's own size, never padded: the
+#: scratch, and the dependency cache (a sealed file: padding it would be a write).
+SIZED_SERIALS = (SCRATCH_SERIAL, DEPS_SERIAL)
 #: At most this many steps per boot: each takes two virtio-serial ports (stdout, stderr),
 #: the status port takes one, and a virtio-serial device has 31.
 MAX_STEPS = 15
@@ -73,13 +79,18 @@ def _encode(text: str) -> bytes:
         raise ValueError(f"{text!r} holds a character no file name or argv can hold") from None
 
 
-def mounts_script(table: MountTable, images: Collection[int] = ()) -> str:
+def mounts_script(table: MountTable, images: Collection[int] = (),
+                  dep_cache: str | None = None) -> str:
     """Calls to the guest init's mount functions, parents before children.
 
     `images`: indexes of the shares that travel as read-only ext4 images (virtio-blk
     serial `share_serial(i)`); the others are 9p (mount tag `share_tag(i)`), mounted
-    with NINEP_CACHE.
+    with NINEP_CACHE. `dep_cache`: the guest directory under the scratch where the
+    dependency cache's disk (DEPS_SERIAL) is layered, read-only, under the scratch's
+    writes; it is mounted last, once the scratch is.
     """
+    if dep_cache is not None and table.scratch_mode != "rw":
+        raise ValueError("a dependency cache is layered under a writable scratch disk only")
     calls: list[tuple[int, str, str]] = []
     if table.cargo_home:
         calls.append((1, GUEST_CARGO_HOME, f"mount_tmpfs_owned {_q(GUEST_CARGO_HOME)}"))
@@ -94,6 +105,8 @@ def mounts_script(table: MountTable, images: Collection[int] = ()) -> str:
                       f"mount_scratch {SCRATCH_SERIAL} {_q(table.scratch)} "
                       f"{table.scratch_mode or 'ro'}"))
     lines = [f"mount_root {ROOT_SERIAL}"] + [c for _, _, c in sorted(calls)]
+    if dep_cache is not None:
+        lines.append(f"mount_depcache {DEPS_SERIAL} {_q(dep_cache)}")
     return "\n".join(lines) + "\n"
 
 
@@ -115,7 +128,8 @@ def step_script(command: Command) -> str:
 
 
 def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure: bool,
-                images: Collection[int] = (), clock: int | None = None) -> bytes:
+                images: Collection[int] = (), clock: int | None = None,
+                dep_cache: str | None = None) -> bytes:
     """`clock`: epoch seconds the guest's clock is set to before anything is mounted
     (CLOCK; vm/stamps.py says why), or None to keep the clock the guest booted with."""
     if not 1 <= len(steps) <= MAX_STEPS:
@@ -127,7 +141,7 @@ def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure:
         Entry.file("init", guest_init(), 0o755),
         Entry.directory("job", 0o700),
         Entry.file("job/config", config.encode(), 0o600),
-        Entry.file("job/mounts", _encode(mounts_script(table, images)), 0o600),
+        Entry.file("job/mounts", _encode(mounts_script(table, images, dep_cache)), 0o600),
     ]
     for index, step in enumerate(steps):
         entries.append(Entry.file(f"job/step{index}", _encode(step_script(step)), 0o600))
@@ -157,7 +171,7 @@ def template_archive(steps: Sequence[Command], reseed: bytes) -> bytes:
 
 def clone_archive(table: MountTable, steps: Sequence[Command], first: int, *,
                   stop_on_failure: bool, images: Collection[int] = (), clock: int,
-                  seed: bytes) -> bytes:
+                  seed: bytes, dep_cache: str | None = None) -> bytes:
     """What a clone of a template is sent on its job port: the config (with the host's
     CLOCK, epoch seconds, and the index of the FIRST step to run), the RNG seed, the
     mounts but the root (the template assembled it), and the steps from `first` on."""
@@ -165,7 +179,7 @@ def clone_archive(table: MountTable, steps: Sequence[Command], first: int, *,
         raise ValueError(f"a clone runs steps {first} to {len(steps) - 1} of at most {MAX_STEPS}")
     config = (f"RUN_UID={GUEST_UID}\nRUN_GID={GUEST_GID}\nNSTEPS={len(steps)}\nFIRST={first}\n"
               f"STOP_ON_FAILURE={1 if stop_on_failure else 0}\nCLOCK={int(clock)}\n")
-    mounts = mounts_script(table, images).split("\n", 1)[1]  # the first line mounts the root
+    mounts = mounts_script(table, images, dep_cache).split("\n", 1)[1]  # the first line mounts the root
     entries = [
         Entry.directory("job", 0o700),
         Entry.file("job/config", config.encode(), 0o600),

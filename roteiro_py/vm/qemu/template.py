@@ -230,8 +230,9 @@ def slot_spec(spec: MachineSpec, directory: Path) -> MachineSpec:
 
 
 def slot_sizes(spec: MachineSpec) -> dict[str, int]:
-    """The size each per-run disk slot has: the scratch its disk's, a share IMAGE_SLOT_BYTES."""
-    return {disk.serial: (disk.path.stat().st_size if disk.serial == job.SCRATCH_SERIAL
+    """The size each per-run disk slot has: the scratch and the dependency cache their
+    disk's own (job.SIZED_SERIALS), a share IMAGE_SLOT_BYTES."""
+    return {disk.serial: (disk.path.stat().st_size if disk.serial in job.SIZED_SERIALS
                           else IMAGE_SLOT_BYTES)
             for disk in spec.disks if disk.serial != job.ROOT_SERIAL}
 
@@ -239,7 +240,7 @@ def slot_sizes(spec: MachineSpec) -> dict[str, int]:
 def fits(spec: MachineSpec) -> bool:
     """Whether every per-run share image fits its slot (the job can be restored)."""
     return all(disk.path.stat().st_size <= IMAGE_SLOT_BYTES for disk in spec.disks
-               if disk.serial not in (job.ROOT_SERIAL, job.SCRATCH_SERIAL))
+               if disk.serial not in (job.ROOT_SERIAL, *job.SIZED_SERIALS))
 
 
 def template_key(spec: MachineSpec, template_steps: Sequence[Command], rootfs_identity: str,
