@@ -68,7 +68,8 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 #: and the refusals that need no validation stay off pydantic (test_config checks the two
 #: agree).
 FIELDS: dict[str, tuple[str, ...]] = {
-    "lint": ("image", "backend", "fail_on", "format", "keep_cache", "quiet", "all_targets",
+    "lint": ("image", "backend", "fail_on", "format", "keep_cache", "dep_cache",
+             "dep_cache_max_mib", "quiet", "all_targets",
              "features", "all_features", "no_default_features", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
            "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template"),

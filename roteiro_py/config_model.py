@@ -31,6 +31,10 @@ class LintSettings(BaseModel):
     fail_on: FailOn = Field("warning", description="lowest level that makes the exit status 1")
     format: Format = Field("human", description="report format")
     keep_cache: bool = Field(False, description="keep the build cache between runs (trusted trees only)")
+    dep_cache: bool = Field(True, description="build the dependencies once per lockfile, in a VM "
+                            "of their own, and reuse them (never written by the tree's code)")
+    dep_cache_max_mib: int = Field(20480, ge=64, le=1 << 24, description="cap on the disk space "
+                                   "all dependency caches take together, oldest used removed first")
     quiet: bool = Field(False, description="no progress on stderr (refusals and warnings still go there)")
     all_targets: bool = Field(False, description="lint tests, benches and examples too")
     features: list[str] = Field(default_factory=list, description="cargo features to enable")

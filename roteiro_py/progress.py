@@ -52,6 +52,8 @@ HYPERVISOR = "hypervisor"
 IMAGE = "image verified"
 CARGO_VIEW = "package cache"
 ROOTFS = "root filesystem"
+#: Finding, or building in a VM of its own, the dependency cache (lint/dep_cache.py).
+DEP_CACHE = "dependency cache"
 WORKTREE = "worktree copied"
 BOOT = "boot"
 RESTORE = "restore"
@@ -98,8 +100,8 @@ PLAIN_NOTE_INTERVAL_S = 10.0
 #: How often the terminal spinner, its elapsed time and the latest note are redrawn.
 REFRESH_PER_SECOND = 8
 #: Stage names are padded to this width, so the elapsed times line up.
-_NAME_WIDTH = max(len(name) for name in (HYPERVISOR, IMAGE, CARGO_VIEW, ROOTFS, WORKTREE, BOOT,
-                                         RESTORE, TOOLCHAIN, CLIPPY, REPORT))
+_NAME_WIDTH = max(len(name) for name in (HYPERVISOR, IMAGE, CARGO_VIEW, ROOTFS, DEP_CACHE, WORKTREE,
+                                         BOOT, RESTORE, TOOLCHAIN, CLIPPY, REPORT))
 
 
 #: How the line of a stage the run stopped in ends ("image verified" refused is no success).

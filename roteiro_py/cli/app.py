@@ -102,6 +102,9 @@ def lint_clippy(
         "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
     keep_cache: Annotated[bool | None, typer.Option(
         "--keep-cache", help="Keep the build cache for later runs (trusted trees only).")] = None,
+    dep_cache: Annotated[bool | None, typer.Option(
+        "--dep-cache/--no-dep-cache",
+        help="Reuse the dependencies built once per lockfile in a VM of their own (default: on).")] = None,
     quiet: Annotated[bool | None, typer.Option(
         "--quiet", "-q", help="Print no progress on stderr (refusals and warnings still).")] = None,
 ) -> None:
@@ -117,6 +120,7 @@ def lint_clippy(
         "lint.no_default_features": (no_default_features, "--no-default-features"),
         "lint.fail_on": (fail_on.value if fail_on else None, "--fail-on"),
         "lint.keep_cache": (keep_cache, "--keep-cache"),
+        "lint.dep_cache": (dep_cache, "--dep-cache" if dep_cache else "--no-dep-cache"),
         "lint.quiet": (quiet, "--quiet"),
         "vm.accel": (accel.value if accel else None, "--accel"),
         "vm.cpus": (cpus, "--cpus"),

@@ -91,12 +91,16 @@ class LintResult:
     outside_repository: int
     ignored_lines: int
     dropped_findings: int = 0
+    dependencies_fresh: int = 0
+    dependencies_compiled: int = 0
 
     def summary(self) -> Summary:
         return Summary.of(self.findings, build_succeeded=self.build_succeeded,
                           outside_repository=self.outside_repository,
                           ignored_lines=self.ignored_lines,
-                          dropped_findings=self.dropped_findings)
+                          dropped_findings=self.dropped_findings,
+                          dependencies_fresh=self.dependencies_fresh,
+                          dependencies_compiled=self.dependencies_compiled)
 
 
 def _first(lines: list[str], pattern: re.Pattern[str]) -> str | None:
@@ -196,4 +200,6 @@ def _result(stream: ParsedStream, *, succeeded: bool) -> LintResult:
     return LintResult(findings=stream.findings, build_succeeded=succeeded,
                       outside_repository=stream.outside_repository,
                       ignored_lines=stream.ignored_lines,
-                      dropped_findings=stream.dropped_findings)
+                      dropped_findings=stream.dropped_findings,
+                      dependencies_fresh=stream.dependencies_fresh,
+                      dependencies_compiled=stream.dependencies_compiled)

@@ -145,6 +145,11 @@ class ParsedStream:
     ignored_lines: int = 0
     #: Findings past MAX_FINDINGS: counted, not kept.
     dropped_findings: int = 0
+    #: cargo's compiler-artifact messages for packages from a registry or git (not the
+    #: tree's own): those it found fresh, and those it compiled in this run. What the
+    #: dependency cache saved is read from cargo's own `fresh` (roteiro_py/depcache/).
+    dependencies_fresh: int = 0
+    dependencies_compiled: int = 0
     summaries_skipped: int = 0
     duplicates: int = 0
 
@@ -234,10 +239,31 @@ class _Parser:
                 self.out.build_success = success
             else:
                 self.out.ignored_lines += 1
-        elif reason in ("compiler-artifact", "build-script-executed"):
+        elif reason == "compiler-artifact":
+            self.artifact(message)
+        elif reason == "build-script-executed":
             return
         else:
             self.out.ignored_lines += 1
+
+    def artifact(self, message: dict[str, object]) -> None:
+        """Count a dependency's unit as fresh or compiled; the tree's own are not counted.
+
+        A package id names its source: `registry+...`/`git+...` (cargo >= 1.77's
+        `<source>#name@version`, and the older `name version (<source>)`); the tree's
+        packages are `path+...`. Anything else is not a dependency's."""
+        package = message.get("package_id")
+        fresh = message.get("fresh")
+        if not isinstance(package, str) or not isinstance(fresh, bool):
+            self.out.ignored_lines += 1
+            return
+        source = package.rsplit("(", 1)[-1] if package.endswith(")") else package
+        if not source.startswith(("registry+", "sparse+", "git+")):
+            return
+        if fresh:
+            self.out.dependencies_fresh += 1
+        else:
+            self.out.dependencies_compiled += 1
 
     def diagnostic(self, diag: object) -> bool:
         """Record one rustc diagnostic; False when it is not one."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
 from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
+from roteiro_py.lint.dep_cache import dependency_cache
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
 from roteiro_py.lint.output import write_output
 from roteiro_py.lint.preflight import (
@@ -46,6 +47,7 @@ from roteiro_py.lint.preflight import (
 from roteiro_py.lint.run import (
     DEFAULT_GUEST_PATH,
     GUEST_SCRATCH,
+    GUEST_TARGET_DIR,
     IMAGE_ENV_KEPT,
     IMAGE_ENV_VALUE_LIMIT,
     clippy_command,
@@ -55,7 +57,17 @@ from roteiro_py.lint.run import (
     steps_for,
 )
 from roteiro_py.lint.staging import report_left_out
-from roteiro_py.progress import CARGO_VIEW, HYPERVISOR, IMAGE, REPORT, ROOTFS, SILENT, Progress, for_stderr
+from roteiro_py.progress import (
+    CARGO_VIEW,
+    DEP_CACHE,
+    HYPERVISOR,
+    IMAGE,
+    REPORT,
+    ROOTFS,
+    SILENT,
+    Progress,
+    for_stderr,
+)
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
@@ -97,14 +109,16 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     tree = locate(request.path)
     vm = settings.vm
 
-    def backend(rootfs: Path, scratch: Path | None, identity: str = "") -> VmBackend:
+    def backend(rootfs: Path, scratch: Path | None, identity: str = "",
+                dep_cache: Path | None = None, shown: Progress = progress) -> VmBackend:
         return BACKENDS[settings.lint.backend](
             rootfs=rootfs, scratch=scratch, scratch_guest=GUEST_SCRATCH, accel=vm.accel,
             cpus=vm.cpus, memory_mib=vm.memory_mib,
             kernel=Path(vm.kernel) if vm.kernel else None,
             initrd=Path(vm.initrd) if vm.initrd else None,
             output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm),
-            progress=progress, template=vm.template, rootfs_identity=identity)
+            progress=shown, template=vm.template, rootfs_identity=identity,
+            dep_cache=dep_cache, dep_cache_guest=GUEST_TARGET_DIR if dep_cache else None)
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
@@ -119,20 +133,25 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
     grant = grant_for(tree, registry, git)
-    key = scratch_key(tree, image.manifest_digest, settings.lint.features)
     started = datetime.now(UTC)
+    progress.stage(ROOTFS)
+    rootfs = root_filesystem(image, store.root, deadline)
+    progress.stage(DEP_CACHE)  # found, or built in a VM of its own (minutes, once per key)
+    deps = dependency_cache(settings=settings, tree=tree, image=image, argv=argv, env=env,
+                            registry=registry, git=git, deadline=deadline,
+                            backend=lambda disk: backend(rootfs.path, disk, rootfs.digest,
+                                                         shown=SILENT))
+    key = scratch_key(tree, image.manifest_digest, settings.lint.features, deps.key)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
-        progress.stage(ROOTFS)  # the scratch disk too (a sparse image: milliseconds)
         with scratch_disk(settings, key, deadline) as scratch:             # 6
-            rootfs = root_filesystem(image, store.root, deadline)
-            job = run_job(backend(rootfs.path, scratch.disk, rootfs.digest), steps, grant,
-                          deadline, staging, scratch.book)
+            job = run_job(backend(rootfs.path, scratch.disk, rootfs.digest, dep_cache=deps.image),
+                          steps, grant, deadline, staging, scratch.book)
             scratch.settle(job)  # a kept cache is trusted next time only if this completed
         ended = datetime.now(UTC)
         progress.stage(REPORT)
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
-                              started, ended)
+                              started, ended, deps.for_report())
     return report, settings
 
 

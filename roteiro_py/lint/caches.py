@@ -60,8 +60,12 @@ def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | 
     return (registry if registry.is_dir() else None), (git if git.is_dir() else None)
 
 
-def scratch_key(tree: Tree, manifest_digest: str, features: list[str]) -> str:
-    material = json.dumps([str(tree.workspace), manifest_digest, sorted(features)])
+def scratch_key(tree: Tree, manifest_digest: str, features: list[str],
+                dep_cache: str | None = None) -> str:
+    """A kept scratch's key; a kept build layered over a dependency cache is kept per
+    cache (its files are the upper layer of that cache's overlay)."""
+    material = json.dumps([str(tree.workspace), manifest_digest, sorted(features)]
+                          + ([dep_cache] if dep_cache else []))
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 

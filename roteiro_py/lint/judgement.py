@@ -72,14 +72,15 @@ def judge_job(job: JobOutcome, steps: list[Command]) -> None:
 
 def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree: Tree,
                  resolved: config.Resolved, reference: ImageReference, image: ResolvedImage,
-                 started: datetime, ended: datetime) -> Report:
+                 started: datetime, ended: datetime,
+                 dependency_cache: dict[str, object] | None = None) -> Report:
     """Judge the job and make its report; snippets come from the staged workspace copy."""
     from roteiro_py.clippy.classify import ClippyRun, classify
     from roteiro_py.clippy.command import unpinned
     from roteiro_py.clippy.parse import PathLayout
     from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
     from roteiro_py.report.model import Isolation as ReportIsolation
-    from roteiro_py.report.model import Provenance, Report, ToolInfo
+    from roteiro_py.report.model import DependencyCache, Provenance, Report, ToolInfo
 
     settings = resolved.settings
     vm = settings.vm
@@ -121,7 +122,8 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
                                   description=isolation.description),
         workspace=tree.layout_workspace.as_posix(),
         command=unpinned(steps[2].argv), features=features, started=started, ended=ended,
-        findings=result.findings, summary=result.summary())
+        findings=result.findings, summary=result.summary(),
+        dependency_cache=None if dependency_cache is None else DependencyCache.model_validate(dependency_cache))
     return report
 
 

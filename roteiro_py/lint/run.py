@@ -140,19 +140,23 @@ def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: 
 
 
 def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline: Deadline,
-            staging: Path, stamps: StampBook | None = None) -> JobOutcome:
+            staging: Path | None, stamps: StampBook | None = None,
+            template_steps: int | None = None) -> JobOutcome:
     """The one boot, within what is left of the run's deadline; the worktree's copy
-    carries `stamps` and the guest's clock starts past them (vm/stamps.py)."""
+    carries `stamps` and the guest's clock starts past them (vm/stamps.py).
+    `template_steps`: how many first steps (the probes) a VM template may have run;
+    default all but the last."""
     left = deadline.at - time.monotonic()
     if left <= 0:
         raise DeadlineExceeded("preparing the run", deadline.seconds,
                                stopped="the VM was not started")
     try:
-        # The probes (all steps but the last) run in PROBE_CWD and touch no share: a VM
-        # template may run them once for every run of this image (vm/qemu/template.py).
+        # The probes run in PROBE_CWD and touch no share: a VM template may run them once
+        # for every run of this image (vm/qemu/template.py).
         return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
                                  staging=staging, stamps=stamps,
                                  clock=None if stamps is None else stamps.clock,
-                                 template_steps=len(steps) - 1)
+                                 template_steps=len(steps) - 1 if template_steps is None
+                                 else template_steps)
     except DeadlineExceeded as error:  # stated as the run's deadline, not what was left
         raise DeadlineExceeded(error.command, deadline.seconds, stopped=error.stopped) from None

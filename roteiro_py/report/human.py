@@ -139,4 +139,22 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
         f"({toolchain.host}); isolation: {isolation.description}",
         style="dim",
     ))
+    if report.dependency_cache is not None:
+        console.print(Text(dependency_line(report), style="dim"))
     return buffer.getvalue()
+
+
+def dependency_line(report: Report) -> str:
+    """Where the run's dependencies came from, with cargo's own count of what it compiled."""
+    cache, summary = report.dependency_cache, report.summary
+    assert cache is not None
+    counted = (f"{summary.dependencies_fresh} dependency units fresh, "
+               f"{summary.dependencies_compiled} compiled")
+    if cache.state == "skipped":
+        return f"dependency cache skipped: {cache.reason}; {counted}"
+    key = (cache.key or "")[:16]
+    if cache.state == "built":
+        took = f" in {cache.build_seconds:.0f} s" if cache.build_seconds is not None else ""
+        again = f" ({cache.reason})" if cache.reason else ""
+        return f"dependency cache {key} built{took}{again}, then used; {counted}"
+    return f"dependency cache {key} used; {counted}"

@@ -128,6 +128,10 @@ class Summary(_Model):
     #: Findings past the cap of one report (clippy/parse.py MAX_FINDINGS): counted, not
     #: reported. A report with any is incomplete, and every renderer says so.
     dropped_findings: int = 0
+    #: Units of the dependencies (registry and git packages) cargo found fresh, and those
+    #: it compiled in this run (its compiler-artifact messages' `fresh`).
+    dependencies_fresh: int = Field(0, ge=0)
+    dependencies_compiled: int = Field(0, ge=0)
 
     @classmethod
     def of(
@@ -138,6 +142,8 @@ class Summary(_Model):
         outside_repository: int = 0,
         ignored_lines: int = 0,
         dropped_findings: int = 0,
+        dependencies_fresh: int = 0,
+        dependencies_compiled: int = 0,
     ) -> Summary:
         counted = Counter(finding.level for finding in findings)
         return cls(
@@ -147,6 +153,8 @@ class Summary(_Model):
             outside_repository=outside_repository,
             ignored_lines=ignored_lines,
             dropped_findings=dropped_findings,
+            dependencies_fresh=dependencies_fresh,
+            dependencies_compiled=dependencies_compiled,
         )
 
 
@@ -188,6 +196,19 @@ class Isolation(_Model):
     description: SafeLine
 
 
+class DependencyCache(_Model):
+    """Whether the run's dependencies came from a dependency cache (roteiro_py/depcache/):
+    "used" (one built earlier for the same key), "built" (built by this command, in a VM
+    of its own, then used) or "skipped" (`reason` says why: the run built them itself).
+    `key` names the cache file under $ROTEIRO_HOME/cache/deps/."""
+
+    state: Literal["used", "built", "skipped"]
+    key: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    reason: SafeLine | None = None
+    #: Seconds this command spent building it ("built" only).
+    build_seconds: float | None = Field(None, ge=0)
+
+
 class Report(_Model):
     schema_version: Literal[1] = SCHEMA_VERSION
     tool: ToolInfo
@@ -202,3 +223,5 @@ class Report(_Model):
     ended: UtcTime
     findings: list[Finding]
     summary: Summary
+    #: None only in reports written before the dependency cache existed.
+    dependency_cache: DependencyCache | None = None

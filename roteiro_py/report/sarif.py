@@ -174,6 +174,8 @@ def render_sarif(report: Report) -> str:
             "toolchain": toolchain.model_dump(mode="json"),
             "isolation": report.isolation.model_dump(mode="json"),
             "features": report.features,
+            "dependencyCache": None if report.dependency_cache is None
+            else report.dependency_cache.model_dump(mode="json"),
         },
     }
     log = {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}

@@ -197,3 +197,26 @@ def test_garbage_lines_are_counted_and_do_not_hide_findings(demo_default: CargoR
 def test_codes_from_the_guest_are_validated(code: str, kept: bool) -> None:
     parsed = parse_messages(_message("src/lib.rs", code=code), PathLayout())
     assert [f.code for f in parsed.findings] == [code if kept else None]
+
+
+def _artifact(package_id: object, fresh: object) -> bytes:
+    return json.dumps({"reason": "compiler-artifact", "package_id": package_id, "fresh": fresh,
+                       "target": {"name": "x"}, "filenames": []}).encode()
+
+
+def test_dependency_units_are_counted_by_cargos_own_fresh_flag() -> None:
+    """What the dependency cache saved is read from cargo's messages: registry and git
+    units (both package id forms), never the tree's own path packages."""
+    lines = [
+        _artifact("registry+https://github.com/rust-lang/crates.io-index#itoa@1.0.15", True),
+        _artifact("sparse+https://index.crates.io/#serde@1.0.0", False),
+        _artifact("git+file:///g/gdep#0.1.0", True),
+        _artifact("itoa 1.0.14 (registry+https://github.com/rust-lang/crates.io-index)", False),
+        _artifact("path+file:///ws#demo@0.1.0", False),   # the tree's own: not counted
+        _artifact("demo 0.1.0 (path+file:///ws)", True),    # nor in the older form
+        _artifact("registry+https://x#y@1", "yes"),         # a fresh that is no bool: ignored
+        _artifact(7, True),
+    ]
+    out = parse_messages(b"\n".join(lines), PathLayout())
+    assert (out.dependencies_fresh, out.dependencies_compiled) == (2, 2)
+    assert out.ignored_lines == 2

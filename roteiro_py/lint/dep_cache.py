@@ -1,0 +1,174 @@
+"""The run's dependency cache: used when one exists for its key, built first when not,
+skipped (and said why) when it cannot help.
+
+Compiling crates.io dependencies dominates a lint under TCG (a `serde` derive crate: 2 min
+32 s, almost all of it `syn`, `serde_derive` and friends), and the scratch is discarded
+after every run, rightly: a cache the tree's own code wrote could carry its lies into
+later lints. So the dependencies are built apart, by a VM of their own that never sees
+the tree's code:
+
+- The skeleton (depcache/skeleton.py): the workspace's manifests, lockfile and cargo
+  configs, every path package's sources replaced by stubs. Cargo resolves the same unit
+  graph from it, and the only code that runs is the pinned dependencies' own.
+- The build: the run's probes, then the run's own clippy command in the skeleton (the
+  same argv and environment, so the same units with the same hashes), then the stubs'
+  fingerprints and the incremental directories removed (BUILD_CLEANUP) so that nothing of
+  the stubs can ever pass for the tree's packages. The scratch disk it wrote is the cache.
+- The key (skeleton.cache_key): the image's manifest digest, the skeleton's digest (so
+  every pinned package with its checksum or git revision, the features, profiles and the
+  cargo configs), the clippy argv, the guest environment and the disk's size. A changed
+  lockfile or manifest is a new key; an edited source file is not.
+- Use: the cache file is attached read-only and layered by the guest under the target
+  directory, with the run's scratch taking every write (guest_init.sh mount_depcache).
+- Trust: the file is sealed once built (rootfs_record: 0444, digest, stat identity) and
+  checked on every use; a damaged one is discarded and built again, never trusted. A
+  dependency that poisons it poisons only runs whose lockfile pins that same dependency,
+  which could lie in them anyway.
+Building holds the key's lock: two first lints of one lockfile build it once, the other
+waits (within its deadline) and uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roteiro_py import paths
+
+if TYPE_CHECKING:
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.depcache.skeleton import Skeleton
+    from roteiro_py.config import Settings
+    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.store import ResolvedImage
+    from roteiro_py.vm import JobOutcome, VmBackend
+
+#: Run in the cache's target directory once the dependencies are built: the stubs' own
+#: fingerprints and build-script directories go (each path package's name is an
+#: argument), so the tree's packages are always rebuilt in the lint, never taken fresh
+#: from a stub compiled at the same relative path; incremental directories hold only
+#: path packages' sessions, which rustc renames (an overlay cannot rename a lower dir).
+BUILD_CLEANUP = (
+    'set -eu; cd "$CARGO_TARGET_DIR"; rm -rf -- */incremental */*/incremental; '
+    'for name in "$@"; do rm -rf -- */.fingerprint/"$name"-* */*/.fingerprint/"$name"-* '
+    '*/build/"$name"-* */*/build/"$name"-*; done; echo cleaned'
+)
+#: The cleanup step's deadline.
+CLEANUP_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class DepCacheUse:
+    """What the run does about its dependencies: `image` is the cache to layer (used or
+    built), None when skipped; `reason` says why it was skipped, or why it was rebuilt."""
+
+    state: str
+    key: str | None = None
+    image: Path | None = None
+    reason: str | None = None
+    build_seconds: float | None = None
+
+    def for_report(self) -> dict[str, object]:
+        return {"state": self.state, "key": self.key, "reason": self.reason,
+                "build_seconds": None if self.build_seconds is None else round(self.build_seconds, 1)}
+
+
+def skipped(reason: str, key: str | None = None) -> DepCacheUse:
+    return DepCacheUse("skipped", key=key, reason=reason)
+
+
+BackendFactory = Callable[[Path], "VmBackend"]
+
+
+def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, argv: list[str],
+                     env: dict[str, str], registry: Path | None, git: Path | None,
+                     backend: BackendFactory, deadline: Deadline) -> DepCacheUse:
+    """The run's dependency cache (see the module doc). `backend(disk)` makes the VM
+    backend that builds it onto the scratch disk `disk`."""
+    from roteiro_py.depcache import skeleton, store
+
+    if not settings.lint.dep_cache:
+        return skipped("turned off ([lint] dep_cache, --no-dep-cache)")
+    if registry is None and git is None:
+        return skipped("the lockfile pins no package from a registry or git: nothing to cache")
+    with _skeleton_dir() as where:
+        made = skeleton.build_skeleton(tree.workspace, where, skeleton.SkeletonLimits.of(settings.vm))
+        key = skeleton.cache_key(image_digest=image.manifest_digest, skeleton_digest=made.digest,
+                                 argv=argv, env=env, disk_mib=settings.vm.scratch_mib)
+        with store.lock(key, until=deadline.at, seconds=deadline.seconds):
+            found, state = store.lookup(key)
+            if found is not None:
+                store.touch(key)
+                return DepCacheUse("used", key=key, image=found)
+            failed = store.failed(key)
+            if failed is not None:
+                return skipped(f"building it failed before ({failed}); `pylint-sandbox cache "
+                               "prune --all` lets the next lint try again", key)
+            began = time.monotonic()
+            disk = store.staging_disk(key)
+            try:
+                problem = _build(made, disk, settings, argv, env, registry, git, backend, deadline)
+                if problem is not None:
+                    reason, lasting = problem
+                    if lasting:
+                        store.mark_failed(key, reason)
+                    return skipped(f"building it failed: {reason}", key)
+                published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    disk.unlink()
+            return DepCacheUse("built", key=key, image=published,
+                               reason="the cached copy was damaged" if state == "damaged" else None,
+                               build_seconds=time.monotonic() - began)
+
+
+def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env: dict[str, str],
+           registry: Path | None, git: Path | None, backend: BackendFactory,
+           deadline: Deadline) -> tuple[str, bool] | None:
+    """Build the dependencies onto `disk`: None when it holds a cache to publish, else why
+    not and whether that lasts. A build cargo refused (101: a dependency that does not
+    build without the tree's code, say one `[patch]`ed to a path in the tree) would fail
+    the same way every time and is remembered for the key; one cut short is not."""
+    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.lint.run import grant_for, run_job, steps_for
+    from roteiro_py.process.sandbox import Command
+    from roteiro_py.vm.qemu.scratch import create_scratch
+
+    root = made.root
+    shaped = Tree(asked=root, workspace=root, repo_root=root)
+    steps = steps_for(shaped, settings, env, argv)
+    probes = len(steps) - 1
+    steps.append(Command(program="/bin/sh", args=("-c", BUILD_CLEANUP, "sh", *made.path_packages),
+                         workspace=root, env=env, timeout=CLEANUP_TIMEOUT_S))
+    create_scratch(disk, settings.vm.scratch_mib)
+    job = run_job(backend(disk), steps, grant_for(shaped, registry, git), deadline,
+                  staging=None, template_steps=probes)
+    return judge_build(job, probes)
+
+
+def judge_build(job: JobOutcome, probes: int) -> tuple[str, bool] | None:
+    """None when the job built the cache whole (every probe, the build and the cleanup
+    exited 0), else (why not, whether it would fail the same way again)."""
+    ran = {index: step for index, step in enumerate(job.steps)}
+    for index in range(probes):
+        step = ran.get(index)
+        if step is None or step.exit != 0:
+            return "the guest's toolchain probe did not succeed", False
+    build = ran.get(probes)
+    if build is None or build.exit is None:
+        failure = (build.failure if build is not None else None) or job.failure or "the VM stopped"
+        return f"the build did not finish: {failure}", False
+    if build.exit == 101:
+        return "cargo could not build the dependencies without the tree's own code (exit 101)", True
+    if build.exit != 0:
+        return f"cargo exited {build.exit}", False
+    cleanup = ran.get(probes + 1)
+    if cleanup is None or cleanup.exit != 0 or cleanup.stdout != b"cleaned\n" or not job.completed:
+        return "removing the stubs' build from it did not finish", False
+    return None

@@ -1,0 +1,88 @@
+"""What the lint decides about its dependency cache without a VM: when a build is one to
+publish, which failures are remembered, and how the guest is told to layer the cache."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from roteiro_py.lint.dep_cache import BUILD_CLEANUP, judge_build
+from roteiro_py.process.sandbox import Command
+from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
+from roteiro_py.vm.mounts import MountTable, Share
+from roteiro_py.vm.qemu import job
+
+NOW = datetime.now(UTC)
+ISOLATION = Isolation("qemu", "tcg", False, "tcg")
+
+
+def step(exit: int | None, stdout: bytes = b"", failure: str | None = None) -> VmOutcome:
+    return VmOutcome(command=Command("x", (), Path("/tmp"), {}, timeout=1), exit=exit,
+                     stdout=stdout, stderr=b"", timed_out=exit is None, truncated=False,
+                     duration=1.0, started=NOW, ended=NOW, failure=failure, isolation=ISOLATION)
+
+
+def outcome(*steps: VmOutcome, completed: bool = True, failure: str | None = None) -> JobOutcome:
+    return JobOutcome(steps=steps, isolation=ISOLATION, completed=completed, boot_seconds=1.0,
+                      failure=failure, console=b"")
+
+
+GOOD = (step(0), step(0), step(0), step(0, b"cleaned\n"))
+
+
+def test_a_whole_build_is_published() -> None:
+    assert judge_build(outcome(*GOOD), probes=2) is None
+
+
+@pytest.mark.parametrize(("job_outcome", "reason", "lasting"), [
+    (outcome(step(0), step(1)), "toolchain probe", False),
+    (outcome(step(0), step(0), step(101)), "without the tree's own code (exit 101)", True),
+    (outcome(step(0), step(0), step(137)), "cargo exited 137", False),
+    (outcome(step(0), step(0), step(None, failure="killed at the step's deadline of 9 s"),
+             completed=False), "killed at the step's deadline", False),
+    (outcome(step(0), step(0), completed=False, failure="the VM stopped: out of memory"),
+     "out of memory", False),
+    (outcome(step(0), step(0), step(0)), "removing the stubs' build", False),
+    (outcome(step(0), step(0), step(0), step(0, b"")), "removing the stubs' build", False),
+    (outcome(*GOOD, completed=False, failure="x"), "removing the stubs' build", False),
+])
+def test_a_build_short_of_whole_is_never_published(job_outcome: JobOutcome, reason: str,
+                                                   lasting: bool) -> None:
+    """Only cargo's own refusal (101) is remembered: it fails the same way every time;
+    a deadline, a signal or a dead VM may not, and the next lint tries again."""
+    judged = judge_build(job_outcome, probes=2)
+    assert judged is not None
+    assert reason in judged[0] and judged[1] is lasting
+
+
+def test_the_cleanup_removes_the_stubs_fingerprints_by_name_and_every_incremental_dir() -> None:
+    # the names are positional arguments, never spliced into the script
+    assert '"$@"' in BUILD_CLEANUP and "*/.fingerprint/\"$name\"-*" in BUILD_CLEANUP
+    assert "*/incremental" in BUILD_CLEANUP and BUILD_CLEANUP.endswith("echo cleaned")
+
+
+def table(scratch_mode: str | None) -> MountTable:
+    return MountTable((Share(Path("/ws"), "/ws"),), "/.roteiro-scratch" if scratch_mode else None,
+                      scratch_mode, False)
+
+
+def test_the_guest_layers_the_cache_last_once_the_scratch_is_mounted() -> None:
+    script = job.mounts_script(table("rw"), images={0}, dep_cache="/.roteiro-scratch/target")
+    lines = script.splitlines()
+    assert lines[-1] == f"mount_depcache {job.DEPS_SERIAL} /.roteiro-scratch/target"
+    assert lines.index(lines[-1]) > next(i for i, line in enumerate(lines) if line.startswith("mount_scratch"))
+    assert "mount_depcache" not in job.mounts_script(table("rw"), images={0})  # control
+
+
+@pytest.mark.parametrize("mode", ["ro", None])
+def test_a_cache_is_layered_only_under_a_writable_scratch(mode: str | None) -> None:
+    with pytest.raises(ValueError, match="writable scratch"):
+        job.mounts_script(table(mode), dep_cache="/.roteiro-scratch/target")
+
+
+def test_a_hostile_cache_directory_name_stays_one_shell_word() -> None:
+    script = job.mounts_script(table("rw"), dep_cache="/.roteiro-scratch/t'; reboot -f; '")
+    assert script.splitlines()[-1] == (
+        "mount_depcache depcache '/.roteiro-scratch/t'\"'\"'; reboot -f; '\"'\"''")
