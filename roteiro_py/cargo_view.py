@@ -125,6 +125,27 @@ def pins_in(lockfile: Path, data: dict[str, Any]) -> list[Pin]:
     return found
 
 
+def path_packages_in(lockfile: Path, data: dict[str, Any]) -> list[str]:
+    """The names of the packages an already parsed lockfile holds without a `source`
+    (workspace members, path and path-[patch] dependencies), sorted, each once.
+
+    These are the tree's own code: the dependency cache (depcache/skeleton.py) builds them
+    from stubs and must know them to drop their build state. A name is checked as `pins_in`
+    checks one (it becomes part of a path in the guest), else errors.TreeFileRefused.
+    """
+    names: set[str] = set()
+    packages = data.get("package")
+    for package in packages if isinstance(packages, list) else []:
+        if not isinstance(package, dict) or "source" in package:
+            continue
+        name = package.get("name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise errors.TreeFileRefused(lockfile, f"{name!r} (a package without a source) is not a "
+                                         "cargo package name")
+        names.add(name)
+    return sorted(names)
+
+
 _VIEW_KEY = re.compile(r"[0-9a-f]{32}")
 
 

@@ -56,11 +56,14 @@ MAX_WALK_DEPTH = 32
 
 
 
-def read_tree_file(path: Path, limit: int) -> bytes:
+def read_tree_file(path: Path, limit: int, *, dir_fd: int | None = None) -> bytes:
     """The bytes of the tree's regular file `path`, at most `limit` of them, or
-    errors.TreeFileRefused naming it (untrusted.read_bounded: no link, no FIFO, bounded)."""
+    errors.TreeFileRefused naming it (untrusted.read_bounded: no link, no FIFO, bounded).
+
+    `dir_fd`: the directory holding it, opened by a walk that followed no link; then only
+    `path.name` is opened, in that directory, and `path` names it in a refusal."""
     try:
-        return read_bounded(path, limit)
+        return read_bounded(path.name if dir_fd is not None else path, limit, dir_fd=dir_fd)
     except FileNotFoundError:
         raise TreeFileRefused(path, "it does not exist") from None
     except FileRefused as refused:

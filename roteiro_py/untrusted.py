@@ -174,7 +174,8 @@ class FileRefused(Exception):
         self.reason = reason
 
 
-def read_bounded(path: str | os.PathLike[str], limit: int, *, follow_links: bool = False) -> bytes:
+def read_bounded(path: str | os.PathLike[str], limit: int, *, follow_links: bool = False,
+                 dir_fd: int | None = None) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them, or FileRefused.
 
     Every file the tree or the user's configuration names is read here: without it a
@@ -183,10 +184,12 @@ def read_bounded(path: str | os.PathLike[str], limit: int, *, follow_links: bool
     (unless the caller says a link is fine, as for the user's own files), O_NONBLOCK keeps
     a FIFO from blocking the open, fstat refuses anything but a regular file, and at most
     `limit` + 1 bytes are ever read. A file that does not exist raises FileNotFoundError.
+    `dir_fd`: `path` is relative to that directory, opened by a walk that followed no link
+    (depcache/skeleton.py), so no directory on the way can be swapped for a link.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
     except OSError as error:

@@ -1,0 +1,6 @@
+"""The dependency cache (issue 12): the build output of a workspace's pinned dependencies,
+built once per lockfile in a VM that runs none of the tree's own code, and reused by later
+lints so they compile only the workspace's members. `skeleton` makes the stand-in workspace
+that VM builds (the tree's manifests, lockfile and cargo configuration, every target a stub)
+and the key the cache is stored under.
+"""

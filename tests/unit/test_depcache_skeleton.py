@@ -1,0 +1,557 @@
+"""The dependency cache's skeleton (roteiro_py/depcache/skeleton.py): the tree's manifests,
+lockfile and cargo configuration with every target a stub, which real cargo reads as the
+same packages and targets as the tree, holding no byte of the tree's code; its digest moves
+with what shapes the dependencies' build and not with the members' code; hostile trees are
+refused or left out without a read outside the workspace; and the cache key covers each of
+its inputs.
+
+Host cargo runs here only on fixtures this file writes (and their skeletons), offline, with
+an empty CARGO_HOME and a target directory of its own under the test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roteiro_py import cargo_view
+from roteiro_py.config import VmSettings
+from roteiro_py.depcache import skeleton
+from roteiro_py.depcache.skeleton import (
+    STUB,
+    Skeleton,
+    SkeletonLimits,
+    build_skeleton,
+    cache_key,
+)
+from roteiro_py.errors import LockfileWouldBeWritten, TreeFileRefused, TreeTooLarge
+from roteiro_py.untrusted import is_sanitised
+
+#: In every source file of the fixture, inside a compile_error!: cargo fails on the tree
+#: naming it, and no byte of it may reach a skeleton.
+MARKER = "TREE-SOURCE-MARKER-7f3a"
+SOURCE = f'compile_error!("{MARKER}");\nfn main() {{}}\n'
+#: In files outside the workspace that hostile links and paths point at.
+OUTSIDE_MARKER = "OUTSIDE-THE-WORKSPACE-51c9"
+LIMITS = SkeletonLimits(max_files=10_000, max_depth=64)
+
+ROOT_MANIFEST = """[workspace]
+members = ["crates/*", "patched"]
+resolver = "2"
+
+[profile.dev]
+opt-level = 1
+
+[patch.crates-io]
+patched = { path = "patched" }
+"""
+APP_MANIFEST = """[package]
+name = "app"
+version = "0.1.0"
+edition = "2021"
+
+[dependencies]
+engine = { path = "../engine" }
+pathdep = { path = "../../vendor/pathdep" }
+patched = "0.1"
+
+[[bench]]
+name = "b"
+harness = false
+"""
+ENGINE_MANIFEST = """[package]
+name = "engine"
+version = "0.1.0"
+edition = "2021"
+build = "meta/gen.rs"
+
+[lib]
+path = "lib/engine.rs"
+
+[[bin]]
+name = "explicit-bin"
+path = "tools/explicit.rs"
+"""
+CONFIG = '[env]\nFIXTURE_SETTING = "from-config"\n'
+
+#: The files of the fixture that cargo takes as target roots (the skeleton stubs them)...
+TARGET_ROOTS = (
+    "crates/app/build.rs", "crates/app/src/main.rs", "crates/app/src/bin/tool.rs",
+    "crates/app/src/bin/multi/main.rs", "crates/app/src/bin/alias.rs",
+    "crates/app/tests/it.rs", "crates/app/tests/suite/main.rs",
+    "crates/app/examples/demo.rs", "crates/app/examples/multi/main.rs", "crates/app/benches/b.rs",
+    "crates/engine/lib/engine.rs", "crates/engine/tools/explicit.rs", "crates/engine/meta/gen.rs",
+    "vendor/pathdep/src/lib.rs", "patched/src/lib.rs", "crates/macros/src/lib.rs",
+)
+#: ...and the ones it does not (modules, helpers): code, never in the skeleton.
+NOT_TARGETS = ("crates/app/src/util.rs", "crates/app/src/bin/multi/helper.rs",
+               "crates/app/tests/common/mod.rs", "crates/engine/lib/inner.rs", "notes/sketch.rs")
+COPIED = ("Cargo.toml", "Cargo.lock", ".cargo/config.toml", "crates/app/Cargo.toml",
+          "crates/engine/Cargo.toml", "vendor/pathdep/Cargo.toml", "patched/Cargo.toml",
+          "crates/macros/Cargo.toml")
+
+
+def cargo(args: list[str], cwd: Path, target_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Host cargo on a fixture of this file: offline, with an empty CARGO_HOME of its own
+    beside `target_dir` (cargo makes `registry/` in it for the [patch.crates-io], and the
+    session's is checked to stay empty: test_hermetic.py)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CARGO_") and k not in ("RUSTC_WRAPPER", "RUSTFLAGS")}
+    home = target_dir.with_name(target_dir.name + "-cargo-home")
+    home.mkdir(parents=True, exist_ok=True)
+    env["CARGO_HOME"] = str(home)
+    env["CARGO_TARGET_DIR"] = str(target_dir)
+    return subprocess.run(["cargo", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=240, check=False)
+
+
+def package(root: Path, directory: str, manifest: str) -> None:
+    (root / directory).mkdir(parents=True, exist_ok=True)
+    (root / directory / "Cargo.toml").write_text(manifest)
+
+
+def simple(name: str) -> str:
+    return f'[package]\nname = "{name}"\nversion = "0.1.0"\nedition = "2021"\n'
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture workspace, with the lockfile real cargo writes for it (path packages only)."""
+    root = tmp_path_factory.mktemp("template") / "ws"
+    package(root, "", ROOT_MANIFEST)
+    package(root, "crates/app", APP_MANIFEST)
+    package(root, "crates/engine", ENGINE_MANIFEST)
+    package(root, "vendor/pathdep", simple("pathdep"))
+    package(root, "patched", simple("patched"))
+    package(root, "crates/macros", simple("macros") + "\n[lib]\nproc-macro = true\n")
+    (root / ".cargo").mkdir()
+    (root / ".cargo" / "config.toml").write_text(CONFIG)
+    for rel in TARGET_ROOTS + NOT_TARGETS:
+        if rel != "crates/app/src/bin/alias.rs":
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(SOURCE)
+    (root / "crates/app/src/bin/alias.rs").symlink_to("../main.rs")  # a link cargo follows
+    done = cargo(["generate-lockfile", "--offline"], root, tmp_path_factory.mktemp("target"))
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.fixture
+def tree(template: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(template, tmp_path / "ws", symlinks=True))
+
+
+def skeleton_of(root: Path, dest: Path, limits: SkeletonLimits = LIMITS) -> Skeleton:
+    dest.mkdir()
+    return build_skeleton(root, dest, limits)
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    """Every file below `root` by relative path (links read as links)."""
+    found: dict[str, bytes] = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = Path(directory) / name
+            rel = str(path.relative_to(root))
+            found[rel] = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+    return found
+
+
+def contains(root: Path, needle: str) -> bool:
+    return any(needle.encode() in data for data in files_under(root).values())
+
+
+def refusal(caught: pytest.ExceptionInfo[Exception]) -> str:
+    error = caught.value
+    assert isinstance(error, TreeFileRefused | TreeTooLarge | LockfileWouldBeWritten)
+    return error.guidance().render_text()
+
+
+# -- what the skeleton holds ------------------------------------------------------------
+
+
+def test_the_skeleton_holds_the_manifests_lockfile_config_and_a_stub_per_target(tree: Path,
+                                                                                 tmp_path: Path) -> None:
+    assert contains(tree, MARKER)  # control: the search finds the tree's code where it is
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    held = files_under(skeleton.root)
+    assert sorted(held) == sorted(COPIED + TARGET_ROOTS)
+    for rel in COPIED:
+        assert held[rel] == (tree / rel).read_bytes()
+    for rel in TARGET_ROOTS:
+        assert held[rel] == STUB
+        assert not (skeleton.root / rel).is_symlink()
+        assert (skeleton.root / rel).stat().st_mode & 0o777 == 0o644
+    assert not contains(skeleton.root, MARKER)
+    assert skeleton.files == len(held)
+    assert skeleton.path_packages == ("app", "engine", "macros", "patched", "pathdep")
+    assert skeleton.digest.startswith("sha256:") and len(skeleton.digest) == 7 + 64
+
+
+def targets(root: Path, target_dir: Path) -> dict[str, list[tuple[str, tuple[str, ...], str]]]:
+    """Per package, the (name, kinds, source path relative to the workspace) cargo finds."""
+    done = cargo(["metadata", "--offline", "--format-version", "1", "--no-deps"], root, target_dir)
+    assert done.returncode == 0, done.stderr
+    packages = json.loads(done.stdout)["packages"]
+    return {p["name"]: sorted((t["name"], tuple(t["kind"]), os.path.relpath(t["src_path"], root))
+                              for t in p["targets"]) for p in packages}
+
+
+def test_cargo_metadata_finds_the_same_packages_and_targets_in_the_skeleton(tree: Path,
+                                                                            tmp_path: Path) -> None:
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    original = targets(tree, tmp_path / "target")
+    assert targets(skeleton.root, tmp_path / "target") == original
+    kinds = {kind for found in original.values() for _, target_kinds, _ in found for kind in target_kinds}
+    assert kinds == {"lib", "proc-macro", "bin", "test", "example", "bench",
+                     "custom-build"}
+    assert len(original["app"]) == 10 and sorted(original) == ["app", "engine", "macros", "patched", "pathdep"]
+    # Control: the comparison sees a target the skeleton lacks.
+    (skeleton.root / "crates/app/tests/suite/main.rs").unlink()
+    assert targets(skeleton.root, tmp_path / "target") != original
+
+
+def test_cargo_check_fails_on_the_tree_and_passes_on_its_skeleton(tree: Path, tmp_path: Path) -> None:
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    lock = (skeleton.root / "Cargo.lock").read_bytes()
+    argv = ["check", "--offline", "--locked", "--all-targets"]
+    failed = cargo(argv, tree, tmp_path / "target-tree")
+    assert failed.returncode != 0 and MARKER in failed.stderr  # control: the tree's code runs
+    passed = cargo(argv, skeleton.root, tmp_path / "target-skeleton")
+    assert passed.returncode == 0, passed.stderr
+    assert MARKER not in passed.stderr
+    assert (skeleton.root / "Cargo.lock").read_bytes() == lock
+
+
+def test_the_limits_are_the_staging_caps() -> None:
+    vm = VmSettings(stage_max_files=1234, stage_max_depth=56, stage_max_mib=78)
+    limits = SkeletonLimits.of(vm)
+    assert (limits.max_files, limits.max_depth, limits.max_bytes) == (1234, 56, 78 * 1024 * 1024)
+    default = SkeletonLimits.of(VmSettings())
+    assert default.max_bytes == SkeletonLimits(1, 1).max_bytes  # the default is the setting's
+
+
+# -- the digest -------------------------------------------------------------------------
+
+
+def edit(root: Path, what: str) -> None:
+    if what == "member-source":
+        (root / "crates/engine/lib/engine.rs").write_text("pub fn changed() {}\n")
+    elif what == "new-module":
+        (root / "crates/app/src/extra.rs").write_text(SOURCE)
+    elif what == "lockfile":
+        with (root / "Cargo.lock").open("a") as lock:
+            lock.write("\n")
+    elif what == "manifest":
+        with (root / "crates/app/Cargo.toml").open("a") as manifest:
+            manifest.write('\n[features]\nextra = []\n')
+    elif what == "config":
+        (root / ".cargo/config.toml").write_text(CONFIG.replace("from-config", "changed"))
+    elif what == "new-target":
+        (root / "crates/app/tests/new.rs").write_text(SOURCE)
+    else:
+        raise AssertionError(what)
+
+
+@pytest.mark.parametrize(("what", "moves"), [
+    ("member-source", False), ("new-module", False),
+    ("lockfile", True), ("manifest", True), ("config", True), ("new-target", True),
+])
+def test_the_digest_moves_with_what_shapes_the_build_and_not_with_code(tree: Path, tmp_path: Path,
+                                                                        what: str, moves: bool) -> None:
+    before = skeleton_of(tree, tmp_path / "before")
+    assert skeleton_of(tree, tmp_path / "again").digest == before.digest  # the same tree, the same digest
+    edit(tree, what)
+    after = skeleton_of(tree, tmp_path / "after")
+    assert (after.digest != before.digest) is moves
+    assert not contains(after.root, MARKER)
+
+
+@pytest.mark.parametrize(("moved", "to"), [
+    (".cargo/config.toml", "crates/app/.cargo/config.toml"),  # the same bytes, read elsewhere
+    ("crates/app/tests/it.rs", "crates/app/tests/it2.rs"),  # a target renamed: another unit graph
+])
+def test_the_digest_covers_where_a_file_is_not_only_its_bytes(tree: Path, tmp_path: Path, moved: str,
+                                                               to: str) -> None:
+    before = skeleton_of(tree, tmp_path / "before")
+    (tree / to).parent.mkdir(exist_ok=True)
+    (tree / moved).rename(tree / to)
+    after = skeleton_of(tree, tmp_path / "moved")
+    assert after.files == before.files and after.digest != before.digest
+    (tree / to).rename(tree / moved)  # control: moved back, the digest is back
+    assert skeleton_of(tree, tmp_path / "back").digest == before.digest
+
+
+# -- hostile trees ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A file outside the workspace that must never be read into a skeleton."""
+    away = tmp_path / "outside"
+    away.mkdir()
+    secret = away / "secret.toml"
+    secret.write_text(f'[package]\nname = "secret"\nversion = "0.1.0"\n# {OUTSIDE_MARKER}\n')
+    return secret
+
+
+@pytest.mark.parametrize("where", ["crates/app/Cargo.toml", ".cargo/config.toml", "crates/app/.cargo/config",
+                                   "Cargo.lock"])
+def test_a_linked_manifest_config_or_lockfile_is_refused_naming_it(tree: Path, tmp_path: Path, outside: Path,
+                                                                    where: str) -> None:
+    target = tree / where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    target.symlink_to(outside)
+    dest = tmp_path / "skel"
+    with pytest.raises(TreeFileRefused) as caught:
+        skeleton_of(tree, dest)
+    text = refusal(caught)
+    assert str(target) in text and "symbolic link" in text
+    assert not contains(dest, OUTSIDE_MARKER)
+    # Control: the same file as a regular copy of the outside file is taken, marker and all.
+    target.unlink()
+    shutil.copyfile(outside, target)
+    assert contains(skeleton_of(tree, tmp_path / "control").root, OUTSIDE_MARKER)
+
+
+def test_a_linked_cargo_directory_is_refused(tree: Path, tmp_path: Path, outside: Path) -> None:
+    shutil.rmtree(tree / ".cargo")
+    (outside.parent / "config.toml").write_text(f"# {OUTSIDE_MARKER}\n")
+    (tree / ".cargo").symlink_to(outside.parent)
+    with pytest.raises(TreeFileRefused) as caught:
+        skeleton_of(tree, tmp_path / "skel")
+    assert str(tree / ".cargo") in refusal(caught)
+    assert not contains(tmp_path / "skel", OUTSIDE_MARKER)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("where", ["crates/app/Cargo.toml", ".cargo/config.toml"])
+def test_a_fifo_where_a_manifest_is_is_refused_without_blocking(tree: Path, tmp_path: Path, where: str) -> None:
+    (tree / where).unlink()
+    os.mkfifo(tree / where)
+    with pytest.raises(TreeFileRefused) as caught:
+        skeleton_of(tree, tmp_path / "skel")
+    assert str(tree / where) in refusal(caught) and "not a regular file" in refusal(caught)
+
+
+def test_a_fifo_or_link_named_like_a_source_is_never_opened(tree: Path, tmp_path: Path, outside: Path) -> None:
+    """Sources are never read: a FIFO test (which the guest's copy leaves out) is no target,
+    a linked one pointing outside is a stub, and neither blocks nor leaks."""
+    os.mkfifo(tree / "crates/app/tests/fifo.rs")
+    (tree / "crates/app/tests/linked.rs").symlink_to(outside)
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    assert not (skeleton.root / "crates/app/tests/fifo.rs").exists()
+    assert (skeleton.root / "crates/app/tests/linked.rs").read_bytes() == STUB
+    assert not contains(skeleton.root, OUTSIDE_MARKER)
+
+
+def test_a_missing_lockfile_is_refused_as_a_lockfile_to_be_written(tree: Path, tmp_path: Path) -> None:
+    (tree / "Cargo.lock").unlink()
+    with pytest.raises(LockfileWouldBeWritten) as caught:
+        skeleton_of(tree, tmp_path / "skel")
+    assert "Cargo.lock" in refusal(caught)
+
+
+def deep(root: Path, levels: int) -> None:
+    """`levels` directories named d, one in the other, a manifest at the bottom (through
+    descriptors: pathlib's mkdir(parents=True) recurses past Python's limit)."""
+    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fds[-1])
+            fds.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+        manifest = os.open("Cargo.toml", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fds[-1])
+        os.write(manifest, simple("deep").encode())
+        os.close(manifest)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def undeep(root: Path, levels: int) -> None:
+    """Remove what deep() made, bottom up (pytest's cleanup, shutil.rmtree, recurses)."""
+    (root / ("d/" * levels) / "Cargo.toml").unlink()
+    for level in range(levels, 0, -1):
+        (root / ("d/" * level)).rmdir()
+
+
+def test_a_tree_deeper_than_the_cap_is_refused_naming_the_setting(tree: Path, tmp_path: Path) -> None:
+    deep(tree, 40)
+    # Control: within the cap, the deep manifest is in the skeleton.
+    held = skeleton_of(tree, tmp_path / "fits", SkeletonLimits(max_files=10_000, max_depth=40)).root
+    assert (held / ("d/" * 40) / "Cargo.toml").is_file()
+    with pytest.raises(TreeTooLarge) as caught:
+        skeleton_of(tree, tmp_path / "skel", SkeletonLimits(max_files=10_000, max_depth=39))
+    assert "stage_max_depth" in refusal(caught) and "39" in refusal(caught)
+
+
+def test_a_very_deep_tree_is_refused_not_a_recursion_error(tree: Path, tmp_path: Path) -> None:
+    deep(tree, 1500)  # a recursive walk would raise RecursionError (exit 4)
+    try:
+        with pytest.raises(TreeTooLarge) as caught:
+            skeleton_of(tree, tmp_path / "skel", SkeletonLimits(max_files=100_000, max_depth=128))
+    finally:
+        undeep(tree, 1500)
+    assert "stage_max_depth" in refusal(caught)
+
+
+def test_more_entries_than_the_cap_is_refused_naming_the_setting(tree: Path, tmp_path: Path) -> None:
+    entries = sum(len(dirs) + len(names) for _, dirs, names in os.walk(tree))
+    skeleton_of(tree, tmp_path / "fits", SkeletonLimits(max_files=entries, max_depth=64))  # control
+    with pytest.raises(TreeTooLarge) as caught:
+        skeleton_of(tree, tmp_path / "skel", SkeletonLimits(max_files=entries - 1, max_depth=64))
+    assert "stage_max_files" in refusal(caught) and f"more than {entries - 1}" in refusal(caught)
+
+
+def test_manifests_past_the_byte_caps_are_refused(tree: Path, tmp_path: Path) -> None:
+    size = len((tree / "crates/app/Cargo.toml").read_bytes())
+    with pytest.raises(TreeFileRefused) as caught:
+        skeleton_of(tree, tmp_path / "one", SkeletonLimits(10_000, 64, max_manifest_bytes=size - 1))
+    assert f"larger than {size - 1} bytes" in refusal(caught)
+    total = sum(len((tree / rel).read_bytes()) for rel in COPIED)
+    skeleton_of(tree, tmp_path / "fits", SkeletonLimits(10_000, 64, max_bytes=total))  # control
+    with pytest.raises(TreeTooLarge) as too_large:
+        skeleton_of(tree, tmp_path / "all", SkeletonLimits(10_000, 64, max_bytes=total - 1))
+    assert "stage_max_mib" in refusal(too_large)
+
+
+@pytest.mark.parametrize("escape", ["../../../outside/secret.toml", "ABSOLUTE", "/etc/passwd",
+                                    "../../../../../../../../etc/passwd"])
+def test_a_target_path_leaving_the_workspace_is_left_out_and_never_touched(tree: Path, tmp_path: Path,
+                                                                            outside: Path, escape: str) -> None:
+    escape = str(outside) if escape == "ABSOLUTE" else escape
+    manifest = tree / "crates/app/Cargo.toml"
+    manifest.write_text(manifest.read_text() + f'\n[lib]\npath = "{escape}"\n\n[[test]]\nname = "t"\n'
+                        f'path = "{escape}"\n')
+    before = outside.read_bytes(), outside.stat().st_mtime_ns
+    passwd = Path("/etc/passwd").read_bytes()
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    held = files_under(skeleton.root)
+    assert sorted(held) == sorted(COPIED + TARGET_ROOTS)  # nothing added, inside or out
+    assert not contains(skeleton.root, OUTSIDE_MARKER) and b"root:" not in b"".join(held.values())
+    assert (outside.read_bytes(), outside.stat().st_mtime_ns) == before
+    assert Path("/etc/passwd").read_bytes() == passwd
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["secret.toml"]
+
+
+def test_an_explicit_path_inside_the_workspace_through_dotdot_is_stubbed(tree: Path, tmp_path: Path) -> None:
+    (tree / "shared").mkdir()
+    (tree / "shared/common.rs").write_text(SOURCE)
+    manifest = tree / "crates/app/Cargo.toml"
+    manifest.write_text(manifest.read_text() + '\n[[example]]\nname = "shared"\npath = "../../shared/common.rs"\n')
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    assert (skeleton.root / "shared/common.rs").read_bytes() == STUB
+    assert targets(skeleton.root, tmp_path / "target") == targets(tree, tmp_path / "target")
+
+
+def test_git_and_cargo_target_directories_are_not_walked_but_a_source_dir_named_target_is(
+        tree: Path, tmp_path: Path) -> None:
+    for excluded in (".git", "target", "crates/app/target"):
+        package(tree, excluded, simple("excluded"))
+    (tree / "target/CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (tree / "crates/app/target/.rustc_info.json").write_text("{}")
+    package(tree, "crates/app/src/target", simple("kept"))  # no marker: a source directory
+    held = files_under(skeleton_of(tree, tmp_path / "skel").root)
+    assert "crates/app/src/target/Cargo.toml" in held
+    assert not [rel for rel in held if rel.startswith((".git/", "target/", "crates/app/target/"))]
+
+
+def test_odd_names_and_odd_manifests_are_handled_not_crashed_on(tree: Path, tmp_path: Path) -> None:
+    """Non-UTF-8 and 255-byte names are mirrored byte for byte; a manifest that is not TOML
+    (a test fixture) is copied and makes no package; a refusal names an odd path safely."""
+    odd = os.fsdecode(b"crates/m\xff")
+    package(tree, odd, simple("odd"))
+    long_test = "t" * 252 + ".rs"
+    for name in (os.fsdecode(b"x\xfe.rs"), long_test):
+        (tree / odd / "tests").mkdir(exist_ok=True)
+        (tree / odd / "tests" / name).write_text(SOURCE)
+    (tree / "fixtures/bad").mkdir(parents=True)
+    (tree / "fixtures/bad/Cargo.toml").write_bytes(b"[package\nname = \xff\n")
+    (tree / "fixtures/bad/src").mkdir()
+    (tree / "fixtures/bad/src/lib.rs").write_text(SOURCE)
+    skeleton = skeleton_of(tree, tmp_path / "skel")
+    assert (skeleton.root / odd / "tests" / os.fsdecode(b"x\xfe.rs")).read_bytes() == STUB
+    assert (skeleton.root / odd / "tests" / long_test).read_bytes() == STUB
+    assert (skeleton.root / "fixtures/bad/Cargo.toml").read_bytes() == b"[package\nname = \xff\n"
+    assert not (skeleton.root / "fixtures/bad/src/lib.rs").exists()
+    assert skeleton_of(tree, tmp_path / "again").digest == skeleton.digest
+    os.mkfifo(tree / odd / ".cargo-fifo")
+    (tree / odd / ".cargo").mkdir()
+    os.mkfifo(tree / odd / ".cargo" / "config")
+    with pytest.raises(TreeFileRefused) as caught:
+        skeleton_of(tree, tmp_path / "refused")
+    text = refusal(caught)
+    assert "m\\udcff" in text and is_sanitised(text, keep_newlines=True)
+
+
+def test_a_lockfile_path_package_without_a_cargo_name_is_refused(tmp_path: Path) -> None:
+    lockfile = tmp_path / "Cargo.lock"
+    good = {"package": [{"name": "a", "version": "1"}, {"name": "b", "version": "1", "source": "registry+x"},
+                        {"name": "a", "version": "2"}]}
+    assert cargo_view.path_packages_in(lockfile, good) == ["a"]  # control: unique, sources left out
+    for bad in ("../x", 7, "a" * 65, "\x1b[31m"):
+        with pytest.raises(TreeFileRefused):
+            cargo_view.path_packages_in(lockfile, {"package": [{"name": bad, "version": "1"}]})
+
+
+# -- the cache key ----------------------------------------------------------------------
+
+KEY_INPUTS: dict[str, Any] = {
+    "image_digest": "sha256:" + "a" * 64,
+    "skeleton_digest": "sha256:" + "b" * 64,
+    "argv": ["cargo", "check", "--locked"],
+    "env": {"RUSTFLAGS": "-C debuginfo=0", "CARGO_INCREMENTAL": "0"},
+    "disk_mib": 4096,
+}
+CHANGED: dict[str, Any] = {
+    "image_digest": "sha256:" + "c" * 64,
+    "skeleton_digest": "sha256:" + "d" * 64,
+    "argv": ["cargo", "check", "--locked", "--release"],
+    "env": {"RUSTFLAGS": "-C debuginfo=1", "CARGO_INCREMENTAL": "0"},
+    "disk_mib": 8192,
+}
+
+
+def key(**changes: Any) -> str:
+    return cache_key(**{**KEY_INPUTS, **changes})
+
+
+def test_the_same_inputs_give_the_same_key() -> None:
+    first = key()
+    assert len(first) == 64 and all(c in "0123456789abcdef" for c in first)
+    assert key() == first
+    # The environment's order is not an input.
+    assert key(env=dict(reversed(KEY_INPUTS["env"].items()))) == first
+
+
+@pytest.mark.parametrize("field", sorted(CHANGED))
+def test_each_input_changes_the_key(field: str) -> None:
+    assert key(**{field: CHANGED[field]}) != key()
+
+
+def test_the_key_frames_its_inputs_apart() -> None:
+    assert key(argv=["a b"]) != key(argv=["a", "b"])
+    assert key(env={"A": "1 B=2"}) != key(env={"A": "1", "B": "2"})
+    assert key(env={}, argv=["A=1"]) != key(env={"A": "1"}, argv=[])
+    assert key(env={"A": os.fsdecode(b"\xff")}) != key(env={"A": "\\udcff"})  # no crash on surrogates
+
+
+@pytest.mark.parametrize(("directory", "path", "expected"), [
+    ("crates/app/", "../../shared/common.rs", "shared/common.rs"),
+    ("crates/app/", "./src/../lib.rs", "crates/app/lib.rs"),
+    ("", "src/lib.rs", "src/lib.rs"),
+    ("crates/app/", "../../../outside/secret.rs", None),
+    ("", "../ws/src/lib.rs", None),  # back in through the parent: still a path outside first
+    ("crates/app/", "/etc/passwd", None),
+    ("", "//etc/passwd", None),
+])
+def test_an_explicit_target_path_is_kept_only_inside_the_workspace(directory: str, path: str,
+                                                                  expected: str | None) -> None:
+    assert skeleton._inside(directory, path) == expected
