@@ -40,11 +40,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roteiro_py import paths
+from roteiro_py.errors import Refusal
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
-    from roteiro_py.depcache.skeleton import Skeleton
     from roteiro_py.config import Settings
+    from roteiro_py.depcache.skeleton import Skeleton
     from roteiro_py.lint.preflight import Tree
     from roteiro_py.store import ResolvedImage
     from roteiro_py.vm import JobOutcome, VmBackend
@@ -98,7 +99,12 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
     if registry is None and git is None:
         return skipped("the lockfile pins no package from a registry or git: nothing to cache")
     with _skeleton_dir() as where:
-        made = skeleton.build_skeleton(tree.workspace, where, skeleton.SkeletonLimits.of(settings.vm))
+        try:
+            made = skeleton.build_skeleton(tree.workspace, where, skeleton.SkeletonLimits.of(settings.vm))
+        except Refusal as refused:
+            # a tree the lint itself may still take (a linked manifest it resolves inside
+            # the copy); the lint's own staging refuses what it cannot take
+            return skipped(f"its skeleton could not be made: {refused.guidance().summary}")
         key = skeleton.cache_key(image_digest=image.manifest_digest, skeleton_digest=made.digest,
                                  argv=argv, env=env, disk_mib=settings.vm.scratch_mib)
         with store.lock(key, until=deadline.at, seconds=deadline.seconds):
@@ -113,28 +119,26 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
             began = time.monotonic()
             disk = store.staging_disk(key)
             try:
-                problem = _build(made, disk, settings, argv, env, registry, git, backend, deadline)
-                if problem is not None:
-                    reason, lasting = problem
-                    if lasting:
-                        store.mark_failed(key, reason)
-                    return skipped(f"building it failed: {reason}", key)
+                verdict = _build(made, disk, settings, argv, env, registry, git, backend, deadline)
+                if not verdict.publish:
+                    assert verdict.note is not None
+                    if verdict.lasting:
+                        store.mark_failed(key, verdict.note)
+                    return skipped(f"building it failed: {verdict.note}", key)
                 published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     disk.unlink()
-            return DepCacheUse("built", key=key, image=published,
-                               reason="the cached copy was damaged" if state == "damaged" else None,
+            notes = [n for n in ("the cached copy was damaged" if state == "damaged" else None,
+                                 verdict.note) if n]
+            return DepCacheUse("built", key=key, image=published, reason="; ".join(notes) or None,
                                build_seconds=time.monotonic() - began)
 
 
 def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env: dict[str, str],
            registry: Path | None, git: Path | None, backend: BackendFactory,
-           deadline: Deadline) -> tuple[str, bool] | None:
-    """Build the dependencies onto `disk`: None when it holds a cache to publish, else why
-    not and whether that lasts. A build cargo refused (101: a dependency that does not
-    build without the tree's code, say one `[patch]`ed to a path in the tree) would fail
-    the same way every time and is remembered for the key; one cut short is not."""
+           deadline: Deadline) -> Verdict:
+    """Build the dependencies onto `disk` (judge_build says whether to publish it)."""
     from roteiro_py.lint.preflight import Tree
     from roteiro_py.lint.run import grant_for, run_job, steps_for
     from roteiro_py.process.sandbox import Command
@@ -142,7 +146,8 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
 
     root = made.root
     shaped = Tree(asked=root, workspace=root, repo_root=root)
-    steps = steps_for(shaped, settings, env, argv)
+    # --keep-going: a dependency that fails without the tree's code leaves the others built
+    steps = steps_for(shaped, settings, env, [*argv, "--keep-going"])
     probes = len(steps) - 1
     steps.append(Command(program="/bin/sh", args=("-c", BUILD_CLEANUP, "sh", *made.path_packages),
                          workspace=root, env=env, timeout=CLEANUP_TIMEOUT_S))
@@ -152,23 +157,51 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
     return judge_build(job, probes)
 
 
-def judge_build(job: JobOutcome, probes: int) -> tuple[str, bool] | None:
-    """None when the job built the cache whole (every probe, the build and the cleanup
-    exited 0), else (why not, whether it would fail the same way again)."""
-    ran = {index: step for index, step in enumerate(job.steps)}
+@dataclass(frozen=True)
+class Verdict:
+    """What a build left: a cache to publish (`publish`), with a `note` when cargo could not
+    build every dependency; or why not, and whether that would happen again (`lasting`)."""
+
+    publish: bool
+    note: str | None = None
+    lasting: bool = False
+
+
+def judge_build(job: JobOutcome, probes: int) -> Verdict:
+    """Publish what a build completed: every probe, the build and the cleanup ran to
+    their end. cargo's 101 (with --keep-going) still left every unit it could build, each
+    fresh only for the inputs it was built from: a dependency that does not build without
+    the tree's code (one that uses a `[patch]`ed path package) is built by the lint itself.
+    A usage error (1: an image whose cargo lacks --keep-going) would recur; a deadline, a
+    signal or a dead VM may not, and the next lint tries again."""
+    ran = dict(enumerate(job.steps))
     for index in range(probes):
         step = ran.get(index)
         if step is None or step.exit != 0:
-            return "the guest's toolchain probe did not succeed", False
+            return Verdict(False, "the guest's toolchain probe did not succeed")
     build = ran.get(probes)
     if build is None or build.exit is None:
         failure = (build.failure if build is not None else None) or job.failure or "the VM stopped"
-        return f"the build did not finish: {failure}", False
-    if build.exit == 101:
-        return "cargo could not build the dependencies without the tree's own code (exit 101)", True
-    if build.exit != 0:
-        return f"cargo exited {build.exit}", False
+        return Verdict(False, f"the build did not finish: {failure}")
+    if build.exit not in (0, 101):
+        return Verdict(False, f"cargo exited {build.exit}", lasting=build.exit == 1)
     cleanup = ran.get(probes + 1)
     if cleanup is None or cleanup.exit != 0 or cleanup.stdout != b"cleaned\n" or not job.completed:
-        return "removing the stubs' build from it did not finish", False
-    return None
+        return Verdict(False, "removing the stubs' build from it did not finish")
+    if build.exit == 101:
+        return Verdict(True, "cargo could not build every dependency without the tree's own "
+                       "code; the lint builds those itself")
+    return Verdict(True)
+
+
+@contextlib.contextmanager
+def _skeleton_dir() -> Iterator[Path]:
+    """A fresh directory for this run's skeleton, removed after (it is the host's copy;
+    the guest sees it as a read-only image)."""
+    root = paths.cache_root() / "skeletons"
+    root.mkdir(parents=True, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix="ws-", dir=root))
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)

@@ -79,8 +79,8 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
     from roteiro_py.clippy.command import unpinned
     from roteiro_py.clippy.parse import PathLayout
     from roteiro_py.clippy.toolchain import ProbeOutput, toolchain_from_probe
-    from roteiro_py.report.model import Isolation as ReportIsolation
     from roteiro_py.report.model import DependencyCache, Provenance, Report, ToolInfo
+    from roteiro_py.report.model import Isolation as ReportIsolation
 
     settings = resolved.settings
     vm = settings.vm

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py.lint.dep_cache import BUILD_CLEANUP, judge_build
+from roteiro_py.lint.dep_cache import BUILD_CLEANUP, Verdict, judge_build
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
 from roteiro_py.vm.mounts import MountTable, Share
@@ -33,28 +33,36 @@ GOOD = (step(0), step(0), step(0), step(0, b"cleaned\n"))
 
 
 def test_a_whole_build_is_published() -> None:
-    assert judge_build(outcome(*GOOD), probes=2) is None
+    assert judge_build(outcome(*GOOD), probes=2) == Verdict(True)
+
+
+def test_what_cargo_could_build_is_published_with_a_note() -> None:
+    """101 under --keep-going: every unit it could build is there, each fresh only for the
+    inputs it was built from; the lint builds the rest itself."""
+    judged = judge_build(outcome(step(0), step(0), step(101), step(0, b"cleaned\n")), probes=2)
+    assert judged.publish and judged.note is not None and "builds those itself" in judged.note
 
 
 @pytest.mark.parametrize(("job_outcome", "reason", "lasting"), [
     (outcome(step(0), step(1)), "toolchain probe", False),
-    (outcome(step(0), step(0), step(101)), "without the tree's own code (exit 101)", True),
+    (outcome(step(0), step(0), step(1)), "cargo exited 1", True),
     (outcome(step(0), step(0), step(137)), "cargo exited 137", False),
     (outcome(step(0), step(0), step(None, failure="killed at the step's deadline of 9 s"),
              completed=False), "killed at the step's deadline", False),
     (outcome(step(0), step(0), completed=False, failure="the VM stopped: out of memory"),
      "out of memory", False),
     (outcome(step(0), step(0), step(0)), "removing the stubs' build", False),
+    (outcome(step(0), step(0), step(101)), "removing the stubs' build", False),
     (outcome(step(0), step(0), step(0), step(0, b"")), "removing the stubs' build", False),
     (outcome(*GOOD, completed=False, failure="x"), "removing the stubs' build", False),
 ])
 def test_a_build_short_of_whole_is_never_published(job_outcome: JobOutcome, reason: str,
                                                    lasting: bool) -> None:
-    """Only cargo's own refusal (101) is remembered: it fails the same way every time;
-    a deadline, a signal or a dead VM may not, and the next lint tries again."""
+    """Only a usage error (1) is remembered: it fails the same way every time; a deadline,
+    a signal or a dead VM may not, and the next lint tries again."""
     judged = judge_build(job_outcome, probes=2)
-    assert judged is not None
-    assert reason in judged[0] and judged[1] is lasting
+    assert not judged.publish and judged.note is not None
+    assert reason in judged.note and judged.lasting is lasting
 
 
 def test_the_cleanup_removes_the_stubs_fingerprints_by_name_and_every_incremental_dir() -> None:

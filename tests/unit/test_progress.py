@@ -147,8 +147,8 @@ def test_plain_notes_are_rate_limited_the_first_at_once() -> None:
     plain.note("checking demo-app v0.1.0")
     plain.finish()
     lines = out.getvalue().splitlines()
-    assert lines[:2] == [f"{P.CLIPPY:<15} checking demo-core v0.1.0",
-                         f"{P.CLIPPY:<15} checking demo-app v0.1.0"]
+    assert lines[:2] == [f"{P.CLIPPY:<{P._NAME_WIDTH}} checking demo-core v0.1.0",
+                         f"{P.CLIPPY:<{P._NAME_WIDTH}} checking demo-app v0.1.0"]
     assert len(lines) == 3 and STAGE_LINE.match(lines[2])
 
 
@@ -214,7 +214,7 @@ def test_a_hostile_note_is_sanitised_and_one_short_line() -> None:
     assert_harmless(out.getvalue())
     note, guarded, _ = out.getvalue().splitlines()
     assert note.startswith(P.CLIPPY) and "\\x1b[2J" in note  # shown escaped, not dropped
-    assert len(note) <= 15 + 1 + P.NOTE_CHARS
+    assert len(note) <= P._NAME_WIDTH + 1 + P.NOTE_CHARS
     assert "\\x3a:error" in P.shown_note("::error::x")  # a note alone is guarded too
 
     console, written = forced_terminal()
@@ -243,8 +243,8 @@ def test_a_hostile_guest_line_through_the_watch_reaches_the_renderer_bounded() -
     text = out.getvalue()
     assert_harmless(text)
     notes = [line for line in text.splitlines() if not STAGE_LINE.match(line)]
-    assert len(notes) == 1 and notes[0].startswith(f"{P.CLIPPY:<15} checking \\x1b[2J")
-    assert len(notes[0]) <= 15 + 1 + P.NOTE_CHARS
+    assert len(notes) == 1 and notes[0].startswith(f"{P.CLIPPY:<{P._NAME_WIDTH}} checking \\x1b[2J")
+    assert len(notes[0]) <= P._NAME_WIDTH + 1 + P.NOTE_CHARS
 
 
 # -- the splitter -----------------------------------------------------------------------------
