@@ -36,8 +36,11 @@ app = typer.Typer(
 )
 lint_app = typer.Typer(help="Lint a repository inside the sandbox.", no_args_is_help=True, rich_markup_mode=None)
 config_app = typer.Typer(help="Show and change configuration.", no_args_is_help=True, rich_markup_mode=None)
+cache_app = typer.Typer(help="List and prune the caches lints keep (each is rebuilt when missing).",
+                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
+app.add_typer(cache_app, name="cache")
 
 _state = {"debug": False}
 
@@ -64,6 +67,21 @@ class FailOn(StrEnum):
 
 class Analyzer(StrEnum):
     clippy = "clippy"
+
+
+class ListFormat(StrEnum):
+    human = "human"
+    json = "json"
+
+
+class CacheKind(StrEnum):
+    """cache_report.KINDS, by the names `--kind` takes (a test checks they are the same)."""
+
+    deps = "deps"
+    template = "template"
+    rootfs = "rootfs"
+    build = "build"
+    cargo_view = "cargo-view"
 
 
 def _version(value: bool) -> None:
@@ -168,6 +186,35 @@ def doctor(
     from roteiro_py.doctor import run_doctor
 
     _guard(lambda: run_doctor(verify=verify))
+
+
+@cache_app.command("list")
+def cache_list(
+    format: Annotated[ListFormat, typer.Option("--format", help="Output format.")] = ListFormat.human,
+) -> None:
+    """Every cache under $ROTEIRO_HOME/cache: kind, key, size on disk, last use, path; a total."""
+    from roteiro_py.cache_report import run_list
+
+    _guard(lambda: run_list(format=format.value))
+
+
+@cache_app.command("prune")
+def cache_prune(
+    older_than: Annotated[float | None, typer.Option(
+        "--older-than", metavar="DAYS", min=0, help="Remove caches last used more than DAYS ago.")] = None,
+    max_size: Annotated[int | None, typer.Option(
+        "--max-size", metavar="MIB", min=0,
+        help="Remove the least recently used caches until the rest take MIB or less.")] = None,
+    kind: Annotated[list[CacheKind] | None, typer.Option(
+        "--kind", help="Only caches of this kind (repeatable; default: every kind).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Remove every cache no lint is using.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing.")] = False,
+) -> None:
+    """Remove caches by age or size, oldest first; never one a running lint holds."""
+    from roteiro_py.cache_report import run_prune
+
+    _guard(lambda: run_prune(older_than_days=older_than, max_size_mib=max_size,
+                             kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
 
 
 def _scope(user: bool, repo: bool) -> str:

@@ -2,5 +2,6 @@
 built once per lockfile in a VM that runs none of the tree's own code, and reused by later
 lints so they compile only the workspace's members. `skeleton` makes the stand-in workspace
 that VM builds (the tree's manifests, lockfile and cargo configuration, every target a stub)
-and the key the cache is stored under.
+and the key the cache is stored under; `store` keeps one sealed disk image per key under
+$ROTEIRO_HOME/cache/deps. lint/dep_cache.py decides, per run, to use, build or skip it.
 """
