@@ -84,11 +84,13 @@ def checks() -> list[Check]:
 def verified() -> list[Check]:
     """`doctor --verify`: the full check a lint does not make. Every stored image's blobs
     re-hashed (Store.is_present), every cached root filesystem re-hashed against the
-    record sealed when it was built (a damaged one is removed: the next lint rebuilds it).
+    record sealed when it was built (a damaged one is removed: the next lint rebuilds it),
+    and so is every dependency cache (by its sparse digest, depcache/store.py).
     A lint checks layers by size and the root filesystem by its stat identity
     (vm/qemu/rootfs_record.py says what that does not catch: this does)."""
     from roteiro_py.store import Store
-    from roteiro_py.vm.qemu.rootfs_record import verify_all
+    from roteiro_py.depcache.store import cache_dir as store_dir
+    from roteiro_py.vm.qemu.rootfs_record import hash_sparse, verify_all
 
     found: list[Check] = []
     store = Store(paths.store_root())
@@ -103,6 +105,12 @@ def verified() -> list[Check]:
                        f"{len(images) - len(damaged)} of {len(images)} re-hashed and intact"
                        + (f"; removed (rebuilt by the next lint): {', '.join(damaged)}"
                           if damaged else "")))
+    caches = verify_all(store_dir(), hash_sparse)
+    broken = [cache.stem[:16] for cache, ok in caches if not ok]
+    found.append(Check("dependency cache", not broken,
+                       f"{len(caches) - len(broken)} of {len(caches)} re-hashed and intact"
+                       + (f"; removed (rebuilt by the next lint that needs it): {', '.join(broken)}"
+                          if broken else "")))
     return found
 
 

@@ -141,7 +141,8 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
                             registry=registry, git=git, deadline=deadline,
                             backend=lambda disk: backend(rootfs.path, disk, rootfs.digest,
                                                          shown=SILENT))
-    key = scratch_key(tree, image.manifest_digest, settings.lint.features, deps.key)
+    key = scratch_key(tree, image.manifest_digest, settings.lint.features,
+                      deps.key if deps.image is not None else None)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
         with scratch_disk(settings, key, deadline) as scratch:             # 6
             job = run_job(backend(rootfs.path, scratch.disk, rootfs.digest, dep_cache=deps.image),

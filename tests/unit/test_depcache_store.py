@@ -399,3 +399,21 @@ def test_names_that_are_not_ours_are_never_followed_listed_or_deleted(tmp_path: 
     publish(B)
     assert not link.is_symlink() and outside.read_bytes() == b"not yours" * 1000
     shutil.rmtree(directory / f"{C}.ext4")
+
+
+def test_doctor_verify_rehashes_every_dependency_cache_and_removes_a_damaged_one() -> None:
+    """What a lint's stat check cannot see (bytes changed with the identity put back, media
+    corruption) `doctor --verify` finds: each cache re-hashed whatever its stat says."""
+    from roteiro_py import doctor
+
+    intact, damaged = publish("a" * 64), publish("b" * 64)
+    damaged.chmod(0o644)
+    with damaged.open("r+b") as handle:
+        handle.write(b"\xff")
+    checks = {check.name: check for check in doctor.verified()}
+    assert checks["dependency cache"].ok is False
+    assert "1 of 2 re-hashed and intact" in checks["dependency cache"].detail
+    assert "bbbbbbbbbbbbbbbb" in checks["dependency cache"].detail
+    assert intact.is_file() and not damaged.exists()
+    # control: with the damaged one gone, the check passes
+    assert {c.name: c for c in doctor.verified()}["dependency cache"].ok is True
