@@ -88,8 +88,8 @@ def verified() -> list[Check]:
     and so is every dependency cache (by its sparse digest, depcache/store.py).
     A lint checks layers by size and the root filesystem by its stat identity
     (vm/qemu/rootfs_record.py says what that does not catch: this does)."""
-    from roteiro_py.store import Store
     from roteiro_py.depcache.store import cache_dir as store_dir
+    from roteiro_py.store import Store
     from roteiro_py.vm.qemu.rootfs_record import hash_sparse, verify_all
 
     found: list[Check] = []

@@ -93,6 +93,25 @@ class Silent:
 SILENT: Progress = Silent()
 
 
+class NotesOnly:
+    """Passes on what a nested job is busy with as notes of the caller's current stage,
+    never its stages: the dependency cache's build VM (lint/dep_cache.py) runs the same
+    toolchain and clippy steps as the lint, and its "checking syn v2.0" belongs under
+    "dependency cache", not as stages of the lint's own."""
+
+    def __init__(self, outer: Progress) -> None:
+        self.outer = outer
+
+    def stage(self, name: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.outer.note(text)
+
+    def finish(self, stopped: bool = False) -> None:
+        pass
+
+
 #: A note is shown cut to this many characters, its truncation mark included: one short line.
 NOTE_CHARS = 72
 #: In a log, a stage's notes become lines at most this often (the first one at once).

@@ -65,6 +65,7 @@ from roteiro_py.progress import (
     REPORT,
     ROOTFS,
     SILENT,
+    NotesOnly,
     Progress,
     for_stderr,
 )
@@ -140,7 +141,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     deps = dependency_cache(settings=settings, tree=tree, image=image, argv=argv, env=env,
                             registry=registry, git=git, deadline=deadline,
                             backend=lambda disk: backend(rootfs.path, disk, rootfs.digest,
-                                                         shown=SILENT))
+                                                         shown=NotesOnly(progress)))
     key = scratch_key(tree, image.manifest_digest, settings.lint.features,
                       deps.key if deps.image is not None else None)
     with staging_area() as staging:  # the bytes the guest saw, kept for the snippets

@@ -374,3 +374,20 @@ def test_on_a_pty_the_spinner_goes_to_stderr_only() -> None:
     assert "\x1b[?25l" in text and "\x1b[?25h" in text  # the spinner ran here ...
     shown = [STAGE_LINE.match(line) for line in screen(text)]  # ... and is gone:
     assert [m.group("name") if m else None for m in shown] == [P.BOOT, P.CLIPPY]
+
+
+def test_a_nested_jobs_notes_reach_the_current_stage_and_its_stages_do_not() -> None:
+    """The dependency cache's build VM reports toolchain/clippy stages and crate notes;
+    under the lint's "dependency cache" stage only the notes are shown."""
+    clock, out = Clock(), io.StringIO()
+    plain = P.Plain(out, clock)
+    plain.stage(P.DEP_CACHE)
+    nested = P.NotesOnly(plain)
+    nested.stage(P.CLIPPY)
+    nested.note("checking syn v2.0.119")
+    nested.finish(stopped=True)
+    plain.finish()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} checking syn v2.0.119"
+    assert [line.split()[0] for line in lines[1:]] == ["dependency"], lines  # no clippy stage line
+    assert P.STOPPED not in out.getvalue()
