@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
 from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
-from roteiro_py.lint.dep_cache import dependency_cache
+from roteiro_py.lint.dep_cache import attached, dependency_cache
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
 from roteiro_py.lint.output import write_output
 from roteiro_py.lint.preflight import (
@@ -142,9 +142,10 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
                             registry=registry, git=git, deadline=deadline,
                             backend=lambda disk: backend(rootfs.path, disk, rootfs.digest,
                                                          shown=NotesOnly(progress)))
-    key = scratch_key(tree, image.manifest_digest, settings.lint.features,
-                      deps.key if deps.image is not None else None)
-    with staging_area() as staging:  # the bytes the guest saw, kept for the snippets
+    # held (shared) until the VM is done with it: no prune takes it in between
+    with attached(deps, deadline) as deps, staging_area() as staging:
+        key = scratch_key(tree, image.manifest_digest, settings.lint.features,
+                          deps.key if deps.image is not None else None)
         with scratch_disk(settings, key, deadline) as scratch:             # 6
             job = run_job(backend(rootfs.path, scratch.disk, rootfs.digest, dep_cache=deps.image),
                           steps, grant, deadline, staging, scratch.book)

@@ -52,13 +52,18 @@ if TYPE_CHECKING:
 
 #: Run in the cache's target directory once the dependencies are built: the stubs' own
 #: fingerprints and build-script directories go (each path package's name is an
-#: argument), so the tree's packages are always rebuilt in the lint, never taken fresh
-#: from a stub compiled at the same relative path; incremental directories hold only
-#: path packages' sessions, which rustc renames (an overlay cannot rename a lower dir).
+#: argument: `<name>-<hex hash>` exactly, so a registry `<name>-macros` stays), and the
+#: tree's packages are therefore always compiled by the lint itself, never taken fresh from
+#: a stub compiled at the same relative path; incremental directories hold only path
+#: packages' sessions, which rustc renames (an overlay cannot rename a lower directory).
+#: No target directory at all (cargo stopped before building anything) says so.
 BUILD_CLEANUP = (
-    'set -eu; cd "$CARGO_TARGET_DIR"; rm -rf -- */incremental */*/incremental; '
-    'for name in "$@"; do rm -rf -- */.fingerprint/"$name"-* */*/.fingerprint/"$name"-* '
-    '*/build/"$name"-* */*/build/"$name"-*; done; echo cleaned'
+    'set -eu; [ -d "$CARGO_TARGET_DIR" ] || { echo "no target"; exit 0; }; '
+    'cd "$CARGO_TARGET_DIR"; rm -rf -- */incremental */*/incremental; '
+    'for name in "$@"; do '
+    'for d in */.fingerprint/"$name"-* */*/.fingerprint/"$name"-* */build/"$name"-* */*/build/"$name"-*; do '
+    'hash=${d##*/"$name"-}; case $hash in ""|*[!0-9a-f]*) continue;; esac; rm -rf -- "$d"; '
+    'done; done; sync; echo cleaned'
 )
 #: The cleanup step's deadline.
 CLEANUP_TIMEOUT_S = 120.0
@@ -125,7 +130,10 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                     if verdict.lasting:
                         store.mark_failed(key, verdict.note)
                     return skipped(f"building it failed: {verdict.note}", key)
-                published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
+                try:
+                    published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
+                except OSError as error:  # a full disk, a directory where the image goes
+                    return skipped(f"it could not be kept: {error.strerror or error}", key)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     disk.unlink()
@@ -133,6 +141,21 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                                  verdict.note) if n]
             return DepCacheUse("built", key=key, image=published, reason="; ".join(notes) or None,
                                build_seconds=time.monotonic() - began)
+
+
+@contextlib.contextmanager
+def attached(use: DepCacheUse, deadline: Deadline) -> Iterator[DepCacheUse]:
+    """`use`, held for the run's VM: a used or built cache is held shared
+    (store.in_use) so that no prune or size cap takes it before qemu has it open; one
+    removed since it was checked (by a prune in between) is skipped, and said so."""
+    from roteiro_py.depcache import store
+
+    if use.image is None or use.key is None:
+        yield use
+        return
+    with store.in_use(use.key, until=deadline.at, seconds=deadline.seconds) as image:
+        yield use if image is not None else skipped(
+            "it was removed (pruned) between its check and this lint's VM", use.key)
 
 
 def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env: dict[str, str],
@@ -172,8 +195,9 @@ def judge_build(job: JobOutcome, probes: int) -> Verdict:
     their end. cargo's 101 (with --keep-going) still left every unit it could build, each
     fresh only for the inputs it was built from: a dependency that does not build without
     the tree's code (one that uses a `[patch]`ed path package) is built by the lint itself.
-    A usage error (1: an image whose cargo lacks --keep-going) would recur; a deadline, a
-    signal or a dead VM may not, and the next lint tries again."""
+    A usage error (1: an image whose cargo lacks --keep-going) would recur, and so would a
+    101 that built nothing at all (a manifest or lockfile cargo refuses in the skeleton);
+    a deadline, a signal or a dead VM may not, and the next lint tries again."""
     ran = dict(enumerate(job.steps))
     for index in range(probes):
         step = ran.get(index)
@@ -186,6 +210,9 @@ def judge_build(job: JobOutcome, probes: int) -> Verdict:
     if build.exit not in (0, 101):
         return Verdict(False, f"cargo exited {build.exit}", lasting=build.exit == 1)
     cleanup = ran.get(probes + 1)
+    if cleanup is not None and cleanup.exit == 0 and cleanup.stdout == b"no target\n":
+        return Verdict(False, f"cargo built nothing from the skeleton (exit {build.exit})",
+                       lasting=build.exit == 101)
     if cleanup is None or cleanup.exit != 0 or cleanup.stdout != b"cleaned\n" or not job.completed:
         return Verdict(False, "removing the stubs' build from it did not finish")
     if build.exit == 101:
@@ -198,8 +225,15 @@ def judge_build(job: JobOutcome, probes: int) -> Verdict:
 def _skeleton_dir() -> Iterator[Path]:
     """A fresh directory for this run's skeleton, removed after (it is the host's copy;
     the guest sees it as a read-only image)."""
+    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+
     root = paths.cache_root() / "skeletons"
     root.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - STALE_SECONDS
+    for leftover in root.glob("ws-*"):  # left by a run killed without unwinding
+        with contextlib.suppress(OSError):
+            if leftover.lstat().st_mtime < cutoff and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
     made = Path(tempfile.mkdtemp(prefix="ws-", dir=root))
     try:
         yield made

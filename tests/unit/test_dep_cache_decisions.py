@@ -94,3 +94,42 @@ def test_a_hostile_cache_directory_name_stays_one_shell_word() -> None:
     script = job.mounts_script(table("rw"), dep_cache="/.roteiro-scratch/t'; reboot -f; '")
     assert script.splitlines()[-1] == (
         "mount_depcache depcache '/.roteiro-scratch/t'\"'\"'; reboot -f; '\"'\"''")
+
+
+@pytest.mark.parametrize("shell", ["sh", "busybox"])
+def test_the_cleanup_removes_exactly_the_stubs_build_state(tmp_path: Path, shell: str) -> None:
+    """Run by a real shell over a target directory shaped as cargo leaves it: each path
+    package's `<name>-<hex>` fingerprint and build directories go, in every profile and
+    target-triple directory; a registry crate whose name only starts the same stays."""
+    import shutil
+    import subprocess
+
+    argv = [shutil.which(shell) or pytest.skip(f"no {shell}")]
+    if shell == "busybox":
+        argv.append("sh")
+    target = tmp_path / "target"
+    kept = ["debug/.fingerprint/member-macros-0123456789abcdef", "debug/.fingerprint/itoa-89abcdef01234567",
+            "debug/build/itoa-89abcdef01234567", "debug/.fingerprint/member-x", "debug/deps/libmember-0123.rmeta"]
+    gone = ["debug/.fingerprint/member-0123456789abcdef", "debug/build/member-fedcba9876543210",
+            "x86_64-unknown-linux-gnu/debug/.fingerprint/member-0123456789abcdef",
+            "debug/.fingerprint/other-0011223344556677", "debug/incremental/member-1/s-1",
+            "release/incremental/x"]
+    for rel in kept + gone:
+        (target / rel).mkdir(parents=True)
+    done = subprocess.run([*argv, "-c", BUILD_CLEANUP, "sh", "member", "other"], env={"CARGO_TARGET_DIR": str(target)},
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert (done.returncode, done.stdout) == (0, "cleaned\n"), done.stderr
+    assert all((target / rel).is_dir() for rel in kept)
+    assert not any((target / rel).exists() for rel in gone)
+    # no target directory at all: said so, nothing else done
+    done = subprocess.run([*argv, "-c", BUILD_CLEANUP, "sh", "member"],
+                          env={"CARGO_TARGET_DIR": str(tmp_path / "none")}, capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert (done.returncode, done.stdout) == (0, "no target\n")
+
+
+def test_a_build_that_made_no_target_dir_is_remembered() -> None:
+    judged = judge_build(outcome(step(0), step(0), step(101), step(0, b"no target\n")), probes=2)
+    assert not judged.publish and judged.lasting and "built nothing" in (judged.note or "")
+    judged = judge_build(outcome(step(0), step(0), step(137), step(0, b"no target\n")), probes=2)
+    assert not judged.publish and not judged.lasting  # control: a signal may not recur

@@ -417,3 +417,26 @@ def test_doctor_verify_rehashes_every_dependency_cache_and_removes_a_damaged_one
     assert intact.is_file() and not damaged.exists()
     # control: with the damaged one gone, the check passes
     assert {c.name: c for c in doctor.verified()}["dependency cache"].ok is True
+
+
+def test_a_cache_in_use_by_a_run_is_never_pruned_and_a_removed_one_is_not_attached() -> None:
+    """A run holds its cache shared from its check until its VM is done: the size cap and
+    `cache prune` (exclusive, never waiting) leave it; once released they take it."""
+    from roteiro_py.errors import DeadlineExceeded
+
+    key = "c" * 64
+    image = publish(key)
+    with store.in_use(key, until=time.monotonic() + 5, seconds=5) as attached:
+        assert attached == image
+        assert store.prune(max_bytes=0) == []  # in use: left alone
+        with store.in_use(key, until=time.monotonic() + 5, seconds=5) as second:
+            assert second == image  # another run may use it at the same time
+        assert image.is_file()
+    assert [entry.key for entry in store.prune(max_bytes=0)] == [key]  # control: released
+    with store.in_use(key, until=time.monotonic() + 5, seconds=5) as attached:
+        assert attached is None  # removed between a run's check and its VM: not attached
+    publish(key)
+    # a builder holds it: a run waits for it within its deadline only
+    with store.lock(key, None, 0.0), pytest.raises(DeadlineExceeded), \
+            store.in_use(key, until=time.monotonic() + 0.3, seconds=0.3):
+        pass
