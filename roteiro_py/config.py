@@ -69,7 +69,8 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 #: agree).
 FIELDS: dict[str, tuple[str, ...]] = {
     "lint": ("image", "backend", "fail_on", "format", "keep_cache", "dep_cache",
-             "dep_cache_max_mib", "quiet", "all_targets",
+             "dep_cache_max_mib", "quiet", "all_targets", "packages", "workspace", "exclude",
+             "targets", "target", "levels",
              "features", "all_features", "no_default_features", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
            "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template"),
@@ -83,7 +84,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
 #: deadline, the exit-status threshold and which images a repository may choose
 #: (allowed_images) come only from the user's config, the environment or flags.
 REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",
-                       "lint.all_features", "lint.no_default_features"})
+                       "lint.all_features", "lint.no_default_features", "lint.packages",
+                       "lint.workspace", "lint.exclude", "lint.targets", "lint.target"})
 #: Of REPO_KEYS, what the repository only suggests: the user's own choice (flag, variable
 #: or user config) wins. The output format is what the user's CI consumes: a branch whose
 #: roteiro.toml said `github` turned a CI's configured `sarif` upload into workflow

@@ -40,12 +40,23 @@ class LintSettings(BaseModel):
     features: list[str] = Field(default_factory=list, description="cargo features to enable")
     all_features: bool = Field(False, description="enable every cargo feature")
     no_default_features: bool = Field(False, description="do not enable the default feature")
+    packages: list[str] = Field(default_factory=list, description="packages to lint (cargo -p); "
+                                "empty: the workspace's default members, or the member PATH names")
+    workspace: bool = Field(False, description="lint every member of the workspace (cargo --workspace)")
+    exclude: list[str] = Field(default_factory=list, description="members left out of --workspace")
+    targets: list[str] = Field(default_factory=list, description="target selection: lib, bins, "
+                               "tests, examples, benches, or bin:NAME, test:NAME, example:NAME, bench:NAME")
+    target: str | None = Field(None, description="target triple to check for (the image needs its "
+                               "standard library)")
+    levels: list[str] = Field(default_factory=list, description="lint levels, as after `--`: "
+                              "-D warnings, -A clippy::NAME, ...")
     allowed_images: list[str] = Field(
         default_factory=list, max_length=MAX_ALLOWED_IMAGES,
         description="registry/repository prefixes an image chosen by a repository's "
         "roteiro.toml must match (empty: any image)")
 
-    @field_validator("features", "allowed_images", mode="before")
+    @field_validator("features", "allowed_images", "packages", "exclude", "targets", "levels",
+                     mode="before")
     @classmethod
     def _split_features(cls, value: Any) -> Any:
         if isinstance(value, str):

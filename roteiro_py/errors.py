@@ -756,6 +756,31 @@ class BuildProducedNothing(Refusal):
         )
 
 
+class TargetNotInImage(Refusal):
+    """`--target T` for an image whose toolchain lacks T's standard library (rustc's E0463
+    "the `T` target may not be installed")."""
+
+    code = "target-not-in-image"
+
+    def __init__(self, triple: str, reference: str) -> None:
+        super().__init__()
+        self.triple = triple
+        self.reference = reference
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The image {_p(self.reference)} has no standard library for the target "
+                    f"{_p(self.triple)}.",
+            notes=("A lint never downloads anything, in the guest least of all: the target's "
+                   "standard library must be in the image.",
+                   "Add it where the image is built (Dockerfile.clippy), provision the new "
+                   "image, and pin it; or lint without --target.",
+                   "No report was made: a build that could not start is never reported as a "
+                   "clean tree."),
+            commands=(f"RUN rustup target add {_p(self.triple)}   # in Dockerfile.clippy",),
+        )
+
+
 class Unenforceable(Refusal):
     """A sandbox asked for a grant it cannot confine the command to; refused before running."""
 

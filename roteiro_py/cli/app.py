@@ -99,9 +99,30 @@ def _root(
     _state["debug"] = debug
 
 
-@lint_app.command("clippy")
+@lint_app.command("clippy", context_settings={"allow_extra_args": True},
+                  epilog="Lint levels go after `--`, as cargo clippy takes them: "
+                  "pylint-sandbox lint clippy . -- -D warnings -A clippy::needless_return")
 def lint_clippy(
-    path: Annotated[Path, typer.Argument(help="The repository (or a crate inside it) to lint.")] = Path("."),
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="The workspace, or a member inside it (that member is "
+                                         "linted, as cargo clippy run in its directory).")] = Path("."),
+    package: Annotated[list[str] | None, typer.Option(
+        "--package", "-p", help="Lint this package (repeatable).")] = None,
+    workspace: Annotated[bool | None, typer.Option("--workspace", help="Lint every member.")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(
+        help="Leave this member out of --workspace (repeatable).")] = None,
+    lib: Annotated[bool, typer.Option("--lib", help="Lint the library target.")] = False,
+    bins: Annotated[bool, typer.Option("--bins", help="Lint every binary target.")] = False,
+    bin: Annotated[list[str] | None, typer.Option("--bin", help="Lint this binary (repeatable).")] = None,
+    tests: Annotated[bool, typer.Option("--tests", help="Lint every test target.")] = False,
+    test: Annotated[list[str] | None, typer.Option("--test", help="Lint this test (repeatable).")] = None,
+    examples: Annotated[bool, typer.Option("--examples", help="Lint every example.")] = False,
+    example: Annotated[list[str] | None, typer.Option(
+        "--example", help="Lint this example (repeatable).")] = None,
+    benches: Annotated[bool, typer.Option("--benches", help="Lint every bench target.")] = False,
+    bench: Annotated[list[str] | None, typer.Option("--bench", help="Lint this bench (repeatable).")] = None,
+    target: Annotated[str | None, typer.Option(
+        help="Target triple to check for (the image needs its standard library).")] = None,
     image: Annotated[str | None, typer.Option(help="Linter image, pinned by digest.")] = None,
     format: Annotated[Format | None, typer.Option("--format", help="Report format.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the report to FILE, not stdout.")] = None,
@@ -129,6 +150,17 @@ def lint_clippy(
     """Run cargo clippy on PATH inside a disposable VM and report the findings."""
     from roteiro_py.lint import LintRequest, run_lint_command
 
+    levels = list(ctx.args)
+    if str(path).startswith("-") and not path.exists():
+        # `lint clippy -- -D warnings`: with no PATH, click hands the first word after
+        # `--` to PATH; it is the first lint-level word, and PATH is the default.
+        levels, path = [str(path), *levels], Path(".")
+    selected = [kind for kind, on in (("lib", lib), ("bins", bins), ("tests", tests),
+                                      ("examples", examples), ("benches", benches)) if on]
+    selected += [f"{kind}:{name}" for kind, names in (("bin", bin), ("test", test),
+                                                      ("example", example), ("bench", bench))
+                 for name in names or ()]
+
     flags = {
         "lint.image": (image, "--image"),
         "lint.format": (format.value if format else None, "--format"),
@@ -140,6 +172,12 @@ def lint_clippy(
         "lint.keep_cache": (keep_cache, "--keep-cache"),
         "lint.dep_cache": (dep_cache, "--dep-cache" if dep_cache else "--no-dep-cache"),
         "lint.quiet": (quiet, "--quiet"),
+        "lint.packages": (package or None, "--package"),
+        "lint.workspace": (workspace, "--workspace"),
+        "lint.exclude": (exclude or None, "--exclude"),
+        "lint.targets": (selected or None, "--lib/--bins/--bin/--tests/--examples/--benches"),
+        "lint.target": (target, "--target"),
+        "lint.levels": (levels or None, "lint levels after --"),
         "vm.accel": (accel.value if accel else None, "--accel"),
         "vm.cpus": (cpus, "--cpus"),
         "vm.memory_mib": (memory, "--memory"),

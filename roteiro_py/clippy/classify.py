@@ -41,6 +41,7 @@ from roteiro_py.errors import (
     KilledBySignal,
     LockfileWouldBeWritten,
     OutputTooLarge,
+    TargetNotInImage,
     UnexpectedStatus,
 )
 from roteiro_py.report.model import Finding, Summary
@@ -171,6 +172,8 @@ def classify(
 
     stream = parse_messages(run.stdout, layout, staged=staged, deadline=deadline)
     errors = [finding for finding in stream.findings if finding.level == "error"]
+    if stream.missing_target is not None and run.status != 0:
+        raise TargetNotInImage(stream.missing_target, image_reference)
     if run.status != 0:
         _refuse_from_stderr(run.stderr, tree)
     if run.status not in EXPECTED_STATUSES:

@@ -114,14 +114,107 @@ EXPECTED_STATUSES: tuple[int, ...] = (0, 101)
 _FEATURE = re.compile(r"^(dep:)?[A-Za-z0-9_][A-Za-z0-9_+.-]*(/[A-Za-z0-9_][A-Za-z0-9_+.-]*)?$")
 
 
+#: Package names as cargo takes them on `-p`/`--exclude` (a name, optionally `@version`
+#: or a spec cargo parses; only the plain form and `name@version` pass: anything else
+#: could be read by cargo as another flag or a path).
+_PACKAGE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(@[0-9A-Za-z.+-]+)?$")
+#: Target names (`--bin NAME`, `--test NAME`, ...): cargo's target name grammar.
+_TARGET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+#: A target triple (`--target`): lowercase words joined by `-`; never a path to a JSON spec.
+_TRIPLE = re.compile(r"^[a-z0-9_.]+(-[a-z0-9_.]+){1,4}$")
+#: The target kinds selected by a bare flag, and those that take a name.
+TARGET_KINDS = ("lib", "bins", "tests", "examples", "benches")
+NAMED_TARGET_KINDS = ("bin", "test", "example", "bench")
+#: The lint-level flags cargo clippy takes after `--`, long and short.
+LEVEL_FLAGS = {"-W": "-W", "--warn": "-W", "-A": "-A", "--allow": "-A", "-D": "-D",
+               "--deny": "-D", "-F": "-F", "--forbid": "-F"}
+#: A lint name: `warnings`, a rustc lint or group, or `clippy::name` / `clippy::group`.
+_LINT_NAME = re.compile(r"^([a-z][a-z0-9_]*::)?[a-z][a-z0-9_-]*$")
+
+
 @dataclass(frozen=True)
 class ClippyOptions:
-    """The lint options that change what clippy builds."""
+    """The lint options that change what clippy builds and how it judges.
+
+    `packages`, `workspace`, `exclude`: cargo's package selection; `targets`: entries of
+    TARGET_KINDS or `kind:NAME` for NAMED_TARGET_KINDS; `target`: a triple the image's
+    toolchain must have the standard library of; `levels`: lint-level flags, normalised
+    pairs (`-D`, `warnings`), passed after `--`."""
 
     all_targets: bool = False
     features: tuple[str, ...] = ()
     all_features: bool = False
     no_default_features: bool = False
+    packages: tuple[str, ...] = ()
+    workspace: bool = False
+    exclude: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    target: str | None = None
+    levels: tuple[tuple[str, str], ...] = ()
+
+
+def validate_packages(names: Sequence[str], flag: str) -> tuple[str, ...]:
+    for name in names:
+        if not _PACKAGE.match(name):
+            raise UsageError(f"{name!r} is not a package name for {flag}.",
+                             hint="A package is named as in its Cargo.toml, optionally "
+                             "`name@version`.")
+    return tuple(dict.fromkeys(names))
+
+
+def validate_targets(entries: Sequence[str]) -> tuple[str, ...]:
+    """Each entry a kind of TARGET_KINDS, or `kind:NAME` of NAMED_TARGET_KINDS."""
+    for entry in entries:
+        kind, _, name = entry.partition(":")
+        if (not name and kind in TARGET_KINDS) or (
+                name and kind in NAMED_TARGET_KINDS and _TARGET_NAME.match(name)):
+            continue
+        raise UsageError(f"{entry!r} is not a target selection.",
+                         hint=f"Use one of {', '.join(TARGET_KINDS)}, or "
+                         f"{', '.join(k + ':NAME' for k in NAMED_TARGET_KINDS)} "
+                         "(--lib, --bins, --bin NAME, ...).")
+    return tuple(dict.fromkeys(entries))
+
+
+def validate_target(triple: str | None) -> str | None:
+    if triple is not None and not _TRIPLE.match(triple):
+        raise UsageError(f"{triple!r} is not a target triple.",
+                         hint="For example x86_64-unknown-linux-gnu; a target given as a "
+                         "JSON file path is not taken.")
+    return triple
+
+
+def lint_levels(words: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """What came after `--`, as cargo clippy takes it: `-D warnings`, `-Dwarnings`,
+    `--deny=clippy::pedantic`, `--allow name`. Only lint-level flags and lint names pass:
+    anything else (a `-Z` flag, `--cap-lints`, `-C`, a path) is a usage error naming it,
+    since the words reach clippy-driver for every member."""
+    pairs: list[tuple[str, str]] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        flag, value = word, None
+        if word.startswith("--") and "=" in word:
+            flag, value = word.split("=", 1)
+        elif len(word) > 2 and word[:2] in LEVEL_FLAGS and not word.startswith("--"):
+            flag, value = word[:2], word[2:]
+        if flag not in LEVEL_FLAGS:
+            raise UsageError(f"{word!r} after `--` is not a lint-level flag.",
+                             hint="After `--` only -W/-A/-D/-F (or --warn/--allow/--deny/"
+                             "--forbid) with a lint name pass, as in `-- -D warnings -A "
+                             "clippy::needless_return`.")
+        if value is None:
+            index += 1
+            if index == len(words):
+                raise UsageError(f"{word!r} after `--` needs a lint name.")
+            value = words[index]
+        if not _LINT_NAME.match(value):
+            raise UsageError(f"{value!r} after {word!r} is not a lint name.",
+                             hint="A lint is `warnings`, a rustc lint or group, or "
+                             "`clippy::NAME`.")
+        pairs.append((LEVEL_FLAGS[flag], value))
+        index += 1
+    return tuple(pairs)
 
 
 def validate_features(features: tuple[str, ...]) -> tuple[str, ...]:
@@ -143,18 +236,56 @@ def validate_features(features: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def clippy_argv(options: ClippyOptions) -> list[str]:
-    """The argv of the lint, to run with the guest's working directory at the workspace."""
+    """The argv of the lint, to run with the guest's working directory at the workspace.
+    Lint levels come last, after `--` (LEVELS_SEPARATOR): what precedes it is what shapes
+    the build (the dependency cache is keyed by and built with that part only)."""
     features = validate_features(options.features)
     if features and options.all_features:
         raise UsageError("--features and --all-features cannot be used together.")
+    packages = validate_packages(options.packages, "--package")
+    exclude = validate_packages(options.exclude, "--exclude")
+    if exclude and not options.workspace:
+        raise UsageError("--exclude can only be used together with --workspace.")
+    if options.workspace and packages:
+        raise UsageError("--package and --workspace cannot be used together.")
+    targets = validate_targets(options.targets)
+    if targets and options.all_targets:
+        raise UsageError("--all-targets selects every target; it cannot be combined with "
+                         f"--{targets[0].replace(':', ' ')}.")
+    target = validate_target(options.target)
     # cargo-clippy skips its first argument, the subcommand name cargo passes it.
     argv = ["cargo-clippy", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
+    if options.workspace:
+        argv.append("--workspace")
+    for name in packages:
+        argv += ["--package", name]
+    for name in exclude:
+        argv += ["--exclude", name]
     if options.all_targets:
         argv.append("--all-targets")
+    for entry in targets:
+        kind, _, name = entry.partition(":")
+        argv += [f"--{kind}", name] if name else [f"--{kind}"]
+    if target is not None:
+        argv += ["--target", target]
     if options.all_features:
         argv.append("--all-features")
     elif features:
         argv += ["--features", ",".join(features)]
     if options.no_default_features:
         argv.append("--no-default-features")
+    if options.levels:
+        argv.append(LEVELS_SEPARATOR)
+        for flag, name in options.levels:
+            argv += [flag, name]
     return argv
+
+
+#: Where the build's arguments end and the lint levels (for clippy-driver) begin.
+LEVELS_SEPARATOR = "--"
+
+
+def build_part(argv: Sequence[str]) -> list[str]:
+    """The part of a clippy argv that shapes what is built (before LEVELS_SEPARATOR)."""
+    words = list(argv)
+    return words[:words.index(LEVELS_SEPARATOR)] if LEVELS_SEPARATOR in words else words

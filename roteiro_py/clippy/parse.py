@@ -150,6 +150,9 @@ class ParsedStream:
     #: dependency cache saved is read from cargo's own `fresh` (roteiro_py/depcache/).
     dependencies_fresh: int = 0
     dependencies_compiled: int = 0
+    #: The target triple rustc said "may not be installed" (E0463 for `std`/`core`): the
+    #: image lacks that target's standard library (lint --target).
+    missing_target: str | None = None
     summaries_skipped: int = 0
     duplicates: int = 0
 
@@ -179,6 +182,19 @@ def _span_location(span: object, layout: PathLayout) -> tuple[str, int, int, int
             return path, line, column, end_line, end_column
         expansion = span.get("expansion")
         span = expansion.get("span") if isinstance(expansion, dict) else None
+    return None
+
+
+_NOT_INSTALLED = re.compile(r"the `([a-z0-9_.]+(?:-[a-z0-9_.]+){1,4})` target may not be installed")
+
+
+def _missing_target(children: object) -> str | None:
+    """The triple of rustc's "the `T` target may not be installed" note, if one says so."""
+    for child in children[:50] if isinstance(children, list) else []:
+        message = child.get("message") if isinstance(child, dict) else None
+        found = _NOT_INSTALLED.fullmatch(message) if isinstance(message, str) else None
+        if found is not None:
+            return found[1]
     return None
 
 
@@ -282,6 +298,8 @@ class _Parser:
             return False
         code_obj = diag.get("code")
         code = _str(code_obj.get("code")) if isinstance(code_obj, dict) else None
+        if code == "E0463" and self.out.missing_target is None:
+            self.out.missing_target = _missing_target(diag.get("children"))
         if code is not None and not _CODE.fullmatch(code):
             code = None  # not a lint name or an error code: never let the guest name a rule
         if not spans and code is None and _SUMMARY.match(message):

@@ -41,6 +41,7 @@ from roteiro_py.lint.preflight import (
     check_output,
     image_chosen_in,
     locate,
+    member_of,
     pinned_image,
     refuse_early,
 )
@@ -106,8 +107,8 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.qemu.shareimage import StageLimits, staging_area
 
-    argv = clippy_command(settings)
     tree = locate(request.path)
+    argv = clippy_command(settings, member_of(tree))
     vm = settings.vm
 
     def backend(rootfs: Path, scratch: Path | None, identity: str = "",

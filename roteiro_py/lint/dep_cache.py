@@ -11,9 +11,10 @@ the tree's code:
   configs, every path package's sources replaced by stubs. Cargo resolves the same unit
   graph from it, and the only code that runs is the pinned dependencies' own.
 - The build: the run's probes, then the run's own clippy command in the skeleton (the
-  same argv and environment, so the same units with the same hashes), then the stubs'
-  fingerprints and the incremental directories removed (BUILD_CLEANUP) so that nothing of
-  the stubs can ever pass for the tree's packages. The scratch disk it wrote is the cache.
+  same argv up to its lint levels, with --keep-going, and the same environment, so the
+  same units with the same hashes), then the stubs' fingerprints and the incremental
+  directories removed (BUILD_CLEANUP) so that nothing of the stubs can ever pass for the
+  tree's packages. The scratch disk it wrote is the cache.
 - The key (skeleton.cache_key): the image's manifest digest, the skeleton's digest (so
   every pinned package with its checksum or git revision, the features, profiles and the
   cargo configs), the clippy argv, the guest environment and the disk's size. A changed
@@ -97,8 +98,13 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                      backend: BackendFactory, deadline: Deadline) -> DepCacheUse:
     """The run's dependency cache (see the module doc). `backend(disk)` makes the VM
     backend that builds it onto the scratch disk `disk`."""
+    from roteiro_py.clippy.command import build_part
     from roteiro_py.depcache import skeleton, store
 
+    # Lint levels (after `--`) reach clippy-driver for the tree's packages only, never a
+    # dependency's build: neither the key nor the build takes them (a `-D warnings`
+    # would fail the stubs).
+    argv = build_part(argv)
     if not settings.lint.dep_cache:
         return skipped("turned off ([lint] dep_cache, --no-dep-cache)")
     if registry is None and git is None:

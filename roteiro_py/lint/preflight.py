@@ -54,6 +54,38 @@ def locate(path: Path) -> Tree:
     return Tree(asked=asked, workspace=workspace, repo_root=repo_root)
 
 
+def member_of(tree: Tree) -> str | None:
+    """The package a PATH inside the workspace names: the nearest Cargo.toml with a
+    `[package]` name from PATH up to (not including) the workspace root, as `cargo clippy`
+    run in that directory selects it. None for the workspace root itself (its default
+    members, as cargo there) or a directory no member manifest holds. Read with the
+    bounded, link-refusing reader (deps.read_manifest); a name that is not a package
+    name is no member (cargo in the guest says what is wrong with it)."""
+    import re
+
+    from roteiro_py.deps import read_manifest
+    from roteiro_py.errors import TreeFileRefused
+
+    start = tree.asked if tree.asked.is_dir() else tree.asked.parent
+    if start == tree.workspace or not start.is_relative_to(tree.workspace):
+        return None
+    for directory in (start, *start.parents):
+        if directory == tree.workspace:
+            return None
+        manifest = directory / "Cargo.toml"
+        if not manifest.is_file():
+            continue
+        try:
+            package = read_manifest(manifest).get("package")
+        except TreeFileRefused:
+            return None
+        name = package.get("name") if isinstance(package, dict) else None
+        if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):
+            return name
+        return None
+    return None
+
+
 def repo_config_hint(resolved: config.Resolved, path: Path) -> Path:
     if resolved.repo_config is not None:
         return resolved.repo_config

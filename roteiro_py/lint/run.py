@@ -109,14 +109,19 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     return GrantSet.of(*atoms)
 
 
-def clippy_command(settings: config.Settings) -> list[str]:
-    """The guest's clippy command line; bad feature names are a usage error, raised early."""
-    from roteiro_py.clippy.command import ClippyOptions, clippy_argv
+def clippy_command(settings: config.Settings, member: str | None = None) -> list[str]:
+    """The guest's clippy command line; bad names or flags are a usage error, raised early.
+    `member`: the package a PATH inside the workspace names (preflight.member_of), linted
+    alone as `cargo clippy` run in its directory would, unless packages are chosen."""
+    from roteiro_py.clippy.command import ClippyOptions, clippy_argv, lint_levels
 
     lint = settings.lint
-    return clippy_argv(ClippyOptions(all_targets=lint.all_targets, features=tuple(lint.features),
-                                     all_features=lint.all_features,
-                                     no_default_features=lint.no_default_features))
+    packages = tuple(lint.packages) or ((member,) if member and not lint.workspace else ())
+    return clippy_argv(ClippyOptions(
+        all_targets=lint.all_targets, features=tuple(lint.features),
+        all_features=lint.all_features, no_default_features=lint.no_default_features,
+        packages=packages, workspace=lint.workspace, exclude=tuple(lint.exclude),
+        targets=tuple(lint.targets), target=lint.target, levels=lint_levels(lint.levels)))
 
 
 def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
