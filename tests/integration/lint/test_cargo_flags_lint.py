@@ -23,3 +23,27 @@ def test_a_member_path_with_levels_lints_that_member_at_deny(demo: Path, clippy_
                            "--format", "json").stdout)
     assert {f["path"].split("/")[1] for f in whole["findings"]} == {"demo-core", "demo-app"}
     assert "warning" in {f["level"] for f in whole["findings"]}
+
+
+LIB = ("pub fn three(a: u8, b: u8, c: u8) -> u8 {\n    a + b + c\n}\n\n"
+       "pub fn answer() -> u8 {\n    return 42;\n}\n")
+
+
+def test_clippy_toml_and_the_lints_table_are_obeyed(tmp_path: Path, clippy_image: Image) -> None:
+    tree = tmp_path / "configured"
+    (tree / "src").mkdir(parents=True)
+    manifest = '[package]\nname = "configured"\nversion = "0.1.0"\nedition = "2021"\n'
+    (tree / "Cargo.toml").write_text(manifest)
+    (tree / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "configured"\nversion = "0.1.0"\n')
+    (tree / "src" / "lib.rs").write_text(LIB)
+
+    def codes() -> set[str]:
+        done = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", "json")
+        assert done.returncode in (0, 1), done.stderr[-3000:]
+        return {f["code"] for f in json.loads(done.stdout)["findings"]}
+
+    # control: clippy's defaults
+    assert codes() == {"clippy::needless_return"}
+    (tree / "clippy.toml").write_text("too-many-arguments-threshold = 2\n")
+    (tree / "Cargo.toml").write_text(manifest + '[lints.clippy]\nneedless_return = "allow"\n')
+    assert codes() == {"clippy::too_many_arguments"}
