@@ -2,8 +2,9 @@
 
 The exit codes are part of the interface (README.md, "Exit codes"):
 
-    0  the lint ran and found nothing at or above --fail-on
-    1  the lint ran and found something at or above --fail-on
+    0  the lint ran and no finding that gates the run is at or above --fail-on
+    1  the lint ran and a finding that gates the run (not known from --baseline, not
+       outside --diff) is at or above --fail-on, or the build failed
     2  usage or configuration error
     3  refused: a preflight check, the sandbox, or a run that could not produce a
        report that can be trusted (no report ever calls such a tree clean)
@@ -157,6 +158,52 @@ class MalformedReference(RoteiroError):
             f"{_p(self.what).rstrip('.')}.",
             notes=("A reference looks like registry.example/team/clippy:1.95@sha256: followed "
                    "by the 64 hex digits of the image manifest's digest.",),
+        )
+
+
+class BaselineUnusable(RoteiroError):
+    """The `--baseline` file is not a JSON report this tool can read (checked before the
+    lint starts, so a wrong path costs milliseconds, not a VM run)."""
+
+    exit_code = EXIT_USAGE
+    code = "baseline-unusable"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(problem)
+        self.path = path
+        self.problem = problem
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"--baseline {_p(self.path)} cannot be used: {_p(self.problem).rstrip('.')}.",
+            notes=("A baseline is the JSON report of an earlier run (`--format json`), a regular "
+                   "file (not a link) within the stated size; make it again on the base branch "
+                   "(docs/ADOPTING.md).",),
+            commands=("pylint-sandbox lint clippy . --format json --output clippy-baseline.json",),
+        )
+
+
+class DiffUnusable(RoteiroError):
+    """The `--diff` file is not a unified diff this tool reads (checked before the lint)."""
+
+    exit_code = EXIT_USAGE
+    code = "diff-unusable"
+
+    def __init__(self, path: Path, problem: str, line: int | None = None) -> None:
+        super().__init__(problem)
+        self.path = path
+        self.problem = problem
+        self.line = line
+
+    def guidance(self) -> Guidance:
+        where = f", line {self.line}" if self.line is not None else ""
+        return Guidance(
+            summary=f"--diff {_p(self.path)}{where} cannot be used: {_p(self.problem).rstrip('.')}.",
+            notes=("A diff is git's unified diff of the change, with paths relative to the "
+                   "repository root and git's a/ and b/ prefixes, written to a regular file "
+                   "(docs/ADOPTING.md).",),
+            commands=("git diff --no-color --no-ext-diff --no-relative --src-prefix=a/ --dst-prefix=b/ "
+                      "origin/main...HEAD > pr.diff",),
         )
 
 

@@ -126,6 +126,13 @@ def lint_clippy(
     image: Annotated[str | None, typer.Option(help="Linter image, pinned by digest.")] = None,
     format: Annotated[Format | None, typer.Option("--format", help="Report format.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the report to FILE, not stdout.")] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", metavar="REPORT.json",
+        help="A JSON report of an earlier run: findings already in it are known and do not fail the run.")] = None,
+    diff: Annotated[Path | None, typer.Option(
+        "--diff", metavar="FILE",
+        help="A unified diff of the change (git diff BASE...HEAD): only findings on lines it adds "
+        "fail the run.")] = None,
     all_targets: Annotated[bool | None, typer.Option(
         "--all-targets", help="Lint tests, benches and examples too.")] = None,
     features: Annotated[str | None, typer.Option(help="Comma-separated cargo features.")] = None,
@@ -183,7 +190,8 @@ def lint_clippy(
         "vm.memory_mib": (memory, "--memory"),
         "vm.timeout_s": (timeout, "--timeout"),
     }
-    _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output)))
+    _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output,
+                                                baseline=baseline, diff=diff)))
 
 
 @app.command("prefetch")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
+from roteiro_py.compare import compare, load_against
 from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
 from roteiro_py.lint.dep_cache import attached, dependency_cache
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
@@ -89,6 +90,10 @@ class LintRequest:
     path: Path
     flags: dict[str, tuple[Any, str]] = field(default_factory=dict)
     output: Path | None = None
+    #: A JSON report of an earlier run, and a unified diff: what the findings are judged
+    #: against (roteiro_py/compare/); None when not given.
+    baseline: Path | None = None
+    diff: Path | None = None
 
 
 def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
@@ -161,10 +166,12 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
 
 def run_lint_command(request: LintRequest) -> int:
     check_output(request.output)                                           # 0: cheapest
+    against = load_against(request.baseline, request.diff)                 # 0: a wrong file costs ms
     progress = for_stderr()
     stopped = True
     try:
         report, settings = lint(request, progress)
+        report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
         from roteiro_py.report.render import render
 
         fmt = settings.lint.format

@@ -150,11 +150,18 @@ def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int 
 
 
 def exit_code(report: Report, fail_on: str) -> int:
-    """0 when nothing is at or above `fail_on`; 1 otherwise. A failed build is never clean."""
+    """The lint's exit status, from the report alone (README.md, "Exit codes"):
+
+    1 when a finding that gates the run (`Finding.gating`: not known from `--baseline`,
+    and on a line `--diff` adds when a diff was given) is at or above `fail_on`, or when
+    the build failed (a failed build is never clean, whatever the baseline or the diff
+    say: its errors may lie outside the diff, or be known, and the tree still does not
+    build); 0 otherwise, and always 0 with `fail_on == "never"`.
+    """
     if fail_on == "never":
         return EXIT_OK
     threshold = _FAIL_ON_RANK[fail_on]
-    worst = max((_LEVEL_RANK.get(f.level, 0) for f in report.findings), default=-1)
+    worst = max((_LEVEL_RANK.get(f.level, 0) for f in report.findings if f.gating), default=-1)
     if not report.summary.build_succeeded:
         worst = max(worst, _LEVEL_RANK["error"])
     return EXIT_FINDINGS if worst >= threshold else EXIT_OK

@@ -4,6 +4,7 @@ json, sarif, github) behind `render()`."""
 
 from roteiro_py.report.model import (
     SCHEMA_VERSION,
+    Comparison,
     Finding,
     Isolation,
     Location,
@@ -18,6 +19,7 @@ from roteiro_py.report.render import FORMATS, render
 __all__ = [
     "FORMATS",
     "SCHEMA_VERSION",
+    "Comparison",
     "Finding",
     "Isolation",
     "Location",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from roteiro_py.report.model import Finding, Report
+from roteiro_py.report.model import Finding, Report, comparison_phrase
 
 #: GitHub's documented limit per type and per step (docs: "Workflow commands", annotations).
 ANNOTATION_LIMIT = 10
@@ -56,7 +56,9 @@ def render_github(report: Report) -> str:
     lines: list[str] = []
     shown: Counter[str] = Counter()
     left_out: Counter[str] = Counter()
-    for finding in report.findings:
+    # Compared with a baseline or a diff, only the findings that gate the run are
+    # annotated (a pull request answers for what it adds); the rest are counted below.
+    for finding in (f for f in report.findings if f.gating):
         kind = _TYPE[finding.level]
         if shown[kind] < ANNOTATION_LIMIT:
             shown[kind] += 1
@@ -70,6 +72,9 @@ def render_github(report: Report) -> str:
                 f"not annotated (GitHub shows {ANNOTATION_LIMIT} {kind} annotations per step); "
                 "see the full report with --format human, json or sarif."
             )
+    compared = comparison_phrase(report, "not annotated")
+    if compared is not None:
+        lines.append(compared + ".")
     summary = report.summary
     lines.append(f"clippy: {summary.total} findings; build "
                  f"{'succeeded' if summary.build_succeeded else 'failed'}"

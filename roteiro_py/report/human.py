@@ -22,7 +22,7 @@ from itertools import groupby
 from rich.console import Console
 from rich.text import Text
 
-from roteiro_py.report.model import LEVELS, Finding, Report
+from roteiro_py.report.model import LEVELS, Finding, Report, comparison_phrase
 
 #: Lines shown of one message or help text (or snippet); the rest are counted.
 MAX_SHOWN_LINES = 20
@@ -106,7 +106,10 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color,
                       color_system="standard" if color else None, highlight=False,
                       markup=False, emoji=False, soft_wrap=True)
-    ordered = sorted(report.findings, key=lambda f: (f.path or "", f.line or 0, f.column or 0))
+    # Compared with a baseline or a diff, only the findings that gate the run are shown;
+    # the rest are counted below (the JSON report keeps them all, marked).
+    gating = [f for f in report.findings if f.gating]
+    ordered = sorted(gating, key=lambda f: (f.path or "", f.line or 0, f.column or 0))
     for path, group in groupby(ordered, key=lambda f: f.path):
         console.print(Text(path or "(no location)", style="bold underline"))
         for finding in group:
@@ -126,6 +129,9 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
         line.append(f"; {summary.dropped_findings} more past the cap of a report, not shown",
                     style="bold")
     console.print(line)
+    compared = comparison_phrase(report, "not shown")
+    if compared is not None:
+        console.print(Text(compared, style="bold"))
     toolchain, isolation, image = report.toolchain, report.isolation, report.provenance
     # The pin may name an index; the digest shown is then the platform manifest's.
     shown = image.image_reference if image.image_reference.endswith(image.image_digest) else (

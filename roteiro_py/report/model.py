@@ -48,7 +48,10 @@ def _source(text: str) -> str:
     return clean(text, keep_newlines=True, keep_tabs=True)
 
 
-def _repo_path(text: str) -> str:
+def repo_path(text: str) -> str:
+    """`text` as a finding's path: clean, relative to the repository root, normalised, or
+    ValueError. A diff's paths go through this too (compare/diff.py), so they compare
+    equal to the findings' exactly."""
     text = clean(text, limit=4096)
     path = PurePosixPath(text)
     if not text or path.is_absolute() or ".." in path.parts or text != str(path):
@@ -69,7 +72,7 @@ def _rfc3339(value: datetime) -> str:
 SafeLine = Annotated[str, AfterValidator(_line)]
 SafeText = Annotated[str, AfterValidator(_multiline)]
 SafeSource = Annotated[str, AfterValidator(_source)]
-RepoPath = Annotated[str, AfterValidator(_repo_path)]
+RepoPath = Annotated[str, AfterValidator(repo_path)]
 UtcTime = Annotated[datetime, AfterValidator(_utc), PlainSerializer(_rfc3339, return_type=str)]
 Position = Annotated[int, Field(ge=1)]
 
@@ -100,6 +103,10 @@ class Finding(_Model):
     suggestion: the replacement text rustc or clippy proposed, if any.
     help:       the first help message rustc attached (e.g. "try dereferencing it").
     related:    the diagnostic's other spans (secondary labels), in the repository.
+    baseline:   "known" when the `--baseline` report has this finding (by fingerprint,
+                report/fingerprint.py), "new" when it does not; None without a baseline.
+    in_diff:    whether the primary span touches a line the `--diff` added; None
+                without a diff, and for a finding with no span (no diff can place it).
     """
 
     code: SafeLine | None
@@ -114,6 +121,14 @@ class Finding(_Model):
     suggestion: SafeSource | None = None
     help: SafeText | None = None
     related: list[Location] = Field(default_factory=list)
+    baseline: Literal["known", "new"] | None = None
+    in_diff: bool | None = None
+
+    @property
+    def gating(self) -> bool:
+        """Whether this finding can fail the run: not known from the baseline, and not
+        outside the diff. Every finding gates when no baseline and no diff was given."""
+        return self.baseline != "known" and self.in_diff is not False
 
 
 class Summary(_Model):
@@ -132,6 +147,10 @@ class Summary(_Model):
     #: it compiled in this run (its compiler-artifact messages' `fresh`).
     dependencies_fresh: int = Field(0, ge=0)
     dependencies_compiled: int = Field(0, ge=0)
+    #: Findings the `--baseline` report has (`Finding.baseline == "known"`).
+    known: int = Field(0, ge=0)
+    #: Findings on no line the `--diff` added (`Finding.in_diff is False`), known or new.
+    outside_diff: int = Field(0, ge=0)
 
     @classmethod
     def of(
@@ -155,6 +174,8 @@ class Summary(_Model):
             dropped_findings=dropped_findings,
             dependencies_fresh=dependencies_fresh,
             dependencies_compiled=dependencies_compiled,
+            known=sum(finding.baseline == "known" for finding in findings),
+            outside_diff=sum(finding.in_diff is False for finding in findings),
         )
 
 
@@ -209,6 +230,17 @@ class DependencyCache(_Model):
     build_seconds: float | None = Field(None, ge=0)
 
 
+class Comparison(_Model):
+    """What the findings were judged against (roteiro_py/compare/, docs/ADOPTING.md): the
+    `--baseline` report and the `--diff`, each by its file name (never a host path), with
+    how many findings the baseline holds and how many files the diff adds lines to."""
+
+    baseline: SafeLine | None = None
+    baseline_findings: int = Field(0, ge=0)
+    diff: SafeLine | None = None
+    diff_files: int = Field(0, ge=0)
+
+
 class Report(_Model):
     schema_version: Literal[1] = SCHEMA_VERSION
     tool: ToolInfo
@@ -225,3 +257,29 @@ class Report(_Model):
     summary: Summary
     #: None only in reports written before the dependency cache existed.
     dependency_cache: DependencyCache | None = None
+    #: None when the run was judged against neither a baseline nor a diff.
+    comparison: Comparison | None = None
+
+
+def comparison_phrase(report: Report, hidden: str) -> str | None:
+    """What the findings were judged against, counted, for a renderer's closing lines;
+    `hidden` says what became of those that do not gate ("not shown", "not annotated").
+    None when the run was compared with nothing."""
+    compared = report.comparison
+    if compared is None:
+        return None
+    findings = report.findings
+    gating = sum(finding.gating for finding in findings)
+    known = sum(finding.baseline == "known" for finding in findings)
+    outside = sum(finding.in_diff is False and finding.baseline != "known" for finding in findings)
+    new = "new " if compared.baseline is not None else ""
+    parts = []
+    if compared.baseline is not None:
+        parts.append(f"{gating} new" + (" in the diff" if compared.diff is not None else ""))
+        parts.append(f"{known} known (in the baseline {compared.baseline}, {hidden})")
+    else:
+        parts.append(f"{gating} in the diff")
+    if compared.diff is not None:
+        files = f"{compared.diff_files} file{'s' if compared.diff_files != 1 else ''}"
+        parts.append(f"{outside} {new}outside the diff ({compared.diff} adds lines to {files}, {hidden})")
+    return ", ".join(parts)

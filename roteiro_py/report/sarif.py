@@ -11,7 +11,9 @@ carrying what code scanning requires or uses beyond it:
   `:<n>` counting identical ones (the format GitHub's own upload action computes);
 - `tool.driver.semanticVersion` from the probed clippy version;
 - relative URIs under `uriBaseId` %SRCROOT% (no host path is written);
-- `level` error / warning / note (rustc's note and help become note).
+- `level` error / warning / note (rustc's note and help become note);
+- `baselineState` "unchanged" / "new" when the run had a `--baseline`, and the result's
+  `properties.inDiff` when it had a `--diff` (every finding stays in the log, marked).
 Columns are Unicode code points (`columnKind`), which is what rustc counts.
 A finding without a span (a crate-level diagnostic) is placed at line 1 of the
 workspace's Cargo.toml, because code scanning rejects a result without a location.
@@ -33,6 +35,8 @@ SARIF_SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
 _LEVEL = {"error": "error", "warning": "warning", "note": "note", "help": "note"}
+#: A finding the --baseline report has is "unchanged" to SARIF; one it lacks is "new".
+_BASELINE_STATE = {"known": "unchanged", "new": "new"}
 _ERROR_CODE = re.compile(r"^E\d{4}$")
 #: A lint name that may go into Markdown: the parser admits no other (clippy/parse.py
 #: `_CODE`), but a report can be built or reloaded without it, and Markdown is markup.
@@ -142,6 +146,10 @@ def render_sarif(report: Report) -> str:
             "partialFingerprints": {
                 "primaryLocationLineHash": f"{line_hash}:{occurrences[line_hash]}"},
         }
+        if finding.baseline is not None:
+            result["baselineState"] = _BASELINE_STATE[finding.baseline]
+        if finding.in_diff is not None:
+            result["properties"] = {"inDiff": finding.in_diff}
         if finding.related:
             result["relatedLocations"] = [_related(i, loc)
                                           for i, loc in enumerate(finding.related, start=1)]
@@ -176,6 +184,8 @@ def render_sarif(report: Report) -> str:
             "features": report.features,
             "dependencyCache": None if report.dependency_cache is None
             else report.dependency_cache.model_dump(mode="json"),
+            "comparison": None if report.comparison is None
+            else report.comparison.model_dump(mode="json"),
         },
     }
     log = {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}

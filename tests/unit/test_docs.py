@@ -44,3 +44,33 @@ def test_readme_names_the_scripts_ci_runs() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "    scripts/test\n" in readme and "    scripts/demo\n" in readme
     assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_adopting_guide_states_the_bounds_the_code_has() -> None:
+    from roteiro_py import compare
+    from roteiro_py.compare import diff
+
+    guide = (ROOT / "docs" / "ADOPTING.md").read_text()
+    assert f"at most {compare.MAX_BASELINE_BYTES // 2**20} MiB are read" in guide
+    assert (f"{diff.MAX_DIFF_BYTES // 2**20} MiB,\n{diff.MAX_DIFF_FILES} files, {diff.MAX_DIFF_HUNKS} hunks, "
+            f"{diff.MAX_ADDED_RUNS} runs of added lines, {diff.MAX_PATH_CHARS} characters a path") in guide
+    assert diff.MAX_DIFF_BYTES % 2**20 == compare.MAX_BASELINE_BYTES % 2**20 == 0
+
+
+def test_the_adopting_guides_commands_use_options_that_exist() -> None:
+    """Every `pylint-sandbox lint clippy` line in the guide (and the README's mention)
+    parses: each option it names is one `lint clippy` takes."""
+    import typer.main
+
+    from roteiro_py.cli.app import app
+
+    command = typer.main.get_command(app)
+    clippy = command.commands["lint"].commands["clippy"]  # type: ignore[attr-defined]
+    options = {name for param in clippy.params for name in param.opts}
+    guide = (ROOT / "docs" / "ADOPTING.md").read_text()
+    lines = re.findall(r"pylint-sandbox lint clippy [^\n`]*", guide)
+    assert len(lines) >= 3
+    used = {flag for line in lines for flag in re.findall(r"(--[a-z-]+)", line)}
+    assert {"--baseline", "--diff", "--format", "--output", "--fail-on"} <= used
+    assert used <= options, used - options
+    assert "docs/ADOPTING.md" in (ROOT / "README.md").read_text()

@@ -1,0 +1,133 @@
+"""What a run's findings are judged against: a baseline report and the change's diff.
+
+Adopting a linter on a repository that already has warnings needs two things a plain run
+cannot give (docs/ADOPTING.md): the warnings already there must not fail every build
+(`--baseline REPORT.json`), and a pull request should answer for the lines it adds
+(`--diff FILE`). This module reads both (before the lint starts, so a wrong file costs
+milliseconds, not a VM run) and marks each finding of a report:
+
+- `baseline`: "known" when the baseline has a finding with the same fingerprint
+  (report/fingerprint.py: stable under line shifts; a file the diff renames is looked up
+  under its new name), "new" otherwise;
+- `in_diff`: whether its primary span touches a line the diff adds (compare/diff.py).
+
+A finding gates the run (`Finding.gating`) when it is not known and not outside the
+diff; lint/judgement.py's `exit_code` counts only those. Nothing is dropped: every
+finding stays in the report, marked, and the renderers decide what to show.
+
+Both files are outside input: the baseline may be committed in the tree under review and
+the diff holds the branch's file names and code. Each is read through the one reader
+(no link, no FIFO, bounded), the baseline validated by the report model (every string
+sanitised again, every path checked), and a file that fails any of it is a usage error
+(exit 2) naming it, never an internal error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roteiro_py.compare.diff import MAX_DIFF_BYTES, ChangedLines, DiffError, parse_diff
+from roteiro_py.errors import BaselineUnusable, DiffUnusable
+from roteiro_py.untrusted import FileRefused, read_bounded
+
+if TYPE_CHECKING:
+    from roteiro_py.report.model import Report
+
+#: The largest baseline read: a report of MAX_FINDINGS (10,000) findings is ~10 MiB as
+#: cargo phrases them; this leaves room for long messages and related spans.
+MAX_BASELINE_BYTES = 64 * 1024 * 1024
+#: Validation problems a refusal quotes from a baseline that is not a report.
+_SHOWN_PROBLEMS = 3
+
+__all__ = ["MAX_BASELINE_BYTES", "Against", "ChangedLines", "compare", "load_against", "read_baseline",
+           "read_diff"]
+
+
+@dataclass(frozen=True)
+class Against:
+    """A baseline report and/or a diff, read and checked, with the names they were given by."""
+
+    baseline: Report | None = None
+    baseline_name: str | None = None
+    changes: ChangedLines | None = None
+    diff_name: str | None = None
+
+
+def read_baseline(path: Path) -> Report:
+    """The report in `path`, validated, or BaselineUnusable naming the file and why."""
+    from pydantic import ValidationError
+
+    from roteiro_py.report.model import Report
+
+    try:
+        data = read_bounded(path, MAX_BASELINE_BYTES)
+    except FileNotFoundError:
+        raise BaselineUnusable(path, "it does not exist") from None
+    except FileRefused as refused:
+        raise BaselineUnusable(path, refused.reason) from None
+    try:
+        return Report.model_validate_json(data)
+    except ValidationError as invalid:
+        # Where and what, without pydantic's copy of the input: a file that is not a report
+        # can be anything (a validator's own message may quote a value, sanitised).
+        problems = [f"{'.'.join(map(str, error['loc'])) or '(the file)'}: {error['msg']}"
+                    for error in invalid.errors(include_input=False, include_url=False)]
+        shown = "; ".join(problems[:_SHOWN_PROBLEMS])
+        more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
+        raise BaselineUnusable(path, f"it is not a JSON report of this tool ({shown}{more})") from None
+
+
+def read_diff(path: Path) -> ChangedLines:
+    """The lines the diff in `path` adds, or DiffUnusable naming the file, why and where."""
+    try:
+        data = read_bounded(path, MAX_DIFF_BYTES)
+    except FileNotFoundError:
+        raise DiffUnusable(path, "it does not exist") from None
+    except FileRefused as refused:
+        raise DiffUnusable(path, refused.reason) from None
+    try:
+        return parse_diff(data)
+    except DiffError as error:
+        raise DiffUnusable(path, error.problem, error.line) from None
+
+
+def load_against(baseline: Path | None, diff: Path | None) -> Against | None:
+    """Both files read and checked (None when neither was given): the step before a lint."""
+    if baseline is None and diff is None:
+        return None
+    return Against(baseline=read_baseline(baseline) if baseline is not None else None,
+                   baseline_name=baseline.name if baseline is not None else None,
+                   changes=read_diff(diff) if diff is not None else None,
+                   diff_name=diff.name if diff is not None else None)
+
+
+def compare(report: Report, against: Against | None) -> Report:
+    """`report` with every finding marked against the baseline and the diff, its summary
+    counting the marks, and what it was compared with stated (`Report.comparison`)."""
+    if against is None:
+        return report
+    from roteiro_py.report.fingerprint import fingerprints
+    from roteiro_py.report.model import Comparison, Summary
+
+    changes = against.changes
+    known: set[str] | None = None
+    if against.baseline is not None:
+        renamed = changes.renamed if changes is not None else {}
+        known = set(fingerprints(against.baseline.findings, renamed=renamed))
+    marked = []
+    for finding, fingerprint in zip(report.findings, fingerprints(report.findings), strict=True):
+        update: dict[str, object] = {}
+        if known is not None:
+            update["baseline"] = "known" if fingerprint in known else "new"
+        if changes is not None and finding.path is not None and finding.line is not None:
+            update["in_diff"] = changes.touches(finding.path, finding.line, finding.end_line or finding.line)
+        marked.append(finding.model_copy(update=update))
+    counted = Summary.of(marked, build_succeeded=report.summary.build_succeeded)
+    summary = report.summary.model_copy(update={"known": counted.known, "outside_diff": counted.outside_diff})
+    comparison = Comparison(
+        baseline=against.baseline_name,
+        baseline_findings=len(against.baseline.findings) if against.baseline is not None else 0,
+        diff=against.diff_name, diff_files=changes.files if changes is not None else 0)
+    return report.model_copy(update={"findings": marked, "summary": summary, "comparison": comparison})
