@@ -69,9 +69,9 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 #: agree).
 FIELDS: dict[str, tuple[str, ...]] = {
     "lint": ("image", "backend", "fail_on", "format", "keep_cache", "dep_cache",
-             "dep_cache_max_mib", "quiet", "all_targets", "packages", "workspace", "exclude",
-             "targets", "target", "levels",
-             "features", "all_features", "no_default_features", "allowed_images"),
+             "dep_cache_max_mib", "quiet", "all_targets", "features", "all_features",
+             "no_default_features", "packages", "workspace", "exclude", "targets", "target",
+             "levels", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
            "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template"),
 }

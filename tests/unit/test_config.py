@@ -88,7 +88,7 @@ VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache"
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',
           "vm.initrd": '"/root/.cargo/credentials.toml"', "vm.stage_max_mib": "1048576",
           "vm.stage_max_files": "100000000", "vm.stage_max_depth": "400", "vm.template": "false",
-          "lint.allowed_images": '["evil.example/"]'}
+          "lint.allowed_images": '["evil.example/"]', "lint.levels": '["-A", "warnings"]'}
 
 
 def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
