@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roteiro_py import paths
-from roteiro_py.errors import Refusal
+from roteiro_py.errors import DeadlineExceeded, Refusal
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
@@ -66,6 +66,9 @@ BUILD_CLEANUP = (
     'hash=${d##*/"$name"-}; case $hash in ""|*[!0-9a-f]*) continue;; esac; rm -rf -- "$d"; '
     'done; done; sync; echo cleaned'
 )
+#: Added to the lint's own argv for the build: a dependency that fails to build without
+#: the tree's code (one using a `[patch]`ed path package) leaves the others built.
+BUILD_ARGS = ("--keep-going",)
 #: The cleanup step's deadline.
 CLEANUP_TIMEOUT_S = 120.0
 
@@ -111,13 +114,20 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
         return skipped("the lockfile pins no package from a registry or git: nothing to cache")
     with _skeleton_dir() as where:
         try:
-            made = skeleton.build_skeleton(tree.workspace, where, skeleton.SkeletonLimits.of(settings.vm))
+            made = skeleton.build_skeleton(tree.workspace, where, skeleton.SkeletonLimits.of(settings.vm),
+                                           until=deadline.at, seconds=deadline.seconds)
+        except DeadlineExceeded:
+            raise  # the run's deadline, not a reason to go on without the cache
+        except skeleton.SkeletonUnsafe as unsafe:
+            # the tree's config or target paths would bring its own bytes into the build
+            return skipped(unsafe.reason)
         except Refusal as refused:
             # a tree the lint itself may still take (a linked manifest it resolves inside
             # the copy); the lint's own staging refuses what it cannot take
             return skipped(f"its skeleton could not be made: {refused.guidance().summary}")
         key = skeleton.cache_key(image_digest=image.manifest_digest, skeleton_digest=made.digest,
-                                 argv=argv, env=env, disk_mib=settings.vm.scratch_mib)
+                                 argv=argv, env=env, disk_mib=settings.vm.scratch_mib,
+                                 recipe=[*BUILD_ARGS, BUILD_CLEANUP])
         with store.lock(key, until=deadline.at, seconds=deadline.seconds):
             found, state = store.lookup(key)
             if found is not None:
@@ -175,8 +185,7 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
 
     root = made.root
     shaped = Tree(asked=root, workspace=root, repo_root=root)
-    # --keep-going: a dependency that fails without the tree's code leaves the others built
-    steps = steps_for(shaped, settings, env, [*argv, "--keep-going"])
+    steps = steps_for(shaped, settings, env, [*argv, *BUILD_ARGS])
     probes = len(steps) - 1
     steps.append(Command(program="/bin/sh", args=("-c", BUILD_CLEANUP, "sh", *made.path_packages),
                          workspace=root, env=env, timeout=CLEANUP_TIMEOUT_S))

@@ -133,3 +133,42 @@ def test_a_build_that_made_no_target_dir_is_remembered() -> None:
     assert not judged.publish and judged.lasting and "built nothing" in (judged.note or "")
     judged = judge_build(outcome(step(0), step(0), step(137), step(0, b"no target\n")), probes=2)
     assert not judged.publish and not judged.lasting  # control: a signal may not recur
+
+
+def test_a_tree_whose_config_would_reach_the_build_is_not_given_a_cache(tmp_path: Path) -> None:
+    """Decided on the host before any VM: a `[env]` in the tree's cargo config could run
+    the tree's code in the dependency build, so the lint builds them itself, and says why.
+    The backend is never asked for (no VM is started)."""
+    import time
+    from types import SimpleNamespace
+
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.config_model import Settings
+    from roteiro_py.lint.dep_cache import dependency_cache
+    from roteiro_py.lint.preflight import Tree
+
+    tree = tmp_path / "ws"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "lib.rs").write_text("")
+    (tree / "Cargo.toml").write_text('[package]\nname = "ws"\nversion = "0.1.0"\n')
+    (tree / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "ws"\nversion = "0.1.0"\n')
+    (tree / ".cargo").mkdir()
+    (tree / ".cargo" / "config.toml").write_text('[env]\nPERL5OPT = "-Mx"\n')
+
+    def no_vm(disk: Path) -> object:
+        raise AssertionError("no VM may start")
+
+    def use() -> object:
+        return dependency_cache(
+            settings=Settings(), tree=Tree(tree, tree, tree),
+            image=SimpleNamespace(manifest_digest="sha256:" + "a" * 64),  # type: ignore[arg-type]
+            argv=["cargo-clippy", "clippy"], env={}, registry=tmp_path / "registry", git=None,
+            backend=no_vm, deadline=Deadline(at=time.monotonic() + 60, seconds=60))  # type: ignore[arg-type]
+
+    unsafe = use()
+    assert unsafe.state == "skipped" and unsafe.image is None  # type: ignore[attr-defined]
+    assert "sets [env]" in (unsafe.reason or "")  # type: ignore[attr-defined]
+    # control: the same tree with only a profile in its config gets as far as building
+    (tree / ".cargo" / "config.toml").write_text('[profile.dev]\nopt-level = 1\n')
+    with pytest.raises(AssertionError, match="no VM may start"):
+        use()
