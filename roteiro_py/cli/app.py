@@ -45,11 +45,13 @@ app.add_typer(cache_app, name="cache")
 _state = {"debug": False}
 
 
-class Format(StrEnum):
-    human = "human"
-    json = "json"
-    sarif = "sarif"
-    github = "github"
+#: `--format`'s help: the formats are checked by the core (lint/output.py), since
+#: FMT=PATH is not an enum a parser can check.
+_FORMAT_HELP = ("Report format: human, json, sarif, github, gitlab or markdown; FMT=PATH writes it "
+                "to PATH. Repeatable: every format from one run; at most one without =PATH (stdout).")
+_OUTPUT_HELP = "Write the report to FILE, not stdout (the one --format without =PATH)."
+_CATEGORY_HELP = ("SARIF runs[].automationDetails.id, so code scanning keeps several jobs' uploads "
+                  "apart (letters, digits, ._:=/-).")
 
 
 class Accel(StrEnum):
@@ -103,8 +105,9 @@ def _root(
 def lint_clippy(
     path: Annotated[Path, typer.Argument(help="The repository (or a crate inside it) to lint.")] = Path("."),
     image: Annotated[str | None, typer.Option(help="Linter image, pinned by digest.")] = None,
-    format: Annotated[Format | None, typer.Option("--format", help="Report format.")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the report to FILE, not stdout.")] = None,
+    format: Annotated[list[str] | None, typer.Option("--format", metavar="FMT[=PATH]", help=_FORMAT_HELP)] = None,
+    output: Annotated[Path | None, typer.Option(metavar="FILE", help=_OUTPUT_HELP)] = None,
+    category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
     all_targets: Annotated[bool | None, typer.Option(
         "--all-targets", help="Lint tests, benches and examples too.")] = None,
     features: Annotated[str | None, typer.Option(help="Comma-separated cargo features.")] = None,
@@ -131,7 +134,6 @@ def lint_clippy(
 
     flags = {
         "lint.image": (image, "--image"),
-        "lint.format": (format.value if format else None, "--format"),
         "lint.all_targets": (all_targets, "--all-targets"),
         "lint.features": (features, "--features"),
         "lint.all_features": (all_features, "--all-features"),
@@ -145,7 +147,25 @@ def lint_clippy(
         "vm.memory_mib": (memory, "--memory"),
         "vm.timeout_s": (timeout, "--timeout"),
     }
-    _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output)))
+    _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output,
+                                                formats=tuple(format or ()), category=category)))
+
+
+@app.command("render")
+def render(
+    report: Annotated[Path, typer.Argument(help="A JSON report (--format json) of an earlier lint.")],
+    format: Annotated[list[str] | None, typer.Option("--format", metavar="FMT[=PATH]", help=_FORMAT_HELP)] = None,
+    output: Annotated[Path | None, typer.Option(metavar="FILE", help=_OUTPUT_HELP)] = None,
+    category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
+    fail_on: Annotated[FailOn | None, typer.Option(
+        "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
+) -> None:
+    """Render a saved JSON report in any format, as the lint would have: no VM, no image."""
+    from roteiro_py.saved_report import RenderRequest, run_render
+
+    flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on")}
+    _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
+                                            category=category, flags=flags)))
 
 
 @app.command("prefetch")
