@@ -56,7 +56,7 @@ _IMAGE_PREFIX = re.compile(r"[A-Za-z0-9.:\[\]-]{1,255}(/[a-z0-9._-]{1,255})*/?")
 
 Accel = Literal["auto", "kvm", "hvf", "tcg"]
 FailOn = Literal["warning", "error", "never"]
-Format = Literal["human", "json", "sarif", "github"]
+Format = Literal["human", "json", "sarif", "github", "gitlab", "markdown"]
 
 
 #: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.

@@ -143,6 +143,29 @@ class ConfigError(RoteiroError):
         )
 
 
+class ReportFileInvalid(RoteiroError):
+    """A saved JSON report (`render REPORT.json`) that is not read or not a valid report.
+
+    Anyone can write such a file (a CI artifact, a file of the tree), so `problem` names
+    where and what is wrong (`findings.3.level: Input should be ...`), never its bytes.
+    """
+
+    exit_code = EXIT_USAGE
+    code = "report-file-invalid"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__()
+        self.path = path
+        self.problem = problem
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"{_p(self.path)} is not a pylint-sandbox JSON report: {_p(self.problem).rstrip('.')}.",
+            notes=("Name a report written by `pylint-sandbox lint clippy --format json=FILE` "
+                   "(a regular file, not a link), unchanged.",),
+        )
+
+
 class MalformedReference(RoteiroError):
     exit_code = EXIT_USAGE
     code = "malformed-reference"

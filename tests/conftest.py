@@ -84,10 +84,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def roteiro_home(tmp_path_factory: pytest.TempPathFactory,
                  monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty $ROTEIRO_HOME per test, so no test reads the developer's configuration."""
+    """An empty $ROTEIRO_HOME per test, so no test reads the developer's configuration
+    (and no $GITHUB_STEP_SUMMARY, so none writes into a CI job's page)."""
     home = tmp_path_factory.mktemp("roteiro-home")
     monkeypatch.setenv("ROTEIRO_HOME", str(home))
     for name in list(__import__("os").environ):
         if name.startswith("ROTEIRO_") and name != "ROTEIRO_HOME":
             monkeypatch.delenv(name)
+    # A suite run in a GitHub job must not append test reports to the job's real summary.
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     yield home

@@ -45,11 +45,13 @@ app.add_typer(cache_app, name="cache")
 _state = {"debug": False}
 
 
-class Format(StrEnum):
-    human = "human"
-    json = "json"
-    sarif = "sarif"
-    github = "github"
+#: `--format`'s help: the formats are checked by the core (lint/output.py), since
+#: FMT=PATH is not an enum a parser can check.
+_FORMAT_HELP = ("Report format: human, json, sarif, github, gitlab or markdown; FMT=PATH writes it "
+                "to PATH. Repeatable: every format from one run; at most one without =PATH (stdout).")
+_OUTPUT_HELP = "Write the report to FILE, not stdout (the one --format without =PATH)."
+_CATEGORY_HELP = ("SARIF runs[].automationDetails.id, so code scanning keeps several jobs' uploads "
+                  "apart (letters, digits, ._:=/-).")
 
 
 class Accel(StrEnum):
@@ -124,8 +126,9 @@ def lint_clippy(
     target: Annotated[str | None, typer.Option(
         help="Target triple to check for (the image needs its standard library).")] = None,
     image: Annotated[str | None, typer.Option(help="Linter image, pinned by digest.")] = None,
-    format: Annotated[Format | None, typer.Option("--format", help="Report format.")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the report to FILE, not stdout.")] = None,
+    format: Annotated[list[str] | None, typer.Option("--format", metavar="FMT[=PATH]", help=_FORMAT_HELP)] = None,
+    output: Annotated[Path | None, typer.Option(metavar="FILE", help=_OUTPUT_HELP)] = None,
+    category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", metavar="REPORT.json",
         help="A JSON report of an earlier run: findings already in it are known and do not fail the run.")] = None,
@@ -170,7 +173,6 @@ def lint_clippy(
 
     flags = {
         "lint.image": (image, "--image"),
-        "lint.format": (format.value if format else None, "--format"),
         "lint.all_targets": (all_targets, "--all-targets"),
         "lint.features": (features, "--features"),
         "lint.all_features": (all_features, "--all-features"),
@@ -191,7 +193,25 @@ def lint_clippy(
         "vm.timeout_s": (timeout, "--timeout"),
     }
     _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output,
-                                                baseline=baseline, diff=diff)))
+                                                baseline=baseline, diff=diff,
+                                                formats=tuple(format or ()), category=category)))
+
+
+@app.command("render")
+def render(
+    report: Annotated[Path, typer.Argument(help="A JSON report (--format json) of an earlier lint.")],
+    format: Annotated[list[str] | None, typer.Option("--format", metavar="FMT[=PATH]", help=_FORMAT_HELP)] = None,
+    output: Annotated[Path | None, typer.Option(metavar="FILE", help=_OUTPUT_HELP)] = None,
+    category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
+    fail_on: Annotated[FailOn | None, typer.Option(
+        "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
+) -> None:
+    """Render a saved JSON report in any format, as the lint would have: no VM, no image."""
+    from roteiro_py.saved_report import RenderRequest, run_render
+
+    flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on")}
+    _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
+                                            category=category, flags=flags)))
 
 
 @app.command("prefetch")

@@ -36,7 +36,15 @@ from roteiro_py.compare import compare, load_against
 from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
 from roteiro_py.lint.dep_cache import attached, dependency_cache
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
-from roteiro_py.lint.output import write_output
+from roteiro_py.lint.output import (
+    OutputPlan,
+    append_step_summary,
+    check_outputs,
+    deliver,
+    plan_outputs,
+    render_all,
+    write_output,
+)
 from roteiro_py.lint.preflight import (
     Tree,
     check_output,
@@ -78,15 +86,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
-    "LintRequest", "Tree", "build_report", "check_output", "clippy_command", "exit_code",
+    "LintRequest", "OutputPlan", "Tree", "build_report", "check_output", "check_outputs",
+    "clippy_command", "deliver", "exit_code",
     "grant_for", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
-    "package_cache", "pinned_image", "report_left_out", "root_filesystem", "run_job", "run_lint_command",
+    "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
+    "root_filesystem", "run_job", "run_lint_command",
     "scratch_disk", "scratch_key", "shown", "steps_for", "write_output",
 ]
 
 
 @dataclass(frozen=True)
 class LintRequest:
+    """`formats`: each `--format FMT[=PATH]` as given; `output`: `--output`; `category`:
+    `--category` (lint/output.py says how they combine)."""
+
     path: Path
     flags: dict[str, tuple[Any, str]] = field(default_factory=dict)
     output: Path | None = None
@@ -94,6 +107,12 @@ class LintRequest:
     #: against (roteiro_py/compare/); None when not given.
     baseline: Path | None = None
     diff: Path | None = None
+    formats: tuple[str, ...] = ()
+    category: str | None = None
+
+    @property
+    def outputs(self) -> OutputPlan:
+        return plan_outputs(self.formats, self.output, self.category)
 
 
 def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
@@ -103,6 +122,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     refuse_early(layers, request.path)  # 1, 2 when they need no validation (~ --help)
     resolved = config.resolve(request.path, layers=layers)
     settings = resolved.settings
+    request.outputs.resolved(settings.lint.format)  # `--category` without SARIF: before any VM
     if settings.lint.quiet:  # known only once resolved; a renderer shows nothing before a stage
         progress = SILENT
     reference = pinned_image(resolved, request.path)                       # 1, 2
@@ -165,27 +185,25 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
 
 
 def run_lint_command(request: LintRequest) -> int:
-    check_output(request.output)                                           # 0: cheapest
+    plan = request.outputs
+    check_outputs(plan)                                                    # 0: cheapest
     against = load_against(request.baseline, request.diff)                 # 0: a wrong file costs ms
     progress = for_stderr()
     stopped = True
     try:
         report, settings = lint(request, progress)
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
-        from roteiro_py.report.render import render
-
-        fmt = settings.lint.format
-        to_terminal = request.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        width = os.get_terminal_size().columns if to_terminal else 100
-        text = render(report, fmt, width=width, color=to_terminal)
+        rendered = render_all(report, plan.resolved(settings.lint.format), category=plan.category)
         stopped = False
     finally:
         # Before the report, a refusal, "interrupted" or a traceback: no spinner is left
         # drawing over them, and the terminal gets its cursor back; the stage a refusal
         # ended is marked stopped, never left reading as done.
         progress.finish(stopped=stopped)
-    if request.output is not None:
-        write_output(request.output, text)
-    else:
-        sys.stdout.write(text)
+    try:
+        deliver(rendered)
+    finally:
+        skipped = append_step_summary(report)
+        if skipped:
+            sys.stderr.write(skipped)
     return exit_code(report, settings.lint.fail_on)

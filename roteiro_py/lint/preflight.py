@@ -1,8 +1,9 @@
 """The cheap refusals, before anything is copied, built or booted.
 
-In the order a run meets them: the `--output` can be written; an image is configured,
-pinned by digest and (when the repository chose it) allowed by the user; the path exists
-and its workspace is one the guest can be given (not under the guest's scratch mount).
+In the order a run meets them: every output file (`--output`, `--format FMT=PATH`) can
+be written; an image is configured, pinned by digest and (when the repository chose it)
+allowed by the user; the path exists and its workspace is one the guest can be given
+(not under the guest's scratch mount).
 The hypervisor probe and the store lookup come next, in `roteiro_py.lint.lint`.
 """
 
@@ -136,19 +137,21 @@ def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
     return source.label
 
 
-def check_output(output: Path | None) -> None:
-    """Refuse an `--output` that cannot be written, before anything is booted.
+def check_output(output: Path | None, *, shown: str | None = None) -> None:
+    """Refuse an output file (`--output`, `--format FMT=PATH`) that cannot be written,
+    before anything is booted; `shown` is how the refusal names it.
 
     Found only after the lint, a directory or a missing parent cost the whole run and
     ended as an internal error (IsADirectoryError, exit 4)."""
     if output is None:
         return
+    shown = shown or f"--output {output}"
     if output.is_dir():
-        raise UsageError(f"--output {output} is a directory.", hint="Name a file to write the report to.")
+        raise UsageError(f"{shown} is a directory.", hint="Name a file to write the report to.")
     parent = output.parent
     if not parent.is_dir():
-        raise UsageError(f"--output {output}: the directory {parent} does not exist.",
+        raise UsageError(f"{shown}: the directory {parent} does not exist.",
                          hint="Create it first, or name a file in an existing directory.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--output {output}: the directory {parent} is not writable.",
+        raise UsageError(f"{shown}: the directory {parent} is not writable.",
                          hint="Name a file in a directory you can write to.")

@@ -1,6 +1,7 @@
 """The lint report: its model (model.py), the one sanitizer for guest strings (safe.py),
-snippets read from the host's copy of the tree (snippet.py), and the renderers (human,
-json, sarif, github) behind `render()`."""
+snippets read from the host's copy of the tree (snippet.py), the one finding fingerprint
+(fingerprint.py), and the renderers (human, json, sarif, github, gitlab, markdown) behind
+`render()`."""
 
 from roteiro_py.report.model import (
     SCHEMA_VERSION,

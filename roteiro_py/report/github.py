@@ -4,25 +4,52 @@ A workflow command is a line of the step's log that the runner interprets, so a 
 string that put a newline into one would start a command of its own (`::add-mask::`,
 `::stop-commands::`). Escaping follows GitHub's toolkit (`@actions/core` command.ts):
 in the message `%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A`; in a property value `:` and
-`,` also become `%3A` and `%2C`. The strings are clean (model.py) before that.
+`,` also become `%3A` and `%2C`. The strings are clean (model.py) before that, and every
+field of an annotation (message, help, suggestion, doc link, title, file) is escaped the
+same way: none of them can end the line or the property list.
 
-GitHub shows at most ANNOTATION_LIMIT annotations of each type (error, warning, notice)
-per step and drops the rest without a word, so past the limit no more commands of that
-type are printed; a plain line says how many were not annotated and where to see them.
+An annotation carries the message, rustc's help, the suggested replacement (what
+`cargo clippy --fix` would write) and the lint's documentation (report/links.py), as
+cargo's own output does.
+
+GitHub's limits (actions/toolkit docs/problem-matchers.md, actions/runner
+ExecutionContext.cs), and what happens past them:
+- ANNOTATION_LIMIT annotations of each type (error, warning, notice) per step, and 50
+  per job over all its steps; the runner drops the rest without a word. Past the limit
+  no more commands of that type are printed; a plain line says how many were not
+  annotated and where they are: the step summary ($GITHUB_STEP_SUMMARY, written by the
+  same run: report/markdown.py) lists the first of them, `--format json` or `sarif`
+  every one. Other steps' annotations share the job's 50.
+- MESSAGE_LIMIT characters (UTF-16 code units, as .NET counts) of a message; the runner
+  cuts the rest. So the message is composed to fit: the doc link is always kept, the
+  suggestion gets at most SUGGESTION_SHARE of it, and the message and help are cut with
+  a mark saying so.
+- TITLE_LIMIT characters of a title (the Checks API's limit an annotation lands in).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from roteiro_py.report.links import doc_url
+from roteiro_py.report.markdown import MAX_FINDINGS as SUMMARY_FINDINGS
 from roteiro_py.report.model import Finding, Report, comparison_phrase
 
-#: GitHub's documented limit per type and per step (docs: "Workflow commands", annotations).
+#: Annotations of one type GitHub shows per step (error, warning, notice each).
 ANNOTATION_LIMIT = 10
+#: Annotations GitHub shows per job, over all its steps.
+JOB_ANNOTATION_LIMIT = 50
+#: Characters of one annotation's message the runner keeps (`_maxIssueMessageLength`).
+MESSAGE_LIMIT = 4096
+#: Of MESSAGE_LIMIT, at most this much is the suggestion.
+SUGGESTION_SHARE = 1024
+#: Characters of an annotation's title (the Checks API's `title`).
+TITLE_LIMIT = 255
 
 _TYPE = {"error": "error", "warning": "warning", "note": "notice", "help": "notice"}
 #: The workflow commands this format writes on purpose; `guard()` breaks any other.
 OWN_COMMANDS = frozenset(_TYPE.values())
+_CUT_MARK = "… [cut to GitHub's annotation size; --format json or sarif has it whole]"
 
 
 def escape_data(text: str) -> str:
@@ -33,7 +60,40 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotation(finding: Finding) -> str:
+def units(text: str) -> int:
+    """The length of `text` as the runner counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
+
+
+def _cut(text: str, limit: int, mark: str = _CUT_MARK) -> str:
+    """`text` if it fits in `limit` units, else its start and `mark`, within `limit`."""
+    if units(text) <= limit:
+        return text
+    room = max(limit - units(mark), 0)
+    # Never half a surrogate pair: a cut pair is dropped whole.
+    kept = text.encode("utf-16-le", errors="surrogatepass")[: room * 2].decode(
+        "utf-16-le", errors="ignore")
+    return kept + mark if units(kept + mark) <= limit else mark[:limit]
+
+
+def message_of(finding: Finding, rustc_release: str) -> str:
+    """The annotation's text (before escaping), within MESSAGE_LIMIT."""
+    tail = ""
+    if finding.suggestion is not None:
+        suggestion = finding.suggestion
+        shown = (f"\nsuggestion: `{suggestion}`" if "\n" not in suggestion
+                 else f"\nsuggestion:\n{suggestion}")
+        tail += _cut(shown, SUGGESTION_SHARE, "… [suggestion cut]")
+    url = doc_url(finding.code, rustc_release)
+    if url is not None:
+        tail += f"\nfor further information visit {url}"
+    head = finding.message
+    if finding.help:
+        head += f"\nhelp: {finding.help}"
+    return _cut(head, MESSAGE_LIMIT - units(tail)) + tail
+
+
+def annotation(finding: Finding, rustc_release: str = "") -> str:
     properties: list[tuple[str, str]] = []
     if finding.path is not None:
         properties.append(("file", finding.path))
@@ -44,11 +104,9 @@ def annotation(finding: Finding) -> str:
             # GitHub uses columns only for single-line spans.
             properties.append(("col", str(finding.column)))
             properties.append(("endColumn", str(finding.end_column or finding.column)))
-    properties.append(("title", finding.code or f"rustc {finding.level}"))
+    properties.append(("title", _cut(finding.code or f"rustc {finding.level}", TITLE_LIMIT, "…")))
     rendered = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
-    message = finding.message
-    if finding.help:
-        message += f"\nhelp: {finding.help}"
+    message = message_of(finding, rustc_release)
     return f"::{_TYPE[finding.level]} {rendered}::{escape_data(message)}"
 
 
@@ -56,13 +114,14 @@ def render_github(report: Report) -> str:
     lines: list[str] = []
     shown: Counter[str] = Counter()
     left_out: Counter[str] = Counter()
+    release = report.toolchain.rustc_release
     # Compared with a baseline or a diff, only the findings that gate the run are
     # annotated (a pull request answers for what it adds); the rest are counted below.
     for finding in (f for f in report.findings if f.gating):
         kind = _TYPE[finding.level]
         if shown[kind] < ANNOTATION_LIMIT:
             shown[kind] += 1
-            lines.append(annotation(finding))
+            lines.append(annotation(finding, release))
         else:
             left_out[kind] += 1
     for kind in ("error", "warning", "notice"):
@@ -70,7 +129,8 @@ def render_github(report: Report) -> str:
             lines.append(
                 f"{left_out[kind]} more {kind} finding{'s' if left_out[kind] != 1 else ''} "
                 f"not annotated (GitHub shows {ANNOTATION_LIMIT} {kind} annotations per step); "
-                "see the full report with --format human, json or sarif."
+                f"the step summary lists the first {SUMMARY_FINDINGS} findings of the run (errors "
+                "first), --format json or sarif every one."
             )
     compared = comparison_phrase(report, "not annotated")
     if compared is not None:

@@ -3,12 +3,16 @@
 Valid against the official OASIS schema (tests/data/sarif/, checked by a test) and
 carrying what code scanning requires or uses beyond it:
 - a non-empty `ruleId` on every result, and a rule for it with `shortDescription`,
-  `help` text and, for clippy lints and rustc error codes, a `helpUri` to the docs;
-  clippy's own links are versioned (`rust-1.95.0/index.html#lint`), and so are these,
-  from the probed rustc release, so the text matches the lint that ran;
+  `help` text and, for clippy lints and rustc error codes, a `helpUri` to the docs
+  (report/links.py: versioned like clippy's own links, built only from safe names);
 - `partialFingerprints.primaryLocationLineHash`, so an alert survives unrelated edits:
   a hash of the rule, the file and the primary line's content without whitespace, with
-  `:<n>` counting identical ones (the format GitHub's own upload action computes);
+  `:<n>` counting identical ones (the format GitHub's own upload action computes); and
+  beside it FINGERPRINT_KEY, the finding fingerprint every other consumer (GitLab, a
+  baseline) uses (report/fingerprint.py), so one finding is one finding everywhere;
+- `automationDetails.id` from `--category` when given: code scanning replaces the alerts
+  of an earlier upload with the same category, so two jobs (two feature sets, two
+  workspaces) uploading without distinct categories would close each other's alerts;
 - `tool.driver.semanticVersion` from the probed clippy version;
 - relative URIs under `uriBaseId` %SRCROOT% (no host path is written);
 - `level` error / warning / note (rustc's note and help become note);
@@ -29,6 +33,8 @@ from collections import Counter
 from typing import Any
 from urllib.parse import quote
 
+from roteiro_py.report.fingerprint import fingerprints
+from roteiro_py.report.links import RUSTC_LINTS, doc_url
 from roteiro_py.report.model import Finding, Location, Report
 
 SARIF_SCHEMA_URI = (
@@ -38,13 +44,11 @@ _LEVEL = {"error": "error", "warning": "warning", "note": "note", "help": "note"
 #: A finding the --baseline report has is "unchanged" to SARIF; one it lacks is "new".
 _BASELINE_STATE = {"known": "unchanged", "new": "new"}
 _ERROR_CODE = re.compile(r"^E\d{4}$")
-#: A lint name that may go into Markdown: the parser admits no other (clippy/parse.py
-#: `_CODE`), but a report can be built or reloaded without it, and Markdown is markup.
-_LINT_NAME = re.compile(r"[a-z][a-z0-9_]*")
-
-
-def _docs_version(report: Report) -> str:
-    return f"rust-{report.toolchain.rustc_release}"
+#: `runs[].automationDetails.id` as GitHub's upload reads it: a category, then `/`.
+#: Letters, digits and `._:=/-` only (checked where `--category` is parsed).
+CATEGORY = re.compile(r"[A-Za-z0-9._:=/-]{1,100}")
+#: The key of this tool's own fingerprint in `partialFingerprints` (report/fingerprint.py).
+FINGERPRINT_KEY = "roteiroFindingFingerprint/v1"
 
 
 def rule_id(finding: Finding) -> str:
@@ -53,15 +57,16 @@ def rule_id(finding: Finding) -> str:
 
 def _rule(rule: str, report: Report) -> dict[str, Any]:
     entry: dict[str, Any] = {"id": rule, "name": rule}
+    uri = doc_url(rule, report.toolchain.rustc_release)
     if rule.startswith("clippy::"):
         lint = rule.removeprefix("clippy::")
-        uri = (f"https://rust-lang.github.io/rust-clippy/{_docs_version(report)}"
-               f"/index.html#{quote(lint)}")
         entry["shortDescription"] = {"text": f"clippy lint {lint}"}
-        entry["help"] = {"text": f"See the clippy documentation of `{lint}`: {uri}"}
-        if _LINT_NAME.fullmatch(lint):
-            entry["help"]["markdown"] = f"See the clippy documentation of [`{lint}`]({uri})."
-        entry["helpUri"] = uri
+        if uri is None:
+            entry["help"] = {"text": f"A clippy lint named `{lint}`."}
+        else:
+            entry["help"] = {"text": f"See the clippy documentation of `{lint}`: {uri}",
+                             "markdown": f"See the clippy documentation of [`{lint}`]({uri})."}
+            entry["helpUri"] = uri
     elif _ERROR_CODE.match(rule):
         uri = f"https://doc.rust-lang.org/error_codes/{rule}.html"
         entry["shortDescription"] = {"text": f"rustc error {rule}"}
@@ -74,7 +79,7 @@ def _rule(rule: str, report: Report) -> dict[str, Any]:
         entry["help"] = {"text": "A compiler diagnostic without a lint name or error code; "
                                  "its message says what is wrong."}
     else:
-        uri = "https://doc.rust-lang.org/rustc/lints/listing/index.html"
+        uri = RUSTC_LINTS
         entry["shortDescription"] = {"text": f"rustc lint {rule}"}
         entry["help"] = {"text": f"See the rustc lint listing for `{rule}`: {uri}"}
         entry["helpUri"] = uri
@@ -114,13 +119,15 @@ def _line_hash(rule: str, finding: Finding, path: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def render_sarif(report: Report) -> str:
+def render_sarif(report: Report, *, category: str | None = None) -> str:
+    """The SARIF log; `category` (`--category`, CATEGORY) becomes the run's
+    `automationDetails.id`, so code scanning keeps several jobs' uploads apart."""
     rules: dict[str, int] = {}
     rule_entries: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     occurrences: Counter[str] = Counter()
     manifest = posixpath.normpath(posixpath.join(report.workspace, "Cargo.toml"))
-    for finding in report.findings:
+    for finding, fingerprint in zip(report.findings, fingerprints(report.findings), strict=True):
         rule = rule_id(finding)
         if rule not in rules:
             rules[rule] = len(rule_entries)
@@ -144,7 +151,8 @@ def render_sarif(report: Report) -> str:
             "message": {"text": text},
             "locations": [location],
             "partialFingerprints": {
-                "primaryLocationLineHash": f"{line_hash}:{occurrences[line_hash]}"},
+                "primaryLocationLineHash": f"{line_hash}:{occurrences[line_hash]}",
+                FINGERPRINT_KEY: fingerprint},
         }
         if finding.baseline is not None:
             result["baselineState"] = _BASELINE_STATE[finding.baseline]
@@ -188,5 +196,9 @@ def render_sarif(report: Report) -> str:
             else report.comparison.model_dump(mode="json"),
         },
     }
+    if category is not None:
+        if not CATEGORY.fullmatch(category):
+            raise ValueError(f"not a SARIF category: {category!r}")
+        run["automationDetails"] = {"id": category if category.endswith("/") else category + "/"}
     log = {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
     return json.dumps(log, indent=2) + "\n"

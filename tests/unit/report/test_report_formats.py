@@ -112,7 +112,8 @@ def test_github_annotation_escaping() -> None:
     report = make_report([finding(message="50% of x,y: z", path="src/a,b:c.rs")])
     first = render(report, "github").splitlines()[0]
     assert first == ("::warning file=src/a%2Cb%3Ac.rs,line=1,endLine=1,col=1,endColumn=3,"
-                     "title=clippy%3A%3Aneedless_return::50%25 of x,y: z")
+                     "title=clippy%3A%3Aneedless_return::50%25 of x,y: z%0Afor further information "
+                     "visit https://rust-lang.github.io/rust-clippy/rust-1.95.0/index.html#needless_return")
 
 
 def test_github_limit_of_annotations_per_type() -> None:
@@ -123,7 +124,8 @@ def test_github_limit_of_annotations_per_type() -> None:
     assert sum(line.startswith("::warning ") for line in commands) == ANNOTATION_LIMIT
     assert sum(line.startswith("::error ") for line in commands) == 2
     assert ("3 more warning findings not annotated (GitHub shows 10 warning annotations per "
-            "step); see the full report with --format human, json or sarif.") in text
+            "step); the step summary lists the first 50 findings of the run (errors first), "
+            "--format json or sarif every one.") in text
     assert "more error" not in text
 
 

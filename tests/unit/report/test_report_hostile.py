@@ -49,7 +49,7 @@ def test_evil_build_output_is_neutralised(evil_report: Report) -> None:
         leftover = SGR.sub("", text) if format == "human-color" else text
         assert not UNSAFE.search(leftover), (format, UNSAFE.findall(leftover))
         shown = "\\x1b]8;;http://evil.example\\x07"
-        assert (json.dumps(shown)[1:-1] if format in ("json", "sarif") else shown) in text
+        assert (json.dumps(shown)[1:-1] if format in ("json", "sarif", "gitlab") else shown) in text
     github = render(evil_report, "github").splitlines()
     assert sum(line.startswith("::") for line in github) == len(evil_report.findings)
     assert not any(line.startswith("::error::forged") for line in github)
@@ -174,3 +174,57 @@ def test_the_human_report_of_a_flood_of_newlines_is_bounded_per_finding(
     note = first.related[0].message
     assert note is not None and lines(note) > 1000                  # a related span's label:
     assert f"also src/lib.rs:2:1 (label … {lines(note) - 1} more lines)\n" in text  # one line
+
+
+def test_every_field_of_an_annotation_is_escaped() -> None:
+    """The suggestion and the doc link joined the message (issue 13): a suggestion is the
+    guest's text as much as the message, and `cargo clippy --fix` would write it."""
+    from roteiro_py.report.model import Finding
+
+    forged = "x\n::add-mask::s3cret\r\n::error file=a.rs::forged %0A::warning::also\r"
+    finding = Finding(code="clippy::needless_return", level="warning", message="m %0A::error::a",
+                      path="src/a,b:c.rs", line=1, column=1, end_line=1, end_column=2,
+                      help="h\n::stop-commands::tok", suggestion=forged)
+    spanless = finding.model_copy(update={"path": None, "line": None, "column": None, "end_line": None,
+                                          "end_column": None, "code": "clippy::x::\nerror", "level": "error"})
+    report = make_report([finding, spanless])
+    text = render(report, "github")
+    lines = text.splitlines()
+    assert sum(line.startswith("::") for line in lines) == 2
+    assert not [line for line in lines if not line.startswith(("::warning ", "::error ")) and
+                line.lstrip().startswith("::")]
+    first = lines[0]
+    assert "%250A::error::a" in first and "%250A::warning::also" in first  # a literal %0A stays text
+    assert "::add-mask::" not in first.split("::", 2)[2].replace("%0A::add-mask::", "")
+    message = first.split("::", 2)[2].replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+    assert f"suggestion:\n{clean(forged, keep_newlines=True, keep_tabs=True)}" in message  # control: kept
+    assert "help: " + clean("h\n::stop-commands::tok", keep_newlines=True) in message
+    assert message.endswith("index.html#needless_return")
+    # the spanless one's title (its code) cannot end the property list or the command
+    title = lines[1].split("::", 2)[1]
+    assert title.startswith("error title=") and "," not in title.removeprefix("error title=")
+
+
+def test_the_markdown_summary_of_the_evil_build_is_inert(evil_report: Report) -> None:
+    from html.parser import HTMLParser
+
+    from markdown_it import MarkdownIt
+
+    from roteiro_py.report.markdown import render_markdown
+
+    text = render_markdown(evil_report)
+    assert not UNSAFE.search(text)
+    assert "\\x1b]8;;http://evil.example\\x07" in text  # control: shown, escaped
+
+    class Links(HTMLParser):
+        hrefs: list[str | None] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag in ("a", "img", "script", "iframe"):
+                self.hrefs.append(dict(attrs).get("href"))
+
+    links = Links()
+    links.feed(MarkdownIt("commonmark").enable("table").render(text))
+    assert all(href and href.startswith("https://rust-lang.github.io/") or
+               href == "https://doc.rust-lang.org/rustc/lints/listing/index.html" for href in links.hrefs)
+    assert not any("evil" in (href or "") for href in links.hrefs)

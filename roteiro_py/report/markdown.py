@@ -1,0 +1,137 @@
+"""The report as a Markdown summary, for a CI job's page ($GITHUB_STEP_SUMMARY).
+
+GitHub renders a step summary as GitHub-flavoured Markdown, and the report's strings
+came from the guest or the tree: a message can hold `|` (a table cell ends), backticks,
+`<img src=...>` or `<details>` (GitHub renders some HTML), `[text](https://evil)` (a link
+that says one thing and goes to another), `@org/team` (a mention notifies people) and
+`#123` (a reference to an issue). So every such string here, without exception, is put
+in a code span by `code()`: inside one, Markdown, HTML, links, autolinks, mentions and
+references are all shown as written (GitHub does not look for mentions in code). A code
+span cannot hold a line break (a block would start), so whitespace is folded to one
+space, and its fence is one backtick longer than any run in the text, so the text
+cannot close it. No guest string is put in a table: tables hold only our own words and
+numbers. A link is written only to a documentation page whose URL report/links.py built
+from a name it checked.
+
+Bounded: at most MAX_LINTS lints and MAX_FINDINGS findings are listed (errors first,
+then by file and line; the summary says how many of how many), each string at most
+FIELD_CHARS characters. At its largest that is about 60 KB, far below the
+STEP_SUMMARY_LIMIT GitHub accepts for one step (past it GitHub drops the whole summary:
+"$GITHUB_STEP_SUMMARY upload aborted, supports content up to a size of 1024k"); the
+writer (lint/output.py) checks what the file holds already.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from roteiro_py.report.human import dependency_line
+from roteiro_py.report.links import doc_url
+from roteiro_py.report.model import LEVELS, Finding, Report
+
+#: Findings listed by the summary; the github format's note past its limit says so.
+MAX_FINDINGS = 50
+#: Lints listed with their counts (the most frequent first).
+MAX_LINTS = 50
+#: Characters of one guest string shown.
+FIELD_CHARS = 300
+#: Bytes GitHub accepts in one step's summary file.
+STEP_SUMMARY_LIMIT = 1024 * 1024
+
+_RANK = {level: rank for rank, level in enumerate(LEVELS)}
+_BACKTICKS = re.compile(r"`+")
+
+
+def code(text: str, limit: int = FIELD_CHARS) -> str:
+    """`text` as one inline code span that nothing in it can end (see the docstring)."""
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    if not flat:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(flat)), default=0) + 1)
+    # One space inside each fence: CommonMark strips exactly one from each side, so a
+    # text that starts or ends with a backtick is shown as it is.
+    return f"{fence} {flat} {fence}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _heading(report: Report) -> str:
+    summary = report.summary
+    counts = ", ".join(_plural(summary.counts.get(level, 0), level) for level in LEVELS
+                       if summary.counts.get(level, 0))
+    build = "build succeeded" if summary.build_succeeded else "**build FAILED**"
+    return (f"### clippy: {_plural(summary.total, 'finding')}"
+            + (f" ({counts})" if counts else "") + f"; {build}")
+
+
+def _provenance(report: Report) -> list[str]:
+    image, toolchain = report.provenance, report.toolchain
+    lines = [f"Linted in {code(image.image_reference)} (manifest {code(image.image_digest)})"
+             + (f", chosen by {code(image.image_chosen_in)}" if image.image_chosen_in else "")
+             + f", with clippy {code(toolchain.clippy_version)}, rustc "
+             f"{code(toolchain.rustc_release)} ({code(toolchain.host)}); isolation: "
+             f"{code(report.isolation.description)}."]
+    if report.dependency_cache is not None:
+        lines.append(f"Dependencies: {code(dependency_line(report))}.")
+    return lines
+
+
+def _finding(finding: Finding, release: str) -> str:
+    where = "(no location)"
+    if finding.path is not None:
+        where = code(f"{finding.path}:{finding.line}:{finding.column}" if finding.line
+                     else finding.path)
+    name = code(finding.code or f"rustc {finding.level}")
+    line = f"- **{finding.level}** {name} at {where}: {code(finding.message)}"
+    if finding.help:
+        line += f"; help: {code(finding.help)}"
+    url = doc_url(finding.code, release)
+    if url is not None:
+        line += f" ([docs]({url}))"
+    return line
+
+
+def render_markdown(report: Report, *, with_findings: bool = True) -> str:
+    """The summary; without `with_findings`, only the counts and the provenance (what
+    the writer falls back to when the step's summary has no room for more)."""
+    summary = report.summary
+    out = [_heading(report), ""]
+    out += ["| level | findings |", "|---|---:|"]
+    out += [f"| {level} | {summary.counts.get(level, 0)} |" for level in LEVELS]
+    out.append("")
+    notes = []
+    if summary.outside_repository:
+        notes.append(f"{summary.outside_repository} outside the repository, not reported")
+    if summary.dropped_findings:
+        notes.append(f"**{summary.dropped_findings} more past the cap of a report, not shown**")
+    if notes:
+        out += ["; ".join(notes) + ".", ""]
+    by_lint = Counter(finding.code or f"rustc {finding.level}" for finding in report.findings)
+    if by_lint and with_findings:
+        ranked = sorted(by_lint.items(), key=lambda item: (-item[1], item[0]))
+        out.append(f"**By lint** ({_plural(len(ranked), 'lint')}"
+                   + (f", the {MAX_LINTS} most frequent shown" if len(ranked) > MAX_LINTS else "")
+                   + "):")
+        out.append("")
+        out += [f"- {code(name)}: {count}" for name, count in ranked[:MAX_LINTS]]
+        out.append("")
+    if report.findings and with_findings:
+        ordered = sorted(report.findings, key=lambda f: (_RANK[f.level], f.path or "",
+                                                         f.line or 0, f.column or 0))
+        shown = ordered[:MAX_FINDINGS]
+        which = (f"all {len(ordered)}" if len(shown) == len(ordered)
+                 else f"the first {len(shown)} of {len(ordered)}")
+        out.append(f"**Findings** ({which}, errors first; the JSON and SARIF reports have every one):")
+        out.append("")
+        out += [_finding(finding, report.toolchain.rustc_release) for finding in shown]
+        out.append("")
+    elif report.findings:
+        out += ["The findings are not listed: this step's summary has no room for them "
+                "(the JSON and SARIF reports have every one).", ""]
+    out += _provenance(report)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,293 @@
+"""The outputs issue 13 added: the finding fingerprint, GitLab Code Quality, SARIF's
+category and fingerprints, the github annotations' suggestion and doc link within
+GitHub's limits, and the Markdown summary. Each is checked against what its consumer
+reads (a schema where one exists, GitLab's documented fields, a CommonMark parser)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from typing import get_args
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+from markdown_it import MarkdownIt
+from realcargo import DATA, make_report
+
+from roteiro_py import config
+from roteiro_py.lint import output
+from roteiro_py.report import FORMATS, Finding, Report, markdown, render, sarif
+from roteiro_py.report import github as gh
+from roteiro_py.report.fingerprint import finding_fingerprint, fingerprints
+from roteiro_py.report.gitlab import SEVERITIES
+
+SARIF_SCHEMA = json.loads((DATA / "sarif" / "sarif-schema-2.1.0.json").read_text())
+
+#: GitLab's "Code Quality report format" (docs.gitlab.com/ci/testing/code_quality/): a
+#: JSON array of objects with these fields, each required, nothing else read. The path
+#: is relative to the repository root (GitLab links it into the merge request's diff).
+GITLAB_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["description", "check_name", "fingerprint", "severity", "location"],
+        "properties": {
+            "description": {"type": "string", "minLength": 1},
+            "check_name": {"type": "string", "minLength": 1},
+            "fingerprint": {"type": "string", "minLength": 1},
+            "severity": {"enum": list(SEVERITIES)},
+            "location": {
+                "type": "object",
+                "required": ["path", "lines"],
+                "properties": {
+                    "path": {"type": "string", "minLength": 1, "not": {"pattern": r"^(\./|/)|(^|/)\.\.(/|$)"}},
+                    "lines": {"type": "object", "required": ["begin"],
+                              "properties": {"begin": {"type": "integer", "minimum": 1}}},
+                },
+            },
+        },
+    },
+}
+
+
+def finding(level: str = "warning", line: int = 1, **extra: object) -> Finding:
+    fields: dict[str, object] = {
+        "code": "clippy::needless_return", "level": level, "message": "unneeded `return` statement",
+        "path": "src/lib.rs", "line": line, "column": 5, "end_line": line, "end_column": 17,
+        "snippet": "    return x * 2;", "suggestion": "x * 2", "help": "remove `return`"}
+    return Finding.model_validate({**fields, **extra})
+
+
+# -- one vocabulary of formats -----------------------------------------------------------
+
+
+def test_the_cheap_format_names_are_the_renderers() -> None:
+    assert output.FORMAT_NAMES == FORMATS == get_args(config.Format)
+    assert output.CATEGORY.pattern == sarif.CATEGORY.pattern
+
+
+# -- the finding fingerprint ---------------------------------------------------------------
+
+
+def test_the_fingerprint_survives_a_line_shift_and_reindenting() -> None:
+    at_5 = finding(line=5)
+    moved = finding(line=42, column=9, end_line=42, end_column=21, snippet="        return x * 2;  ")
+    assert finding_fingerprint(at_5) == finding_fingerprint(moved)
+    assert re.fullmatch(r"[0-9a-f]{64}", finding_fingerprint(at_5))
+    # control: each part of the material does change it
+    for change in ({"code": "clippy::let_and_return"}, {"path": "src/main.rs"},
+                   {"message": "another message"}, {"snippet": "    return y * 2;"},
+                   {"snippet": None}):
+        assert finding_fingerprint(finding(line=5, **change)) != finding_fingerprint(at_5), change
+    assert finding_fingerprint(at_5, 1) != finding_fingerprint(at_5)
+
+
+def test_identical_findings_get_distinct_fingerprints_counted_by_position() -> None:
+    first, second, other = finding(line=3), finding(line=30), finding(line=10, code="clippy::x")
+    in_order = fingerprints([first, other, second])
+    assert len(set(in_order)) == 3
+    # listed the other way round, the finding at line 3 is still occurrence 0
+    assert fingerprints([second, other, first]) == [in_order[2], in_order[1], in_order[0]]
+    # a line inserted above both moves both: nothing changes
+    shifted = fingerprints([finding(line=4), finding(line=11, code="clippy::x"), finding(line=31)])
+    assert shifted == in_order
+
+
+# -- GitLab Code Quality -------------------------------------------------------------------
+
+
+def test_gitlab_report_has_the_fields_gitlab_reads(demo_report: Report) -> None:
+    issues = json.loads(render(demo_report, "gitlab"))
+    jsonschema.validate(issues, GITLAB_SCHEMA)
+    assert len(issues) == len(demo_report.findings) == 4
+    assert len({issue["fingerprint"] for issue in issues}) == 4  # unique, as GitLab requires
+    needless = next(i for i in issues if i["check_name"] == "clippy::needless_return")
+    assert needless["location"] == {"path": "rust/crates/demo-core/src/lib.rs", "lines": {"begin": 5}}
+    assert needless["severity"] == "minor"
+    assert all(set(issue) == {"description", "check_name", "fingerprint", "severity", "location"}
+               for issue in issues)
+    broken = json.loads(render(demo_report, "gitlab"))
+    broken[0]["severity"] = "warning"
+    with pytest.raises(jsonschema.ValidationError):  # control: the schema does bite
+        jsonschema.validate(broken, GITLAB_SCHEMA)
+
+
+def test_gitlab_levels_and_a_finding_without_a_span() -> None:
+    spanless = finding("error", code="E0601", path=None, line=None, column=None, end_line=None,
+                       end_column=None, snippet=None)
+    report = make_report([finding("error"), finding("note", code=None), spanless],
+                         build_succeeded=False, workspace="rust")
+    issues = json.loads(render(report, "gitlab"))
+    jsonschema.validate(issues, GITLAB_SCHEMA)
+    assert [(i["check_name"], i["severity"]) for i in issues] == [
+        ("clippy::needless_return", "critical"), ("rustc::note", "info"), ("E0601", "critical")]
+    assert issues[2]["location"] == {"path": "rust/Cargo.toml", "lines": {"begin": 1}}
+    # a saved report's workspace is not checked: it never takes the path out of the repository
+    escaping = make_report([spanless]).model_copy(update={"workspace": "../../elsewhere"})
+    jsonschema.validate(json.loads(render(escaping, "gitlab")), GITLAB_SCHEMA)
+
+
+def test_gitlab_and_sarif_carry_the_same_fingerprint(demo_report: Report) -> None:
+    issues = json.loads(render(demo_report, "gitlab"))
+    results = json.loads(render(demo_report, "sarif"))["runs"][0]["results"]
+    expected = fingerprints(demo_report.findings)
+    assert [i["fingerprint"] for i in issues] == expected
+    assert [r["partialFingerprints"][sarif.FINGERPRINT_KEY] for r in results] == expected
+
+
+# -- SARIF category ------------------------------------------------------------------------
+
+
+def test_sarif_category_is_the_runs_automation_id(demo_report: Report) -> None:
+    log = json.loads(render(demo_report, "sarif", category="clippy/workspace-a"))
+    jsonschema.validate(log, SARIF_SCHEMA)
+    assert log["runs"][0]["automationDetails"] == {"id": "clippy/workspace-a/"}
+    assert json.loads(render(demo_report, "sarif", category="x/"))["runs"][0]["automationDetails"] == {
+        "id": "x/"}
+    assert "automationDetails" not in json.loads(render(demo_report, "sarif"))["runs"][0]  # control
+    with pytest.raises(ValueError, match="not a SARIF category"):
+        render(demo_report, "sarif", category="a b\n::x")
+
+
+# -- github annotations: suggestion, doc link, limits ---------------------------------------
+
+
+def _unescape(data: str) -> str:
+    return data.replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+
+
+def _messages(text: str) -> list[str]:
+    return [_unescape(line.split("::", 2)[2]) for line in text.splitlines() if line.startswith("::")]
+
+
+def test_an_annotation_keeps_the_suggestion_and_the_doc_link() -> None:
+    report = make_report([finding(), finding("error", code="E0308", suggestion="let x: u8 = 1;\nlet y = x;")])
+    first, second = _messages(render(report, "github"))
+    assert first == ("unneeded `return` statement\nhelp: remove `return`\nsuggestion: `x * 2`\n"
+                     "for further information visit "
+                     "https://rust-lang.github.io/rust-clippy/rust-1.95.0/index.html#needless_return")
+    assert second.endswith("\nsuggestion:\nlet x: u8 = 1;\nlet y = x;\nfor further information "
+                           "visit https://doc.rust-lang.org/error_codes/E0308.html")
+    # a code that is not a lint name gets no link (never a quoted one)
+    odd = make_report([finding(code="clippy::x)](javascript:1)")])
+    assert "visit" not in _messages(render(odd, "github"))[0]
+
+
+def test_an_annotation_fits_githubs_message_limit_keeping_its_link() -> None:
+    astral = "\U0001f980"  # two UTF-16 units: the runner counts those
+    long = make_report([finding(message=astral * 3000, help="h" * 3000, suggestion="s" * 5000)])
+    message = _messages(render(long, "github"))[0]
+    assert gh.units(message) <= gh.MESSAGE_LIMIT
+    assert gh.units(message) > gh.MESSAGE_LIMIT - 10  # the room is used, not wasted
+    assert message.endswith("index.html#needless_return")
+    assert "… [suggestion cut]" in message and "[cut to GitHub's annotation size" in message
+    assert gh.units(message.split("\nsuggestion")[1]) <= gh.SUGGESTION_SHARE + 100
+    # control: a short one is whole
+    assert "[cut" not in _messages(render(make_report([finding()]), "github"))[0]
+    title = re.search(r"title=([^:]*)::", render(make_report([finding(code="c" * 400)]), "github"))
+    assert title is not None and len(title.group(1)) == gh.TITLE_LIMIT
+
+
+def test_past_the_limit_per_type_the_rest_are_counted_once() -> None:
+    findings = [finding("warning", n) for n in range(1, gh.ANNOTATION_LIMIT + 6)]
+    text = render(make_report(findings), "github")
+    assert sum(line.startswith("::warning ") for line in text.splitlines()) == gh.ANNOTATION_LIMIT
+    assert f"5 more warning findings not annotated (GitHub shows {gh.ANNOTATION_LIMIT}" in text
+    assert f"the step summary lists the first {markdown.MAX_FINDINGS} findings" in text
+
+
+# -- the Markdown summary ------------------------------------------------------------------
+
+
+class _Html(HTMLParser):
+    """The tags of a rendered summary, and its text outside <code>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.depth = 0
+        self.outside: list[str] = []
+        self.cells: list[int] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self.depth += tag == "code"
+        if tag == "tr":
+            self.cells.append(0)
+        if tag in ("td", "th"):
+            self.cells[-1] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag == "code"
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.outside.append(data)
+
+
+def _html(text: str) -> _Html:
+    parsed = _Html()
+    parsed.feed(MarkdownIt("commonmark").enable("table").render(text))
+    return parsed
+
+
+HOSTILE = ("x | y `tick` ``two`` <img src=x onerror=alert(1)> <script>s()</script> "
+           "[click](https://evil.example) https://evil.example @octocat @org/team #123 "
+           "**bold** _it_ \\ <!-- c -->\n## heading\n- item\n> quote\n| a | b |\n```")
+
+
+def test_summary_guest_text_is_only_ever_code(demo_report: Report) -> None:
+    hostile = finding("error", code="clippy::x | <b>y</b> @z", message=HOSTILE, help=HOSTILE,
+                      path="src/@octocat|<i>.rs")
+    report = make_report([hostile, finding()]).model_copy(update={"provenance": make_report(
+        []).provenance.model_copy(update={"image_reference": "r.example/x:" + HOSTILE[:40],
+                                          "image_chosen_in": "@team <b>roteiro.toml</b>"})})
+    text = markdown.render_markdown(report)
+    html = _html(text)
+    outside = "".join(html.outside)
+    for marker in ("@octocat", "@org", "@z", "@team", "#123", "evil.example", "<img", "onerror",
+                   "script", "heading", "quote", "bold", "|"):
+        assert marker not in outside, marker
+    assert {tag for tag, _ in html.tags} <= {"h3", "table", "thead", "tbody", "tr", "th", "td",
+                                             "p", "strong", "ul", "li", "code", "a"}
+    links = [attrs.get("href") for tag, attrs in html.tags if tag == "a"]
+    assert links == ["https://rust-lang.github.io/rust-clippy/rust-1.95.0/index.html#needless_return"]
+    assert set(html.cells) == {2}  # every table row has its two cells, whatever the text
+    # control: the hostile text is shown (in code), not dropped
+    codes = re.findall(r"<code>(.*?)</code>", MarkdownIt("commonmark").render(text), re.S)
+    assert any("@octocat" in c and "&lt;img" in c and "``two``" in c for c in codes)
+    # and a summary of real clippy output parses the same way
+    assert _html(markdown.render_markdown(demo_report)).cells == [2] * 5
+
+
+def test_summary_is_bounded() -> None:
+    many = [finding("warning", n, code=f"clippy::lint_{n}", message="m" * 5000) for n in range(1, 400)]
+    many.append(finding("error", 999, message="the error"))
+    text = markdown.render_markdown(make_report(many, build_succeeded=False))
+    bullets = [line for line in text.splitlines() if line.startswith("- **")]
+    assert len(bullets) == markdown.MAX_FINDINGS
+    assert bullets[0].startswith("- **error**")  # errors first
+    assert f"the first {markdown.MAX_FINDINGS} of 400" in text
+    assert f"the {markdown.MAX_LINTS} most frequent shown" in text
+    assert max(len(line) for line in bullets) < 3 * markdown.FIELD_CHARS
+    assert len(text.encode()) < 80_000 < markdown.STEP_SUMMARY_LIMIT  # the docstring's ~60 KB
+    few = markdown.render_markdown(make_report(many[:3]))  # control: all listed when few
+    assert "(all 3, errors first" in few and few.count("\n- **") == 3
+
+
+def test_summary_counts_and_provenance(demo_report: Report) -> None:
+    text = markdown.render_markdown(demo_report)
+    assert text.startswith("### clippy: 4 findings (4 warnings); build succeeded\n")
+    assert "| warning | 4 |" in text and "| error | 0 |" in text
+    assert "- ` clippy::needless_return `: 1" in text
+    assert "with clippy ` 0.1.95 `, rustc ` 1.95.0 ` (` x86_64-unknown-linux-gnu `)" in text
+    assert "isolation: ` QEMU microvm with KVM, no network `" in text
+    from roteiro_py.report.model import DependencyCache
+
+    cached = demo_report.model_copy(update={"dependency_cache": DependencyCache(
+        state="skipped", reason="the lockfile | <b>@x</b> is missing")})
+    assert "Dependencies: ` dependency cache skipped: the lockfile | <b>@x</b> is missing; " in (
+        markdown.render_markdown(cached))
+    short = markdown.render_markdown(demo_report, with_findings=False)
+    assert "| warning | 4 |" in short and "- **" not in short and "not listed" in short
