@@ -57,6 +57,8 @@ _IMAGE_PREFIX = re.compile(r"[A-Za-z0-9.:\[\]-]{1,255}(/[a-z0-9._-]{1,255})*/?")
 Accel = Literal["auto", "kvm", "hvf", "tcg"]
 FailOn = Literal["warning", "error", "never"]
 Format = Literal["human", "json", "sarif", "github", "gitlab", "markdown"]
+#: cargo's own values for `--color` and CARGO_TERM_COLOR.
+Color = Literal["auto", "always", "never"]
 
 
 #: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.
@@ -69,7 +71,7 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 #: agree).
 FIELDS: dict[str, tuple[str, ...]] = {
     "lint": ("image", "backend", "fail_on", "format", "keep_cache", "dep_cache",
-             "dep_cache_max_mib", "quiet", "all_targets", "features", "all_features",
+             "dep_cache_max_mib", "quiet", "color", "all_targets", "features", "all_features",
              "no_default_features", "packages", "workspace", "exclude", "targets", "target",
              "levels", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",

@@ -18,6 +18,7 @@ from roteiro_py.config import (
     MAX_ALLOWED_IMAGES,
     MAX_TIMEOUT_S,
     Accel,
+    Color,
     FailOn,
     Format,
 )
@@ -36,6 +37,8 @@ class LintSettings(BaseModel):
     dep_cache_max_mib: int = Field(20480, ge=64, le=1 << 24, description="cap on the disk space "
                                    "all dependency caches take together, oldest used removed first")
     quiet: bool = Field(False, description="no progress on stderr (refusals and warnings still go there)")
+    color: Color | None = Field(None, description="colour in the human report: auto (on a terminal, "
+                                "without NO_COLOR), always or never; unset: CARGO_TERM_COLOR, else auto")
     all_targets: bool = Field(False, description="lint tests, benches and examples too")
     features: list[str] = Field(default_factory=list, description="cargo features to enable")
     all_features: bool = Field(False, description="enable every cargo feature")

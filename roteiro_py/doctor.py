@@ -1,21 +1,53 @@
-"""`pylint-sandbox doctor`: what this host has for sandboxed linting, and what to do about gaps.
+"""`pylint-sandbox doctor`: whether this host can lint, what it has, and what to do about gaps.
 
 Every line is a check with a verdict and, when something is missing, the command or the
 setting that fixes it. The hypervisor lines come from the same canary probe a lint uses
 (and its cached verdicts), not from opening /dev/kvm: on the machines this was built on,
 /dev/kvm opens and KVM still cannot run a guest.
+
+A check is `required` when a lint cannot run on this host without it: qemu and mkfs.ext4,
+the VM assets, a sandbox for the configured accelerator (decided by the VM backend's own
+`isolation()`, exactly as a lint decides it: `auto` is never TCG), an image configured and
+pinned for PATH, and that image provisioned. `doctor` exits 0 when every required check
+passes and EXIT_REFUSED (3) when any fails, so a CI job can gate on it before it lints;
+the other checks (each accelerator's own probe, the store's listing, the package cache,
+which `fetch-deps` fills per tree) inform and never change the exit status. A
+configuration that cannot be read is reported as a failed check, not raised, so the rest
+is still shown. `--format json` prints the same checks in a stable schema
+(SCHEMA_VERSION, `json_report`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roteiro_py import paths
-from roteiro_py.errors import RoteiroError, prefetch_command
+from roteiro_py.errors import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    RoteiroError,
+    SandboxUnavailable,
+    config_set_image_command,
+    prefetch_command,
+)
 from roteiro_py.guidance import printable
+
+if TYPE_CHECKING:
+    from roteiro_py import config
+    from roteiro_py.reference import ImageReference
+
+#: `doctor --format json`'s schema: bumped on any incompatible change. Version 1:
+#: {"schema_version": 1, "can_lint": bool, "path": str,
+#:  "checks": [{"name": str, "ok": bool | null, "required": bool, "detail": str,
+#:              "fix": str | null}]}; `ok` null is informational.
+SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -24,29 +56,128 @@ class Check:
     ok: bool | None  # None: informational
     detail: str
     fix: str | None = None
+    #: A lint cannot run on this host while this check fails (see the module doc).
+    required: bool = False
 
 
-def checks() -> list[Check]:
+def can_lint(results: list[Check]) -> bool:
+    """True when no required check failed."""
+    return all(check.ok is not False for check in results if check.required)
+
+
+def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
+    from roteiro_py import config
+    from roteiro_py.errors import ConfigError
+
+    try:
+        resolved = config.resolve(path)
+    except ConfigError as error:
+        return None, Check("configuration", False, error.guidance().summary,
+                           "fix the value it names (`pylint-sandbox config show` lists them all)",
+                           required=True)
+    repo = resolved.repo_config
+    return resolved, Check("configuration", True,
+                           f"for {path.resolve()}: {resolved.user_config}"
+                           + (f" and {repo}" if repo else " (no roteiro.toml found)"), required=True)
+
+
+def _sandbox(resolved: config.Resolved | None) -> Check:
+    """The accelerator a lint of this configuration would run under, decided by the VM
+    backend exactly as a lint decides it (SandboxUnavailable, VmAssetsMissing)."""
+    from roteiro_py.vm import BACKENDS
+
+    accel, source, kernel, initrd, backend = "auto", "default", None, None, "qemu"
+    if resolved is not None:
+        vm = resolved.settings.vm
+        accel, source = vm.accel, str(resolved.source_of("vm.accel"))
+        kernel, initrd, backend = vm.kernel, vm.initrd, resolved.settings.lint.backend
+    try:
+        isolation = BACKENDS[backend](
+            rootfs=Path(os.devnull), scratch=None, accel=accel,
+            kernel=Path(kernel) if kernel else None, initrd=Path(initrd) if initrd else None,
+        ).isolation()
+    except SandboxUnavailable as refused:
+        if refused.tcg_possible:
+            return Check("sandbox", False, f"vm.accel = {accel} ({source}): {refused.guidance().summary} "
+                         "TCG works here, but it is software emulation, not a security boundary: "
+                         "used only when you opt in", "pylint-sandbox config set vm.accel tcg",
+                         required=True)
+        return Check("sandbox", False, f"vm.accel = {accel} ({source}): {refused.guidance().summary}",
+                     "a host where hardware virtualization runs guests (see the accel lines above)",
+                     required=True)
+    except RoteiroError as error:
+        return Check("sandbox", False, f"vm.accel = {accel} ({source}): not probed: "
+                     f"{error.guidance().summary}", required=True)
+    return Check("sandbox", True, f"vm.accel = {accel} ({source}): {isolation.description}",
+                 required=True)
+
+
+def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference | None, list[Check]]:
+    """The image a lint of PATH would use: configured and pinned (the preflight's own
+    refusals), then present in the store (the lookup every lint makes)."""
+    from roteiro_py.errors import NoImageConfigured
+    from roteiro_py.lint.preflight import pinned_image
+
+    if resolved is None:
+        return None, [Check("image", False, "not checked: the configuration cannot be read",
+                            required=True)]
+    try:
+        reference = pinned_image(resolved, path)
+    except NoImageConfigured as missing:
+        fix = config_set_image_command(missing.stored[0]) if missing.stored else prefetch_command()
+        held = (f"; the store holds {len(missing.stored)} provisioned image(s), the fix sets the newest"
+                if missing.stored else "")
+        return None, [Check("image", False, f"`[lint] image` is not set{held}", fix, required=True)]
+    except RoteiroError as error:
+        return None, [Check("image", False, error.guidance().summary, required=True)]
+    configured = Check("image", True, f"{reference} ({resolved.source_of('lint.image')})",
+                       required=True)
+    from roteiro_py.errors import ImageNotProvisioned
+    from roteiro_py.store import Store
+
+    try:
+        image = Store.default().resolve(reference)
+    except ImageNotProvisioned as absent:
+        return reference, [configured, Check(
+            "image provisioned", False, absent.guidance().summary
+            + (f" {absent.detail}" if absent.detail else ""), prefetch_command(str(reference)),
+            required=True)]
+    return reference, [configured, Check("image provisioned", True,
+                                         f"manifest {image.manifest_digest}, {len(image.layers)} layer(s)",
+                                         required=True)]
+
+
+def checks(path: Path = Path(".")) -> list[Check]:
+    """Every check for linting `path` on this host, in the order a lint meets them."""
+    return _checks(path)[0]
+
+
+def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     from roteiro_py.vm.qemu import probe
     from roteiro_py.vm.qemu.assets import PROVISION_COMMAND, describe_assets, load_assets
 
-    found: list[Check] = []
+    resolved, configuration = _configuration(path)
+    found: list[Check] = [configuration]
     qemu_path, version = probe.qemu_info()
     found.append(Check("qemu", qemu_path is not None,
                        f"{qemu_path} ({version})" if qemu_path else "qemu-system-x86_64 not found",
-                       None if qemu_path else "apt-get install qemu-system-x86"))
+                       None if qemu_path else "apt-get install qemu-system-x86", required=True))
     for tool, package in (("mkfs.ext4", "e2fsprogs"),):
         where = shutil.which(tool)
         found.append(Check(tool, where is not None, where or "not found",
-                           None if where else f"apt-get install {package}"))
+                           None if where else f"apt-get install {package}", required=True))
     assets = None
+    vm = resolved.settings.vm if resolved is not None else None
     try:
-        assets = load_assets()
+        assets = load_assets(Path(vm.kernel) if vm and vm.kernel else None,
+                             Path(vm.initrd) if vm and vm.initrd else None)
         for asset in describe_assets():
             found.append(Check(f"vm asset {asset.name}", True,
-                               f"{asset.path} sha256:{asset.sha256[:16]}… ({asset.size} bytes)"))
+                               f"{asset.path} sha256:{asset.sha256[:16]}… ({asset.size} bytes)",
+                               required=True))
     except RoteiroError as error:
-        found.append(Check("vm assets", False, error.guidance().summary, PROVISION_COMMAND))
+        found.append(Check("vm assets", False, error.guidance().summary, PROVISION_COMMAND,
+                           required=True))
     accelerators = ("hvf", "tcg") if platform.system() == "Darwin" else ("kvm", "tcg")
     for accel in accelerators:
         if assets is None or qemu_path is None:
@@ -63,6 +194,9 @@ def checks() -> list[Check]:
             found.append(Check(f"accel {accel}", verdict.usable, f"{verdict.reason}{cached}",
                                None if verdict.usable else
                                "a host where hardware virtualization runs guests, or --accel tcg (opt-in)"))
+    found.append(_sandbox(resolved))
+    reference, image = _image(resolved, path)
+    found.extend(image)
     store = paths.store_root()
     try:
         from roteiro_py.store import Store
@@ -78,27 +212,39 @@ def checks() -> list[Check]:
     registry = paths.cargo_home() / "registry"
     found.append(Check("package cache", registry.is_dir(), str(registry),
                        None if registry.is_dir() else "pylint-sandbox fetch-deps PATH"))
-    return found
+    return found, reference
 
 
-def verified() -> list[Check]:
+def verified(configured: str | None = None) -> list[Check]:
     """`doctor --verify`: the full check a lint does not make. Every stored image's blobs
     re-hashed (Store.is_present), every cached root filesystem re-hashed against the
     record sealed when it was built (a damaged one is removed: the next lint rebuilds it),
     and so is every dependency cache (by its sparse digest, depcache/store.py).
     A lint checks layers by size and the root filesystem by its stat identity
-    (vm/qemu/rootfs_record.py says what that does not catch: this does)."""
+    (vm/qemu/rootfs_record.py says what that does not catch: this does).
+    `configured`: the image PATH's configuration names; its re-hash failing is required
+    (a lint of it would fail), another image's is not, and a rebuilt cache never is."""
     from roteiro_py.depcache.store import cache_dir as store_dir
+    from roteiro_py.reference import parse
     from roteiro_py.store import Store
     from roteiro_py.vm.qemu.rootfs_record import hash_sparse, verify_all
 
+    wanted = None
+    if configured is not None:
+        parsed = parse(configured)
+        wanted = (parsed.name, parsed.digest)
     found: list[Check] = []
     store = Store(paths.store_root())
     for reference in store.references() if store.root.exists() else []:
         presence = store.is_present(reference.name)
+        try:
+            stored = parse(reference.name)
+            required = (stored.name, stored.digest) == wanted
+        except RoteiroError:
+            required = False
         found.append(Check(f"image {printable(reference.name)}", presence.present,
                            "every blob re-hashed" if presence else str(presence.detail),
-                           None if presence else prefetch_command(reference.name)))
+                           None if presence else prefetch_command(reference.name), required=required))
     images = verify_all(paths.cache_root() / "rootfs")
     damaged = [image.name for image, ok in images if not ok]
     found.append(Check("root filesystem cache", not damaged,
@@ -114,24 +260,61 @@ def verified() -> list[Check]:
     return found
 
 
-def run_doctor(*, verify: bool = False) -> int:
-    results = checks() + (verified() if verify else [])
+def json_report(results: list[Check], path: Path) -> str:
+    """The checks in the SCHEMA_VERSION schema; every string through the one sanitiser."""
+    def clean(check: Check) -> dict[str, object]:
+        fields = asdict(check)
+        fields["detail"] = printable(check.detail, keep_newlines=True)
+        fields["fix"] = printable(check.fix) if check.fix is not None else None
+        fields["name"] = printable(check.name)
+        return {key: fields[key] for key in ("name", "ok", "required", "detail", "fix")}
+
+    return json.dumps({"schema_version": SCHEMA_VERSION, "can_lint": can_lint(results),
+                       "path": printable(str(path.resolve())),
+                       "checks": [clean(check) for check in results]}, indent=2) + "\n"
+
+
+def _verdict_line(results: list[Check], path: Path) -> str:
+    failed = [check.name for check in results if check.required and check.ok is False]
+    if not failed:
+        return f"this host can lint {printable(str(path.resolve()))}"
+    return f"this host cannot lint {printable(str(path.resolve()))}: {', '.join(printable(n) for n in failed)}"
+
+
+def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human") -> int:
+    """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not."""
+    from roteiro_py.untrusted import guard
+
+    results, reference = _checks(path)
+    if verify:
+        results += verified(str(reference) if reference is not None else None)
+    code = EXIT_OK if can_lint(results) else EXIT_REFUSED
+    if format == "json":
+        sys.stdout.write(guard(json_report(results, path), json=True))
+        return code
     marks = {True: "ok  ", False: "MISS", None: "info"}
+    verdict = _verdict_line(results, path)
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.text import Text
 
-        console = Console()
+        console = Console(highlight=False, markup=False, emoji=False)
         colors = {True: "green", False: "red", None: "cyan"}
         for check in results:
-            console.print(Text.assemble((marks[check.ok], colors[check.ok]), f"  {check.name}: ",
+            mark = marks[check.ok] if check.required or check.ok is not False else "warn"
+            console.print(Text.assemble((mark, colors[check.ok] if mark != "warn" else "yellow"),
+                                        f"  {printable(check.name)}: ",
                                         printable(check.detail, keep_newlines=True)))
             if check.fix:
-                console.print(Text.assemble("        fix: ", (check.fix, "bold")))
+                console.print(Text.assemble("        fix: ", (printable(check.fix), "bold")))
+        console.print(Text(verdict, style="bold green" if code == EXIT_OK else "bold red"))
     else:
+        lines = []
         for check in results:
-            sys.stdout.write(f"{marks[check.ok]}  {check.name}: "
-                             f"{printable(check.detail, keep_newlines=True)}\n")
+            mark = marks[check.ok] if check.required or check.ok is not False else "warn"
+            lines.append(f"{mark}  {printable(check.name)}: {printable(check.detail, keep_newlines=True)}\n")
             if check.fix:
-                sys.stdout.write(f"        fix: {check.fix}\n")
-    return 0
+                lines.append(f"        fix: {printable(check.fix)}\n")
+        lines.append(verdict + "\n")
+        sys.stdout.write(guard("".join(lines)))
+    return code

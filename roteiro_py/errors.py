@@ -11,6 +11,15 @@ The exit codes are part of the interface (README.md, "Exit codes"):
     4  internal error (a bug: one line, and where the log is)
     130 interrupted
 
+The rule between 2 and 3: a value that is wrong in itself, whatever this host holds, is
+usage (2): a flag, a variable or a configuration key, an image reference that is
+malformed or names a tag where a digest is required, wherever it was written (a flag,
+`config set`, the user's or the repository's file). A value that is well formed but that
+this host, its store, the image, the policy or the run cannot honour is a refusal (3): no
+image configured yet, an image not provisioned, one outside `lint.allowed_images`, no
+usable hypervisor. Until issue 13 a tag was refused with 3 and a malformed digest with
+2, for the same mistake in the same flag.
+
 Each class names the thing it is about (an image, a path, a command) in its constructor
 arguments, and turns them into a `Guidance` in one place, so a test can build every
 refusal with distinctive values and check that each value comes out the other side.
@@ -230,43 +239,11 @@ class DiffUnusable(RoteiroError):
         )
 
 
-# -- exit 3: refusals ------------------------------------------------------------------
+class TagNotDigest(RoteiroError):
+    """A reference with a tag and no digest where a pinned one is required: usage (2),
+    like a malformed one; the text alone is wrong, whatever the store holds."""
 
-
-class Refusal(RoteiroError):
-    """The sandbox cannot give what was asked for; nothing ran on the host instead."""
-
-    exit_code = EXIT_REFUSED
-    code = "refused"
-
-
-class NoImageConfigured(Refusal):
-    code = "no-image-configured"
-
-    def __init__(self, user_config: Path, repo_config: Path) -> None:
-        super().__init__()
-        self.user_config = user_config
-        self.repo_config = repo_config
-
-    def guidance(self) -> Guidance:
-        return Guidance(
-            summary="No linter image is configured: `[lint] image` is not set.",
-            notes=(
-                f"Set it in the repository's {_p(self.repo_config)} or in your "
-                f"{_p(self.user_config)} (or pass --image for one run).",
-                "The image is referenced by digest, never by tag: it is where the "
-                "repository's build scripts and proc macros execute.",
-                f"To build one: `docker build -f Dockerfile.clippy` (a {DOCKERFILE_LINES}-line "
-                "Dockerfile, see SANDBOXED_LINTING.md), then `pylint-sandbox prefetch "
-                "--analyzer clippy --from docker --image <tag>` prints the pinned reference.",
-            ),
-            snippet_title=f"add to {_p(self.repo_config)}",
-            snippet=f'[lint]\nimage = "registry.example/team/clippy@{_DIGEST_PLACEHOLDER}"',
-            commands=(prefetch_command(),),
-        )
-
-
-class TagNotDigest(Refusal):
+    exit_code = EXIT_USAGE
     code = "tag-not-digest"
 
     def __init__(self, reference: str, source: str | None = None) -> None:
@@ -286,6 +263,80 @@ class TagNotDigest(Refusal):
             ),
             snippet_title="use a pinned reference",
             snippet=f'[lint]\nimage = "{_p(self.reference)}@{_DIGEST_PLACEHOLDER}"',
+        )
+
+
+# -- exit 3: refusals ------------------------------------------------------------------
+
+
+class Refusal(RoteiroError):
+    """The sandbox cannot give what was asked for; nothing ran on the host instead."""
+
+    exit_code = EXIT_REFUSED
+    code = "refused"
+
+
+#: At most this many provisioned images are offered by a refusal that lists the store's
+#: (`NoImageConfigured`); the rest are counted and `doctor` lists them all.
+MAX_STORED_SHOWN = 3
+
+
+def config_set_image_command(reference: str) -> str:
+    """`pylint-sandbox config set lint.image '<reference>'` for a pinned reference.
+
+    Always single-quoted, as a user pastes it; `reference` is one the grammar accepted
+    (reference.parse_pinned), which holds no quote, and is escaped again here anyway."""
+    text = printable(reference)
+    quoted = f"'{text}'" if "'" not in text else shlex.quote(text)
+    return f"pylint-sandbox config set lint.image {quoted}"
+
+
+class NoImageConfigured(Refusal):
+    """No `[lint] image`. When the store already holds provisioned images (the first run
+    after `prefetch`), the way forward is the exact `config set` for them, not a
+    placeholder: `stored` are their pinned references, newest first, parsed and bounded
+    by the caller (lint/preflight.py `images_in_store`)."""
+
+    code = "no-image-configured"
+
+    def __init__(self, user_config: Path, repo_config: Path, stored: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.user_config = user_config
+        self.repo_config = repo_config
+        self.stored = tuple(stored)
+
+    def guidance(self) -> Guidance:
+        where = (f"Set it in the repository's {_p(self.repo_config)} or in your "
+                 f"{_p(self.user_config)} (or pass --image for one run).")
+        pinned = ("The image is referenced by digest, never by tag: it is where the "
+                  "repository's build scripts and proc macros execute.")
+        if self.stored:
+            newest, *others = self.stored[:MAX_STORED_SHOWN]
+            held = len(self.stored)
+            notes = [where, pinned,
+                     f"The image store already holds {held} provisioned image{'s' if held != 1 else ''}; "
+                     f"the command below makes the newest, {_p(newest)}, yours."]
+            notes += [f"Or: `{config_set_image_command(other)}`." for other in others]
+            if held > MAX_STORED_SHOWN:
+                notes.append(f"`pylint-sandbox doctor` lists the other {held - MAX_STORED_SHOWN}.")
+            return Guidance(
+                summary="No linter image is configured: `[lint] image` is not set.",
+                notes=tuple(notes),
+                snippet_title=f"or, for this repository only, add to {_p(self.repo_config)}",
+                snippet=f'[lint]\nimage = "{_p(newest)}"',
+                commands=(config_set_image_command(newest),),
+            )
+        return Guidance(
+            summary="No linter image is configured: `[lint] image` is not set.",
+            notes=(
+                where, pinned,
+                f"To build one: `docker build -f Dockerfile.clippy` (a {DOCKERFILE_LINES}-line "
+                "Dockerfile, see SANDBOXED_LINTING.md), then `pylint-sandbox prefetch "
+                "--analyzer clippy --from docker --image <tag>` prints the pinned reference.",
+            ),
+            snippet_title=f"add to {_p(self.repo_config)}",
+            snippet=f'[lint]\nimage = "registry.example/team/clippy@{_DIGEST_PLACEHOLDER}"',
+            commands=(prefetch_command(),),
         )
 
 

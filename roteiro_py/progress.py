@@ -24,6 +24,18 @@ The renderers (`for_stderr()` picks one):
 - `SILENT`: `-q`, `[lint] quiet`, and every caller that was given no Progress.
 Nothing is ever written to stdout: the report alone goes there.
 
+`-v` (`verbose=True`, either renderer) shows what a run is made of, as it happens:
+- every note, not only the latest (the spinner's) or one per PLAIN_NOTE_INTERVAL_S (a
+  log's): each crate cargo checks, in the dependency cache's VM and in the lint's, each
+  as a line under its stage; repeats of the line before are skipped, and past
+  MAX_VERBOSE_NOTES in one stage the rest are counted in one line, so a guest printing
+  its whole 64 MiB output limit as crate lines gives a bounded log;
+- the details the conductor gives (`detail()`, roteiro_py/lint/__init__.py): which
+  setting chose the accelerator and the image, the isolation the probe found, the
+  image's manifest digest, the root filesystem, the dependency cache's state and key,
+  the VM template restored (or why the VM booted cold) and the command line run in the
+  guest, each sanitised and cut to DETAIL_CHARS. Without -v `detail()` shows nothing.
+
 Elapsed times are the host's clock (`time.monotonic`); the guest's runs 15-40 % slow
 (issue 11). A note is sanitised and cut to NOTE_CHARS when it is shown, never when it is
 given, so a flood of notes costs the read loop an assignment each.
@@ -71,6 +83,11 @@ class Progress(Protocol):
         """What the current stage is busy with now (untrusted text is allowed)."""
         ...
 
+    def detail(self, text: str) -> None:
+        """A fact about the current stage worth a line of its own, shown only with -v
+        (untrusted text is allowed)."""
+        ...
+
     def finish(self, stopped: bool = False) -> None:
         """The run is over: end the last stage, clear any spinner. `stopped`: it ended in
         a refusal or an error, and its line must not read as if that stage succeeded."""
@@ -84,6 +101,9 @@ class Silent:
         pass
 
     def note(self, text: str) -> None:
+        pass
+
+    def detail(self, text: str) -> None:
         pass
 
     def finish(self, stopped: bool = False) -> None:
@@ -108,6 +128,9 @@ class NotesOnly:
     def note(self, text: str) -> None:
         self.outer.note(text)
 
+    def detail(self, text: str) -> None:
+        self.outer.detail(text)
+
     def finish(self, stopped: bool = False) -> None:
         pass
 
@@ -118,6 +141,12 @@ NOTE_CHARS = 72
 PLAIN_NOTE_INTERVAL_S = 10.0
 #: How often the terminal spinner, its elapsed time and the latest note are redrawn.
 REFRESH_PER_SECOND = 8
+#: With -v, a detail is shown cut to this many characters (a guest command line with its
+#: features fits; a hostile value does not fill the log).
+DETAIL_CHARS = 400
+#: With -v, at most this many notes of one stage are lines; the rest are counted. A real
+#: lint notes one line per crate (a large workspace with its dependencies: ~1,000).
+MAX_VERBOSE_NOTES = 5000
 #: Stage names are padded to this width, so the elapsed times line up.
 _NAME_WIDTH = max(len(name) for name in (HYPERVISOR, IMAGE, CARGO_VIEW, ROOTFS, DEP_CACHE, WORKTREE,
                                          BOOT, RESTORE, TOOLCHAIN, CLIPPY, REPORT))
@@ -138,36 +167,71 @@ def shown_note(text: str) -> str:
     return sanitise(text, limit=NOTE_CHARS)
 
 
+def shown_detail(text: str) -> str:
+    """A detail as a verbose renderer shows it: sanitised and at most DETAIL_CHARS long."""
+    return sanitise(text, limit=DETAIL_CHARS)
+
+
+def more_notes_line(count: int) -> str:
+    """The line that counts the notes of a stage a verbose renderer did not show."""
+    return f"… {count} more note{'s' if count != 1 else ''} not shown (MAX_VERBOSE_NOTES)"
+
+
 class _Stages(ABC):
     """The bookkeeping every shown renderer shares: the current stage, when it began,
     its latest note; `_ended` and `_closed` are what each renderer draws."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], verbose: bool = False) -> None:
         self._clock = clock
+        self._verbose = verbose
         self._name: str | None = None
         self._began = 0.0
         self._note = ""
         self._finished = False
+        self._noted = 0  # notes of this stage shown as lines (verbose)
+        self._unshown = 0  # and those past MAX_VERBOSE_NOTES
 
     def stage(self, name: str) -> None:
         if self._finished:
             return
         now = self._clock()
         if self._name is not None:
+            self._end_notes()
             self._ended(self._name, now - self._began, False)
         self._name, self._began, self._note = name, now, ""
+        self._noted = self._unshown = 0
         self._started(name)
 
     def note(self, text: str) -> None:
+        if self._verbose and self._name is not None and not self._finished and text != self._note:
+            if self._noted < MAX_VERBOSE_NOTES:
+                self._noted += 1
+                self._line(f"{self._name:<{_NAME_WIDTH}} {shown_note(text)}")
+            else:
+                self._unshown += 1
         self._note = text
+
+    def detail(self, text: str) -> None:
+        if self._verbose and not self._finished:
+            self._line(f"{self._name or '':<{_NAME_WIDTH}} {shown_detail(text)}")
 
     def finish(self, stopped: bool = False) -> None:
         if self._finished:
             return
+        if self._name is not None:
+            self._end_notes()
         self._finished = True
         if self._name is not None:
             self._ended(self._name, self._clock() - self._began, stopped)
         self._closed()
+
+    def _end_notes(self) -> None:
+        if self._unshown:
+            self._line(f"{self._name:<{_NAME_WIDTH}} {more_notes_line(self._unshown)}")
+
+    @abstractmethod
+    def _line(self, line: str) -> None:
+        """Show one finished line (verbose notes and details) above anything live."""
 
     def _started(self, name: str) -> None:  # noqa: B027  (a hook: only some renderers draw here)
         pass
@@ -183,8 +247,9 @@ class _Stages(ABC):
 class Plain(_Stages):
     """Lines for a log: one per finished stage, notes rate-limited, each flushed at once."""
 
-    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(clock)
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic, *,
+                 verbose: bool = False) -> None:
+        super().__init__(clock, verbose)
         self._stream = stream
         self._noted_at: float | None = None
 
@@ -193,7 +258,7 @@ class Plain(_Stages):
 
     def note(self, text: str) -> None:
         super().note(text)
-        if self._name is None or self._finished:
+        if self._name is None or self._finished or self._verbose:
             return
         now = self._clock()
         if self._noted_at is None or now - self._noted_at >= PLAIN_NOTE_INTERVAL_S:
@@ -202,6 +267,9 @@ class Plain(_Stages):
 
     def _ended(self, name: str, seconds: float, stopped: bool) -> None:
         self._write(stage_line(name, seconds, stopped))
+
+    def _line(self, line: str) -> None:
+        self._write(line)
 
     def _write(self, line: str) -> None:
         # A progress line that cannot be written (stderr closed, a full pipe's EPIPE)
@@ -217,8 +285,8 @@ class Terminal(_Stages):
     """A rich spinner on a terminal: the current stage, its elapsed time, the latest note."""
 
     def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic, *,
-                 auto_refresh: bool = True) -> None:
-        super().__init__(clock)
+                 auto_refresh: bool = True, verbose: bool = False) -> None:
+        super().__init__(clock, verbose)
         self._console = console
         self._auto_refresh = auto_refresh
         self._live: Live | None = None
@@ -262,6 +330,14 @@ class Terminal(_Stages):
         assert self._live is not None
         self._live.console.print(Text(stage_line(name, seconds, stopped)), highlight=False)
 
+    def _line(self, line: str) -> None:
+        from rich.text import Text
+
+        # printed above the spinner (Live keeps it below); before the first stage there is
+        # no Live yet and the console prints it as it is
+        console = self._live.console if self._live is not None else self._console
+        console.print(Text(guard(line), style="dim"), highlight=False)
+
     def _closed(self) -> None:
         if self._live is not None:
             self._live.stop()
@@ -272,14 +348,31 @@ def interactive() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI") and os.environ.get("TERM") != "dumb"
 
 
-def for_stderr(*, quiet: bool = False) -> Progress:
+#: A console narrower than this did not say how wide it is (a pty with no size under
+#: `script`, `COLUMNS=0`): rich given a width of 0 prints nothing at all. The report
+#: (report/human.py), the refusals and the progress then use FALLBACK_WIDTH.
+MIN_WIDTH = 20
+#: rich's own default for a terminal that reports no size.
+FALLBACK_WIDTH = 80
+
+
+def stderr_console() -> Console:
+    """A rich Console for stderr as rich detects it, at rich's default width when the
+    terminal says 0 columns (otherwise a refusal or a stage line would print as nothing)."""
+    from rich.console import Console
+
+    console = Console(file=sys.stderr, highlight=False, markup=False, emoji=False)
+    if console.width < MIN_WIDTH:
+        console = Console(file=sys.stderr, highlight=False, markup=False, emoji=False, width=FALLBACK_WIDTH)
+    return console
+
+
+def for_stderr(*, quiet: bool = False, verbose: bool = False) -> Progress:
     """The renderer for this process's stderr: nothing when quiet, a spinner when a person
-    watches it, plain lines otherwise. It draws nothing before its first stage."""
+    watches it, plain lines otherwise; with `verbose`, every note and detail as a line
+    too. It draws nothing before its first stage."""
     if quiet:
         return SILENT
     if interactive():
-        from rich.console import Console
-
-        console = Console(file=sys.stderr, highlight=False, markup=False, emoji=False)
-        return Terminal(console)
-    return Plain(sys.stderr)
+        return Terminal(stderr_console(), verbose=verbose)
+    return Plain(sys.stderr, verbose=verbose)

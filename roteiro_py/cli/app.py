@@ -54,6 +54,12 @@ _CATEGORY_HELP = ("SARIF runs[].automationDetails.id, so code scanning keeps sev
                   "apart (letters, digits, ._:=/-).")
 
 
+class Color(StrEnum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
 class Accel(StrEnum):
     auto = "auto"
     kvm = "kvm"
@@ -156,10 +162,19 @@ def lint_clippy(
         help="Reuse the dependencies built once per lockfile in a VM of their own (default: on).")] = None,
     quiet: Annotated[bool | None, typer.Option(
         "--quiet", "-q", help="Print no progress on stderr (refusals and warnings still).")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print, on stderr, every note of each stage (the crates cargo "
+        "checks), the settings that chose the image and accelerator, the image's digest, the "
+        "root filesystem, the dependency cache's key and state, the VM template, and the "
+        "command line run in the guest.")] = False,
+    color: Annotated[Color | None, typer.Option(
+        "--color", help="Colour in the human report (default: CARGO_TERM_COLOR, else auto).")] = None,
 ) -> None:
     """Run cargo clippy on PATH inside a disposable VM and report the findings."""
     from roteiro_py.lint import LintRequest, run_lint_command
 
+    if verbose and quiet:
+        _guard(lambda: _usage("--verbose and --quiet cannot be used together."))
     levels = list(ctx.args)
     if str(path).startswith("-") and not path.exists():
         # `lint clippy -- -D warnings`: with no PATH, click hands the first word after
@@ -187,6 +202,7 @@ def lint_clippy(
         "lint.targets": (selected or None, "--lib/--bins/--bin/--tests/--examples/--benches"),
         "lint.target": (target, "--target"),
         "lint.levels": (levels or None, "lint levels after --"),
+        "lint.color": (color.value if color else None, "--color"),
         "vm.accel": (accel.value if accel else None, "--accel"),
         "vm.cpus": (cpus, "--cpus"),
         "vm.memory_mib": (memory, "--memory"),
@@ -194,7 +210,8 @@ def lint_clippy(
     }
     _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output,
                                                 baseline=baseline, diff=diff,
-                                                formats=tuple(format or ()), category=category)))
+                                                formats=tuple(format or ()), category=category,
+                                                verbose=verbose)))
 
 
 @app.command("render")
@@ -247,11 +264,16 @@ def doctor(
     verify: Annotated[bool, typer.Option(
         "--verify", help="Also re-hash every stored image and cached root filesystem "
         "(what a lint's checks cannot see: media corruption). Seconds per image.")] = False,
+    format: Annotated[ListFormat, typer.Option("--format", help="Output format.")] = ListFormat.human,
+    path: Annotated[Path, typer.Option(help="Repository whose configuration to check (image, accelerator).")]
+    = Path("."),
 ) -> None:
-    """Show what this host has for sandboxed linting, and what to do about what is missing."""
+    """Show what this host has for sandboxed linting, and what to do about what is missing.
+
+    Exits 0 when a lint of PATH can run on this host, 3 when a required check fails."""
     from roteiro_py.doctor import run_doctor
 
-    _guard(lambda: run_doctor(verify=verify))
+    _guard(lambda: run_doctor(verify=verify, path=path, format=format.value))
 
 
 @cache_app.command("list")
@@ -281,6 +303,12 @@ def cache_prune(
 
     _guard(lambda: run_prune(older_than_days=older_than, max_size_mib=max_size,
                              kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
+
+
+def _usage(message: str) -> int:
+    from roteiro_py.errors import UsageError
+
+    raise UsageError(message)
 
 
 def _scope(user: bool, repo: bool) -> str:
@@ -351,10 +379,10 @@ def _print_error(error: BaseException) -> None:
     assert isinstance(error, RoteiroError)
     guidance = error.guidance()
     if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
-        from rich.console import Console
+        from roteiro_py.progress import stderr_console
 
         # Rendered for this terminal (its width wraps lines), then guarded, then written.
-        console = Console(stderr=True, highlight=False, markup=False, emoji=False)
+        console = stderr_console()
         with console.capture() as captured:
             console.print(guidance.render_rich())
         sys.stderr.write(guard(captured.get()))

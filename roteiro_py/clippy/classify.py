@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py.clippy.command import EXPECTED_STATUSES
-from roteiro_py.clippy.parse import Deadline, ParsedStream, PathLayout, parse_messages
+from roteiro_py.clippy.parse import (
+    Deadline,
+    ParsedStream,
+    PathLayout,
+    build_script_warnings,
+    parse_messages,
+)
 from roteiro_py.errors import (
     BuildProducedNothing,
     ColdCache,
@@ -44,7 +50,7 @@ from roteiro_py.errors import (
     TargetNotInImage,
     UnexpectedStatus,
 )
-from roteiro_py.report.model import Finding, Summary
+from roteiro_py.report.model import BuildScriptWarning, Finding, Summary
 
 _LOCKFILE = (
     re.compile(r"cannot (create|update) the lock file .* because --locked was passed"),
@@ -94,6 +100,9 @@ class LintResult:
     dropped_findings: int = 0
     dependencies_fresh: int = 0
     dependencies_compiled: int = 0
+    #: cargo's `warning: <package>@<version>: ...` lines (parse.build_script_warnings).
+    build_script_warnings: tuple[BuildScriptWarning, ...] = ()
+    build_script_warnings_seen: int = 0
 
     def summary(self) -> Summary:
         return Summary.of(self.findings, build_succeeded=self.build_succeeded,
@@ -101,7 +110,8 @@ class LintResult:
                           ignored_lines=self.ignored_lines,
                           dropped_findings=self.dropped_findings,
                           dependencies_fresh=self.dependencies_fresh,
-                          dependencies_compiled=self.dependencies_compiled)
+                          dependencies_compiled=self.dependencies_compiled,
+                          build_script_warnings=self.build_script_warnings_seen)
 
 
 def _first(lines: list[str], pattern: re.Pattern[str]) -> str | None:
@@ -181,7 +191,7 @@ def classify(
 
     if run.status == 0:
         if stream.build_success is True:
-            return _result(stream, succeeded=True)
+            return _result(stream, run.stderr, succeeded=True)
         if stream.build_success is None:
             raise BuildProducedNothing(image_reference, run.stderr)
         raise UnexpectedStatus(command, run.status, EXPECTED_STATUSES,
@@ -196,11 +206,13 @@ def classify(
                                f"{run.status}\n" + run.stderr)
     if not errors:
         raise BuildProducedNothing(image_reference, _stderr_with(stream, run.stderr))
-    return _result(stream, succeeded=False)
+    return _result(stream, run.stderr, succeeded=False)
 
 
-def _result(stream: ParsedStream, *, succeeded: bool) -> LintResult:
+def _result(stream: ParsedStream, stderr: str, *, succeeded: bool) -> LintResult:
+    warnings, seen = build_script_warnings(stderr)
     return LintResult(findings=stream.findings, build_succeeded=succeeded,
+                      build_script_warnings=tuple(warnings), build_script_warnings_seen=seen,
                       outside_repository=stream.outside_repository,
                       ignored_lines=stream.ignored_lines,
                       dropped_findings=stream.dropped_findings,

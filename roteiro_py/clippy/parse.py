@@ -25,6 +25,18 @@ Input is the guest's stdout as bytes: untrusted. Guarantees:
   accepted only under the guest's mount of the repository (`PathLayout.guest_root`).
   After normalisation, a path that leaves the repository (`..` past the root, another
   absolute path, `<macro>` pseudo-files) is outside.
+- Children as cargo shows them (issue 13): every part of a suggestion, not the first
+  (`bool_assert_comparison` is three edits; its first alone read "suggestion: `assert`"),
+  the notes ("`#[warn(...)]` on by default") and the doc link, each bounded
+  (MAX_CHILDREN, MAX_FIXES, MAX_EDITS). A suggestion with a part outside the repository
+  or an invalid span is not kept at all: half a fix would read as the whole one. Its
+  lines before and after are computed from the staged copy (the snippet's reader, never
+  the guest's `text`), only for edits within MAX_LINES lines of one file that do not
+  overlap; otherwise the edits are kept without them.
+- Build scripts' `cargo::warning=` lines reach cargo's stderr, not its JSON (measured
+  with cargo 1.95: `warning: <package>@<version>: <text>`, replayed when the build
+  script is fresh): `build_script_warnings()` reads them from stderr, at most
+  MAX_BUILD_SCRIPT_WARNINGS distinct ones kept, the rest counted.
 - A diagnostic whose primary span is outside the repository is located at its macro
   call site when one is inside (rustc's `expansion.span` chain, e.g. a lint inside a
   `std` macro used by the tree). Failing that it is dropped and counted
@@ -46,8 +58,8 @@ from pathlib import Path, PurePosixPath
 from pydantic import ValidationError
 
 from roteiro_py.errors import DeadlineExceeded
-from roteiro_py.report.model import Finding, Location
-from roteiro_py.report.snippet import SnippetReader
+from roteiro_py.report.model import DOC_URL, BuildScriptWarning, Child, Edit, Finding, Fix, Location
+from roteiro_py.report.snippet import MAX_LINE_CHARS, MAX_LINES, SnippetReader
 
 #: rustc's longest diagnostics (long type names, embedded explanations) are tens of KiB.
 MAX_LINE_BYTES = 1024 * 1024
@@ -63,6 +75,19 @@ MAX_FINDINGS = 10_000
 MAX_DROPPED_ERRORS = 8
 _MAX_POSITION = 10_000_000
 _MAX_EXPANSION_DEPTH = 32
+#: Children of one diagnostic looked at; rustc attaches a handful (notes, helps, the
+#: doc link, one child per suggestion).
+_MAX_CHILDREN_SCANNED = 50
+#: Notes and helps kept per finding (`Finding.children`).
+MAX_CHILDREN = 8
+#: Suggestions kept per finding (`Finding.fixes`): rustc offers one, sometimes a few
+#: alternatives ("consider borrowing here" / "consider cloning").
+MAX_FIXES = 4
+#: Parts of one suggestion; one with more is not kept (never shown in part). Clippy's
+#: largest measured: a handful (`manual_let_else`, `bool_assert_comparison` has three).
+MAX_EDITS = 16
+#: Build-script warnings kept per report; more are counted.
+MAX_BUILD_SCRIPT_WARNINGS = 50
 
 _SUMMARY = re.compile(
     r"^(aborting due to .*|\d+ warnings? emitted|.* generated \d+ warnings?.*"
@@ -196,6 +221,169 @@ def _missing_target(children: object) -> str | None:
         if found is not None:
             return found[1]
     return None
+
+
+_DOC_LINK = "for further information visit "
+_APPLICABILITY = frozenset({"MachineApplicable", "MaybeIncorrect", "HasPlaceholders", "Unspecified"})
+
+
+def _span_here(span: object, layout: PathLayout) -> tuple[str, int, int, int, int] | None:
+    """(path, line, column, end line, end column) of `span` itself, never its macro call
+    site: a replacement applies to the span it names, nowhere else."""
+    if not isinstance(span, dict):
+        return None
+    path = layout.repo_path(span.get("file_name"))
+    line, column = _int(span.get("line_start")), _int(span.get("column_start"))
+    end_line, end_column = _int(span.get("line_end")), _int(span.get("column_end"))
+    if path is None or line is None or column is None or end_line is None or end_column is None:
+        return None
+    if (end_line, end_column) < (line, column):
+        return None
+    return path, line, column, end_line, end_column
+
+
+def _applied(lines: list[str], first: int, edits: list[Edit]) -> str | None:
+    """`lines` (numbered from `first`) with `edits` applied, or None when an edit falls
+    outside them or two overlap. Columns are code points, end exclusive (rustc's)."""
+    offsets = [0]
+    for text in lines:
+        offsets.append(offsets[-1] + len(text) + 1)
+    joined = "\n".join(lines)
+
+    def at(line: int, column: int) -> int | None:
+        index = line - first
+        if not 0 <= index < len(lines) or column - 1 > len(lines[index]):
+            return None
+        return offsets[index] + column - 1
+
+    spans: list[tuple[int, int, str]] = []
+    for edit in edits:
+        start, end = at(edit.line, edit.column), at(edit.end_line, edit.end_column)
+        if start is None or end is None or end < start:
+            return None
+        spans.append((start, end, edit.replacement))
+    spans.sort()
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            return None
+    for start, end, replacement in reversed(spans):
+        joined = joined[:start] + replacement + joined[end:]
+    return joined
+
+
+def _fix(message: str, spans: list[dict[str, object]], layout: PathLayout,
+         snippets: SnippetReader | None) -> Fix | None:
+    """One suggestion whole, or None when any part of it cannot be kept."""
+    if len(spans) > MAX_EDITS:
+        return None
+    edits: list[Edit] = []
+    for span in spans:
+        where = _span_here(span, layout)
+        replacement = span.get("suggested_replacement")
+        if where is None or not isinstance(replacement, str):
+            return None
+        path, line, column, end_line, end_column = where
+        try:
+            edits.append(Edit(path=path, line=line, column=column, end_line=end_line,
+                              end_column=end_column, replacement=replacement))
+        except ValidationError:
+            return None
+    if not edits:
+        return None
+    applicability = next((a for a in (span.get("suggestion_applicability") for span in spans)
+                          if isinstance(a, str) and a in _APPLICABILITY), None)
+    first = min(edit.line for edit in edits)
+    last = max(edit.end_line for edit in edits)
+    before = after = None
+    if snippets is not None and len({edit.path for edit in edits}) == 1 and last - first < MAX_LINES:
+        text = snippets.snippet(layout.workspace_path(edits[0].path), first, last)
+        lines = text.split("\n") if text is not None else []
+        # a line cut at the reader's bound is not the line the columns count in
+        if text is not None and all(len(line) < MAX_LINE_CHARS for line in lines):
+            after = _applied(lines, first, edits)
+            before = text if after is not None else None
+    try:
+        return Fix.model_validate({"message": message, "applicability": applicability, "edits": edits,
+                                   "line": first if before is not None else None,
+                                   "before": before, "after": after})
+    except ValidationError:
+        return None
+
+
+@dataclass
+class _Children:
+    """What a diagnostic's children say, bounded: see the module docstring."""
+
+    children: list[Child] = field(default_factory=list)
+    fixes: list[Fix] = field(default_factory=list)
+    doc_url: str | None = None
+
+
+def _children(raw: object, layout: PathLayout, snippets: SnippetReader | None) -> _Children:
+    out = _Children()
+    if not isinstance(raw, list):
+        return out
+    for child in raw[:_MAX_CHILDREN_SCANNED]:
+        if not isinstance(child, dict):
+            continue
+        level, message, spans = child.get("level"), _str(child.get("message")), child.get("spans")
+        if level not in ("note", "help") or not message or not isinstance(spans, list):
+            continue
+        suggested = [span for span in spans[:_MAX_CHILDREN_SCANNED] if isinstance(span, dict)
+                     and isinstance(span.get("suggested_replacement"), str)]
+        if suggested:
+            fix = _fix(message, suggested, layout, snippets)
+            if fix is not None and len(out.fixes) < MAX_FIXES:
+                out.fixes.append(fix)
+            continue
+        if level == "help" and not spans and message.startswith(_DOC_LINK) and out.doc_url is None:
+            url = message.removeprefix(_DOC_LINK).strip()
+            if DOC_URL.fullmatch(url):
+                out.doc_url = url
+        if len(out.children) >= MAX_CHILDREN:
+            continue
+        primary = next((s for s in spans if isinstance(s, dict) and s.get("is_primary") is True), None)
+        where = _span_location(primary, layout) if primary is not None else None
+        try:
+            location = None if where is None else Location(
+                path=where[0], line=where[1], column=where[2], end_line=where[3], end_column=where[4])
+            out.children.append(Child(level=level, message=message, location=location))
+        except ValidationError:
+            continue
+    return out
+
+
+_BUILD_SCRIPT_WARNING = re.compile(
+    r"warning: (?P<package>[A-Za-z0-9_-]{1,64})@(?P<version>[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+-]{0,64}): "
+    r"(?P<message>.*)")
+
+
+def build_script_warnings(stderr: str) -> tuple[list[BuildScriptWarning], int]:
+    """The `cargo::warning=` lines in cargo's stderr, in order, repeats dropped: the first
+    MAX_BUILD_SCRIPT_WARNINGS distinct ones, and how many there were (past the cap each
+    line is counted). stderr is the guest's, bounded by `[vm] output_limit_mib`; a line
+    is matched only whole, from its start."""
+    kept: list[BuildScriptWarning] = []
+    seen: set[tuple[str, str, str]] = set()  # at most MAX_BUILD_SCRIPT_WARNINGS entries
+    past = 0
+    for line in stderr.splitlines():
+        if not line.startswith("warning: "):
+            continue
+        match = _BUILD_SCRIPT_WARNING.fullmatch(line[:8192])
+        if match is None:
+            continue
+        key = (match["package"], match["version"], match["message"])
+        if key in seen:
+            continue
+        if len(kept) >= MAX_BUILD_SCRIPT_WARNINGS:
+            past += 1  # past the cap each line counts: remembering them all is unbounded
+            continue
+        seen.add(key)
+        try:
+            kept.append(BuildScriptWarning(package=key[0], version=key[1], message=key[2]))
+        except ValidationError:
+            continue
+    return kept, len(kept) + past
 
 
 def _suggestion_and_help(children: object) -> tuple[str | None, str | None]:
@@ -338,6 +526,7 @@ class _Parser:
                 except ValidationError:
                     continue
         suggestion, help_text = _suggestion_and_help(diag.get("children"))
+        attached = _children(diag.get("children"), self.layout, self.snippets)
         where: dict[str, object] = {}
         snippet = None
         if location is not None:
@@ -351,7 +540,8 @@ class _Parser:
                 "code": code, "level": level, "message": message, "path": None, "line": None,
                 "column": None, "end_line": None, "end_column": None, **where,
                 "snippet": snippet, "suggestion": suggestion, "help": help_text,
-                "related": related,
+                "related": related, "children": attached.children, "fixes": attached.fixes,
+                "doc_url": attached.doc_url,
             }))
         except ValidationError:
             return False

@@ -24,6 +24,7 @@ else reaches stderr (a refusal, "interrupted") and before the report reaches std
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ from roteiro_py.progress import (
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
-    from roteiro_py.vm import VmBackend
+    from roteiro_py.vm import JobOutcome, VmBackend
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
@@ -113,6 +114,8 @@ class LintRequest:
     @property
     def outputs(self) -> OutputPlan:
         return plan_outputs(self.formats, self.output, self.category)
+    #: -v: every note and the run's details on stderr (progress.py says what they are).
+    verbose: bool = False
 
 
 def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
@@ -123,7 +126,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     resolved = config.resolve(request.path, layers=layers)
     settings = resolved.settings
     request.outputs.resolved(settings.lint.format)  # `--category` without SARIF: before any VM
-    if settings.lint.quiet:  # known only once resolved; a renderer shows nothing before a stage
+    if settings.lint.quiet and not request.verbose:  # known only once resolved; -v outranks it
         progress = SILENT
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
@@ -150,31 +153,41 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
     progress.stage(HYPERVISOR)
-    backend(Path(os.devnull), None).isolation()                           # 3
+    isolation = backend(Path(os.devnull), None).isolation()               # 3
+    progress.detail(f"accel {vm.accel} ({resolved.source_of('vm.accel')}): {isolation.description}")
     progress.stage(IMAGE)
     store = Store.default()
     image = store.resolve(reference)                                       # 4
+    progress.detail(f"image {reference} ({resolved.source_of('lint.image')}), "
+                    f"manifest {image.manifest_digest}")
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     progress.stage(CARGO_VIEW)
     registry, git = package_cache(tree, deadline)                          # 5
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
+    progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(argv)}")
     grant = grant_for(tree, registry, git)
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
     rootfs = root_filesystem(image, store.root, deadline)
+    progress.detail(f"root filesystem {rootfs.path}")
     progress.stage(DEP_CACHE)  # found, or built in a VM of its own (minutes, once per key)
     deps = dependency_cache(settings=settings, tree=tree, image=image, argv=argv, env=env,
                             registry=registry, git=git, deadline=deadline,
                             backend=lambda disk: backend(rootfs.path, disk, rootfs.digest,
                                                          shown=NotesOnly(progress)))
+    progress.detail(f"dependency cache {deps.state}" + (f" {deps.key}" if deps.key else "")
+                    + (f": {deps.reason}" if deps.reason else ""))
     # held (shared) until the VM is done with it: no prune takes it in between
     with attached(deps, deadline) as deps, staging_area() as staging:
         key = scratch_key(tree, image.manifest_digest, settings.lint.features,
                           deps.key if deps.image is not None else None)
         with scratch_disk(settings, key, deadline) as scratch:             # 6
+            progress.detail(f"scratch disk {scratch.disk}"
+                            + (" (kept: --keep-cache)" if settings.lint.keep_cache else " (used once)"))
             job = run_job(backend(rootfs.path, scratch.disk, rootfs.digest, dep_cache=deps.image),
                           steps, grant, deadline, staging, scratch.book)
+            progress.detail(template_detail(job, vm.template))
             scratch.settle(job)  # a kept cache is trusted next time only if this completed
         ended = datetime.now(UTC)
         progress.stage(REPORT)
@@ -184,16 +197,28 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     return report, settings
 
 
+def template_detail(job: JobOutcome, template: bool) -> str:
+    """How the lint's VM started, as -v says it (vm/qemu/template.py)."""
+    if job.template is None:
+        return "the VM booted cold" + ("" if template else " ([vm] template = false)")
+    built = (f", built by this run in {job.template_built_seconds:.1f} s"
+             if job.template_built_seconds else "")
+    return f"the VM was restored from template {job.template}{built}"
+
+
 def run_lint_command(request: LintRequest) -> int:
     plan = request.outputs
     check_outputs(plan)                                                    # 0: cheapest
     against = load_against(request.baseline, request.diff)                 # 0: a wrong file costs ms
-    progress = for_stderr()
+    progress = for_stderr(verbose=request.verbose)
     stopped = True
     try:
         report, settings = lint(request, progress)
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
-        rendered = render_all(report, plan.resolved(settings.lint.format), category=plan.category)
+        # rich judges the console (report/human.py screen_for): a pty reporting 0 columns
+        # once made the report vanish under our own os.get_terminal_size()
+        rendered = render_all(report, plan.resolved(settings.lint.format), category=plan.category,
+                              color=settings.lint.color)
         stopped = False
     finally:
         # Before the report, a refusal, "interrupted" or a traceback: no spinner is left

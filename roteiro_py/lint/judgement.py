@@ -123,7 +123,8 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
         workspace=tree.layout_workspace.as_posix(),
         command=unpinned(steps[2].argv), features=features, started=started, ended=ended,
         findings=result.findings, summary=result.summary(),
-        dependency_cache=None if dependency_cache is None else DependencyCache.model_validate(dependency_cache))
+        dependency_cache=None if dependency_cache is None else DependencyCache.model_validate(dependency_cache),
+        build_script_warnings=list(result.build_script_warnings))
     return report
 
 

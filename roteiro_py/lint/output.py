@@ -146,14 +146,18 @@ def check_outputs(plan: OutputPlan) -> None:
         check_output(target.path, shown=target.spelling)
 
 
-def terminal_style() -> tuple[int, bool]:
-    """The width and colour of the human report printed on stdout."""
-    to_terminal = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    return (os.get_terminal_size().columns if to_terminal else 100), to_terminal
+def terminal_style(color: str | None = None) -> tuple[int, bool]:
+    """The width and colour of the human report printed on stdout, as rich judges the
+    console (report/human.py screen_for) for `--color`/`[lint] color` (None: cargo's
+    CARGO_TERM_COLOR, else auto)."""
+    from roteiro_py.report.human import color_choice, screen_for
+
+    screen = screen_for(sys.stdout, color_choice(color))
+    return screen.width, screen.color
 
 
 def render_all(report: Report, targets: Sequence[Target], *,
-               category: str | None = None) -> list[tuple[Target, str]]:
+               category: str | None = None, color: str | None = None) -> list[tuple[Target, str]]:
     """Each target with its text; a format is rendered once, whatever number of files
     it goes to (the human report on a terminal once more, at its width and colour)."""
     from roteiro_py.report.render import Format, render
@@ -162,11 +166,13 @@ def render_all(report: Report, targets: Sequence[Target], *,
     rendered: list[tuple[Target, str]] = []
     for target in targets:
         assert target.format is not None, "resolved() fills in the configured format"
-        width, color = terminal_style() if target.path is None and target.format == "human" else (100, False)
-        key = (target.format, width, color)
+        # a file is never coloured unless asked for by name (--color always)
+        width, colored = terminal_style(color) if target.path is None and target.format == "human" \
+            else (100, color == "always" and target.format == "human")
+        key = (target.format, width, colored)
         if key not in texts:
             fmt: Format = target.format  # type: ignore[assignment]  # FORMAT_NAMES checked it
-            texts[key] = render(report, fmt, width=width, color=color, category=category)
+            texts[key] = render(report, fmt, width=width, color=colored, category=category)
         rendered.append((target, texts[key]))
     return rendered
 

@@ -117,11 +117,60 @@ def _pinned(image: str | None, source: config.Source, repo_config: Path | None, 
             allowed: list[str], allowed_from: Callable[[], str]) -> ImageReference:
     if not image:
         raise NoImageConfigured(user_config=paths.user_config_path(),
-                                repo_config=repo_config or config.config_file_for("repo", path))
+                                repo_config=repo_config or config.config_file_for("repo", path),
+                                stored=images_in_store(paths.store_root()))
     reference = parse_pinned(image, source=str(source))
     if source.kind == "repo" and allowed and not config.image_allowed(reference.name, allowed):
         raise ImageNotAllowed(str(reference), source.label, allowed, allowed_from())
     return reference
+
+
+#: The store's index.json as read for the first-run refusal: larger than any store with a
+#: few hundred images, far below what would cost time on the refusal's fast path.
+MAX_INDEX_BYTES = 4 * 1024 * 1024
+#: Entries of index.json looked at (and so the most images the refusal counts).
+MAX_INDEX_ENTRIES = 1000
+#: The annotation naming a provisioned reference (store/layout.py REF_NAME; a test checks
+#: they agree). Stated again here so this fast path imports nothing of the store.
+_REF_NAME = "org.opencontainers.image.ref.name"
+
+
+def images_in_store(store_root: Path) -> list[str]:
+    """The pinned references the store holds, newest provisioned first, for the refusal
+    that no image is configured: its way forward is then the exact `config set` command.
+
+    Read without the store package, which this refusal's fast path never imports
+    (test_cli checks it): index.json through the bounded reader, at most MAX_INDEX_ENTRIES entries,
+    and only names the reference grammar accepts as pinned, so nothing but a reference
+    reaches the command line shown. Whether each is intact is `doctor --verify`'s
+    business; an unreadable index lists nothing rather than refusing differently."""
+    import json
+
+    from roteiro_py.errors import MalformedReference, TagNotDigest
+    from roteiro_py.untrusted import FileRefused, read_bounded
+
+    try:
+        data = json.loads(read_bounded(store_root / "index.json", MAX_INDEX_BYTES))
+    except (OSError, FileRefused, ValueError, RecursionError):
+        return []
+    manifests = data.get("manifests") if isinstance(data, dict) else None
+    found: list[str] = []
+    for entry in manifests[:MAX_INDEX_ENTRIES] if isinstance(manifests, list) else []:
+        annotations = entry.get("annotations") if isinstance(entry, dict) else None
+        name = annotations.get(_REF_NAME) if isinstance(annotations, dict) else None
+        if not isinstance(name, str) or len(name) > 512:
+            continue
+        try:
+            pinned = parse_pinned(name)
+        except (MalformedReference, TagNotDigest):
+            continue
+        # the descriptor is the pin itself (store/layout.py): an entry whose digest is
+        # not its name's is not one the store would resolve
+        if entry.get("digest") != pinned.digest:
+            continue
+        if name not in found:
+            found.append(name)
+    return found[::-1]
 
 
 def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:

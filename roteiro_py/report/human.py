@@ -12,17 +12,69 @@ each finding is one `Text` and one `console.print`. A message of 4,000 newlines 
 guest output; rendered one print per line it cost ~180 us a line, so the 64 MiB output cap
 was ~1.6 h of host CPU after the run's deadline. Now at most MAX_FINDINGS findings of
 about 55 lines are rendered: ~19 s for the worst case measured (10,000 findings, 28 MB).
+
+Where it goes (`screen_for`): rich judges the console, as for any rich program (COLUMNS,
+TERM=dumb, NO_COLOR, FORCE_COLOR and TTY_COMPATIBLE), instead of our own
+`os.get_terminal_size()`: under `script -qc` that reports 0 columns, and a rich Console
+given width 0 prints nothing at all: the report vanished with the exit status still 1.
+A width below MIN_WIDTH (a pty with no size set, `COLUMNS=0`) is taken as FALLBACK_WIDTH;
+lines are never wrapped (soft_wrap), so the width only has to be one rich can print at.
+Colour follows `--color` / `[lint] color`, else cargo's own CARGO_TERM_COLOR, else auto.
 """
 
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from itertools import groupby
+from typing import TextIO
 
 from rich.console import Console
 from rich.text import Text
 
-from roteiro_py.report.model import LEVELS, Finding, Report, comparison_phrase
+from roteiro_py.progress import FALLBACK_WIDTH, MIN_WIDTH
+from roteiro_py.report.model import LEVELS, BuildScriptWarning, Child, Finding, Fix, Report, comparison_phrase
+
+#: The values of `--color`, `[lint] color` and cargo's CARGO_TERM_COLOR.
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class Screen:
+    """How the human report is laid out for where it goes: a width rich can print at, and
+    whether it carries colour (SGR sequences)."""
+
+    width: int
+    color: bool
+
+
+def color_choice(setting: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """`setting` (`--color` or `[lint] color`), or when unset cargo's CARGO_TERM_COLOR, as
+    `cargo clippy` in the same shell would; an unknown CARGO_TERM_COLOR (cargo's variable,
+    not ours to refuse) is auto."""
+    if setting is not None:
+        return setting
+    cargo = (os.environ if environ is None else environ).get("CARGO_TERM_COLOR", "").strip().lower()
+    return cargo if cargo in COLOR_CHOICES else "auto"
+
+
+def screen_for(stream: TextIO, choice: str, *, to_file: bool = False,
+               environ: Mapping[str, str] | None = None) -> Screen:
+    """The Screen for writing to `stream` with `choice` (auto, always, never), as rich
+    detects it. `to_file`: the report goes to `--output`, which auto never colours."""
+    console = Console(file=stream, highlight=False, markup=False, emoji=False,
+                      force_terminal=True if choice == "always" else None,
+                      _environ=os.environ if environ is None else environ)
+    width = console.width if console.width >= MIN_WIDTH else FALLBACK_WIDTH
+    if choice == "always":
+        return Screen(width, True)
+    if choice == "never" or to_file:
+        return Screen(width, False)
+    # auto: rich's own judgement (TTY_COMPATIBLE, FORCE_COLOR, isatty), then NO_COLOR and
+    # a dumb terminal, as the no-color.org convention and TERM=dumb ask
+    return Screen(width, console.is_terminal and not console.is_dumb_terminal and not console.no_color)
 
 #: Lines shown of one message or help text (or snippet); the rest are counted.
 MAX_SHOWN_LINES = 20
@@ -88,24 +140,88 @@ def _finding(finding: Finding) -> Text:
                     mark.append(_underline(source, finding.column, last),
                                 style=_STYLE[finding.level])
                     parts.append(mark)
+    related = [Text(f"  also {r.path}:{r.line}:{r.column}"
+                    + (f" ({_first_line(r.message)})" if r.message else ""), style="dim")
+               for r in finding.related]
+    if finding.children or finding.fixes:  # as cargo: the spans' labels, notes, suggestions
+        parts.extend(related)
+        parts.extend(_child(child) for child in finding.children)
+        for fix in finding.fixes:
+            parts.extend(_fix(fix))
+        return Text("\n").join(parts)
+    # a report written before issue 13: its first help and first replacement only
     if finding.help:
         parts.append(Text.assemble("  = ", ("help", "bold"), ": ", _continued(finding.help)))
     if finding.suggestion is not None and "\n" not in finding.suggestion:
         parts.append(Text.assemble("  = ", ("suggestion", "bold"), ": `",
                                    finding.suggestion, "`"))
-    for related in finding.related:
-        label = f" ({_first_line(related.message)})" if related.message else ""
-        parts.append(Text(f"  also {related.path}:{related.line}:{related.column}{label}",
-                          style="dim"))
+    parts.extend(related)
     return Text("\n").join(parts)
+
+
+def _child(child: Child) -> Text:
+    """`  = note: ...` as cargo shows a note or help without a suggestion."""
+    where = child.location
+    at = f" (at {where.path}:{where.line}:{where.column})" if where is not None else ""
+    return Text.assemble("  = ", (child.level, "bold"), ": ", _continued(child.message), (at, "dim"))
+
+
+def _fix(fix: Fix) -> list[Text]:
+    """`help: <message>` and the lines as they are and as the suggestion makes them, as
+    cargo shows a suggestion (`2 -     assert_eq!(x, true);` / `2 +     assert!(x);`); without
+    those lines, each part as `path:line:column: `replacement``. Bounded like every
+    other guest text: MAX_SHOWN_LINES lines of each side."""
+    parts = [Text.assemble(("help", _STYLE["help"]), ": ", _continued(fix.message))]
+    if fix.before is not None and fix.after is not None and fix.line is not None:
+        old, new = _capped(fix.before), _capped(fix.after)
+        gutter = len(str(fix.line + max(len(old), len(new)) - 1))
+        if len(old) == len(new):  # line by line: an unchanged line is context
+            for offset, (was, now) in enumerate(zip(old, new, strict=True)):
+                number = f"{fix.line + offset:>{gutter}}"
+                if was == now:
+                    parts.append(Text.assemble((f"{number}   ", "blue"), was))
+                    continue
+                parts.append(Text.assemble((f"{number} - ", "red"), was))
+                parts.append(Text.assemble((f"{number} + ", "green"), now))
+            return parts
+        for offset, was in enumerate(old):
+            parts.append(Text.assemble((f"{fix.line + offset:>{gutter}} - ", "red"), was))
+        for offset, now in enumerate(new):
+            parts.append(Text.assemble((f"{fix.line + offset:>{gutter}} + ", "green"), now))
+        return parts
+    for edit in fix.edits:
+        shown = _first_line(edit.replacement) if edit.replacement else ""
+        what = f"`{shown}`" if edit.replacement else "remove"
+        parts.append(Text.assemble((f"  {edit.path}:{edit.line}:{edit.column}: ", "blue"),
+                                   ("replace with " if edit.replacement else "") + what))
+    return parts
+
+
+#: How the count line names each level in the plural ("3 warnings").
+_PLURAL = {"error": "errors", "warning": "warnings", "note": "notes", "help": "help"}
+
+
+def _counted(count: int, singular: str, plural: str) -> str:
+    return f"{count} {singular if count == 1 else plural}"
+
+
+def _build_script_warning(warning: BuildScriptWarning) -> Text:
+    """As cargo prints it: `warning: <package>@<version>: <message>`."""
+    return Text.assemble(("warning", _STYLE["warning"]), f": {warning.package}@{warning.version}: ",
+                         _continued(warning.message))
 
 
 def render_human(report: Report, *, width: int = 100, color: bool = False) -> str:
     """The report as terminal text; with `color`, rich's SGR colour codes and nothing else."""
     buffer = io.StringIO()
+    width = width if width >= MIN_WIDTH else FALLBACK_WIDTH  # 0 would print nothing at all
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color,
                       color_system="standard" if color else None, highlight=False,
                       markup=False, emoji=False, soft_wrap=True)
+    for warning in report.build_script_warnings:  # cargo prints them before rustc's
+        console.print(_build_script_warning(warning))
+    if report.build_script_warnings:
+        console.print()
     # Compared with a baseline or a diff, only the findings that gate the run are shown;
     # the rest are counted below (the JSON report keeps them all, marked).
     gating = [f for f in report.findings if f.gating]
@@ -116,11 +232,16 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
             console.print(_finding(finding))
             console.print()
     summary = report.summary
-    counts = ", ".join(f"{summary.counts.get(level, 0)} {level}" for level in LEVELS
+    counts = ", ".join(_counted(summary.counts.get(level, 0), level, _PLURAL[level]) for level in LEVELS
                        if summary.counts.get(level, 0))
-    line = Text(f"{summary.total} finding{'s' if summary.total != 1 else ''}", style="bold")
+    line = Text(_counted(summary.total, "finding", "findings"), style="bold")
     if counts:
         line.append(f" ({counts})")
+    if summary.build_script_warnings:
+        line.append("; " + _counted(summary.build_script_warnings, "build script warning",
+                                    "build script warnings"))
+        if summary.build_script_warnings > len(report.build_script_warnings):
+            line.append(f" ({summary.build_script_warnings - len(report.build_script_warnings)} not shown)")
     line.append("; build " + ("succeeded" if summary.build_succeeded else "FAILED"),
                 style="" if summary.build_succeeded else "bold red")
     if summary.outside_repository:

@@ -21,6 +21,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -92,6 +93,64 @@ class Location(_Model):
     message: SafeText | None = None
 
 
+#: How sure rustc is that a suggestion is right, as its JSON says (`suggestion_applicability`).
+Applicability = Literal["MachineApplicable", "MaybeIncorrect", "HasPlaceholders", "Unspecified"]
+
+
+def _https_url(text: str) -> str:
+    text = clean(text, limit=500)
+    if not DOC_URL.fullmatch(text):
+        raise ValueError(f"not an https URL: {text!r}")
+    return text
+
+
+#: A documentation link as rustc and clippy give them (`https://rust-lang.github.io/...`,
+#: `https://doc.rust-lang.org/...`): https, a host name, and URL characters only, so a
+#: renderer can put it in a link without escaping it (no space, quote, angle bracket).
+DOC_URL = re.compile(r"https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?(/[A-Za-z0-9._~:/?#@!$&*+,;=%-]*)?")
+
+DocUrl = Annotated[str, AfterValidator(_https_url)]
+
+
+class Edit(_Model):
+    """One part of a suggestion: the span path:line:column..end_line:end_column (1-based,
+    end exclusive, code points) replaced by `replacement` (which may be empty: a deletion)."""
+
+    path: RepoPath
+    line: Position
+    column: Position
+    end_line: Position
+    end_column: Position
+    replacement: SafeSource
+
+
+class Fix(_Model):
+    """A suggestion whole, as cargo shows it: the help message that carried it and every
+    one of its parts (`bool_assert_comparison` replaces `assert_eq` with `assert`, deletes
+    `, true` and keeps `x`: three edits, one suggestion).
+
+    before/after: the lines the edits touch (from `line`, read from the staged copy the
+    guest linted, never from the guest), and the same lines with every edit applied; None
+    when they could not be read or the edits span too many lines or files (clippy/parse.py).
+    """
+
+    message: SafeText
+    applicability: Applicability | None = None
+    edits: list[Edit]
+    line: Position | None = None
+    before: SafeSource | None = None
+    after: SafeSource | None = None
+
+
+class Child(_Model):
+    """A note or a help rustc attached to a diagnostic (cargo's `= note: ...`), with the
+    place it points at when it has one in the repository."""
+
+    level: Literal["note", "help"]
+    message: SafeText
+    location: Location | None = None
+
+
 class Finding(_Model):
     """One diagnostic, deduplicated across targets, located in the repository.
 
@@ -100,13 +159,20 @@ class Finding(_Model):
     path:       None only for a diagnostic with no span at all (a crate-level one).
     snippet:    the source lines line..end_line (bounded), read from the host's copy of
                 the tree, never from the guest; None when unreadable.
-    suggestion: the replacement text rustc or clippy proposed, if any.
+    suggestion: the replacement text of the first part of the first suggestion, if any
+                (kept as it was for readers of older reports; `fixes` has them whole).
     help:       the first help message rustc attached (e.g. "try dereferencing it").
     related:    the diagnostic's other spans (secondary labels), in the repository.
     baseline:   "known" when the `--baseline` report has this finding (by fingerprint,
                 report/fingerprint.py), "new" when it does not; None without a baseline.
     in_diff:    whether the primary span touches a line the `--diff` added; None
                 without a diff, and for a finding with no span (no diff can place it).
+    children:   the notes and helps rustc attached that carry no suggestion, in its
+                order ("`#[warn(clippy::x)]` on by default", the doc link's help).
+    fixes:      the suggestions, each with all its parts (see Fix).
+    doc_url:    the lint's documentation ("for further information visit <url>").
+    The last three are empty in reports written before issue 13; a renderer then shows
+    `help` and `suggestion` as it did.
     """
 
     code: SafeLine | None
@@ -129,6 +195,19 @@ class Finding(_Model):
         """Whether this finding can fail the run: not known from the baseline, and not
         outside the diff. Every finding gates when no baseline and no diff was given."""
         return self.baseline != "known" and self.in_diff is not False
+    children: list[Child] = Field(default_factory=list)
+    fixes: list[Fix] = Field(default_factory=list)
+    doc_url: DocUrl | None = None
+
+
+class BuildScriptWarning(_Model):
+    """A `cargo::warning=` line of a build script, as cargo printed it on stderr
+    (`warning: <package>@<version>: <message>`): not a diagnostic of rustc, never a
+    finding (no lint level applies to it), but cargo shows it and so does the report."""
+
+    package: SafeLine
+    version: SafeLine
+    message: SafeText
 
 
 class Summary(_Model):
@@ -151,6 +230,9 @@ class Summary(_Model):
     known: int = Field(0, ge=0)
     #: Findings on no line the `--diff` added (`Finding.in_diff is False`), known or new.
     outside_diff: int = Field(0, ge=0)
+    #: Distinct build-script warnings cargo printed; the report keeps the first
+    #: clippy/parse.py MAX_BUILD_SCRIPT_WARNINGS of them (`Report.build_script_warnings`).
+    build_script_warnings: int = Field(0, ge=0)
 
     @classmethod
     def of(
@@ -163,6 +245,7 @@ class Summary(_Model):
         dropped_findings: int = 0,
         dependencies_fresh: int = 0,
         dependencies_compiled: int = 0,
+        build_script_warnings: int = 0,
     ) -> Summary:
         counted = Counter(finding.level for finding in findings)
         return cls(
@@ -176,6 +259,7 @@ class Summary(_Model):
             dependencies_compiled=dependencies_compiled,
             known=sum(finding.baseline == "known" for finding in findings),
             outside_diff=sum(finding.in_diff is False for finding in findings),
+            build_script_warnings=build_script_warnings,
         )
 
 
@@ -259,6 +343,8 @@ class Report(_Model):
     dependency_cache: DependencyCache | None = None
     #: None when the run was judged against neither a baseline nor a diff.
     comparison: Comparison | None = None
+    #: What the tree's build scripts said through cargo (empty before issue 13).
+    build_script_warnings: list[BuildScriptWarning] = Field(default_factory=list)
 
 
 def comparison_phrase(report: Report, hidden: str) -> str | None:
@@ -283,3 +369,4 @@ def comparison_phrase(report: Report, hidden: str) -> str | None:
         files = f"{compared.diff_files} file{'s' if compared.diff_files != 1 else ''}"
         parts.append(f"{outside} {new}outside the diff ({compared.diff} adds lines to {files}, {hidden})")
     return ", ".join(parts)
+

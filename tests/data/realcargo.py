@@ -117,7 +117,8 @@ def report_of(run: CargoRun, repo_root: Path, workspace: str = ".") -> Report:
         staged=staged_copy(repo_root / workspace))
     report = make_report(result.findings, build_succeeded=result.build_succeeded,
                          command=run.argv, workspace=workspace)
-    return report.model_copy(update={"summary": result.summary()})
+    return report.model_copy(update={"summary": result.summary(),
+                                     "build_script_warnings": list(result.build_script_warnings)})
 
 
 @pytest.fixture(scope="session")

@@ -63,15 +63,16 @@ REFUSAL_PROBE = (
 )
 
 
-@pytest.mark.parametrize("image", [None, "ghcr.io/acme/clippy:1.95"])
-def test_a_refusal_before_validation_builds_no_settings_model(tmp_path: Path, image: str | None) -> None:
+@pytest.mark.parametrize(("image", "code"), [(None, 3), ("ghcr.io/acme/clippy:1.95", 2)])
+def test_a_refusal_before_validation_builds_no_settings_model(tmp_path: Path, image: str | None,
+                                                              code: int) -> None:
     """No image, or a tag: refused before the settings are validated (the models cost more
     to import and build than all of --help; bench/cli_startup.py). pydantic itself is
     imported by typer 0.29 to coerce any command's arguments, so it is not asserted."""
     args = ["lint", "clippy", str(tmp_path), *(["--image", image] if image else [])]
     result = subprocess.run([sys.executable, "-c", REFUSAL_PROBE, *args], capture_output=True,
                             text=True, timeout=60)
-    assert "EXIT 3" in result.stdout and "HEAVY []" in result.stdout, result.stdout[-500:]
+    assert f"EXIT {code}" in result.stdout and "HEAVY []" in result.stdout, result.stdout[-500:]
     # control: a pinned image goes on to validate (and is refused later, with no VM assets)
     pinned = [*args[:3], "--image", f"ghcr.io/acme/clippy@sha256:{HEX}"]
     result = subprocess.run([sys.executable, "-c", REFUSAL_PROBE, *pinned], capture_output=True,
@@ -90,9 +91,11 @@ def test_a_bad_value_elsewhere_is_still_refused_before_the_missing_image(tmp_pat
     assert result.returncode == 3, result.stderr  # control: a valid value, then no image
 
 
-def test_tag_reference_exits_3_naming_it(tmp_path: Path) -> None:
+def test_tag_reference_exits_2_naming_it(tmp_path: Path) -> None:
+    """A tag where a digest is required is what the user typed, like a malformed digest:
+    usage, 2 (it was 3 until issue 13; errors.py states the rule)."""
     result = run("lint", "clippy", str(tmp_path), "--image", "ghcr.io/acme/clippy:1.95", cwd=tmp_path)
-    assert result.returncode == 3
+    assert result.returncode == 2
     assert "ghcr.io/acme/clippy:1.95" in result.stderr and "by tag, not by digest" in result.stderr
     assert_no_traceback(result)
 
@@ -263,3 +266,52 @@ def test_prefetch_prune_removes_unreferenced_blobs(tmp_path: Path, roteiro_home:
     result = run("prefetch", "--prune", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"pruned {len(data)} bytes" in result.stderr and not blob.exists()
+
+
+def test_verbose_and_quiet_together_are_a_usage_error(tmp_path: Path) -> None:
+    result = run("lint", "clippy", str(tmp_path), "-v", "-q", cwd=tmp_path)
+    assert result.returncode == 2 and "--verbose and --quiet" in result.stderr
+    result = run("lint", "clippy", str(tmp_path), "-v", cwd=tmp_path)
+    assert result.returncode == 3 and "No linter image" in result.stderr  # control: -v alone runs
+    help_text = run("lint", "clippy", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    for shown in ("--verbose", "-v,", "--color", "CARGO_TERM_COLOR"):
+        assert shown in help_text
+
+
+PINNED = f"ghcr.io/acme/clippy@sha256:{HEX}"
+
+
+@pytest.mark.parametrize(("args", "env", "files", "code", "says"), [
+    # what the user typed is wrong, wherever it was typed: usage, 2
+    (["--image", "x@sha256:abc"], {}, {}, 2, "3 hex digits"),
+    (["--image", "ghcr.io/acme/clippy:1.95"], {}, {}, 2, "by tag, not by digest"),
+    ([], {"ROTEIRO_LINT_IMAGE": "ghcr.io/acme/clippy:1.95"}, {}, 2, "by tag, not by digest"),
+    ([], {}, {"roteiro.toml": '[lint]\nimage = "ghcr.io/acme/clippy:1.95"\n'}, 2, "by tag, not by digest"),
+    ([], {}, {"roteiro.toml": '[lint]\nimage = "ghcr.io/Acme/clippy@sha256:' + HEX + '"\n'}, 2, "malformed"),
+    # a well-formed reference this host or its policy cannot honour: refused, 3
+    ([], {}, {}, 3, "No linter image is configured"),
+    ([], {"ROTEIRO_LINT_ALLOWED_IMAGES": "quay.io/ours/"}, {"roteiro.toml": f'[lint]\nimage = "{PINNED}"\n'},
+     3, "lint.allowed_images"),
+    (["--image", PINNED], {}, {"Cargo.toml": '[package]\nname = "a"\nversion = "0.1.0"\n'}, 3,
+     "VM's asset manifest is not provisioned"),  # no VM assets in this ROTEIRO_HOME
+])
+def test_reference_errors_follow_one_rule(tmp_path: Path, args: list[str], env: dict[str, str],
+                                          files: dict[str, str], code: int, says: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = run("lint", "clippy", str(tmp_path), *args, cwd=tmp_path, env=env)
+    assert result.returncode == code and says in result.stderr, result.stderr
+    assert_no_traceback(result)
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["config", "set", "lint.image", "ghcr.io/acme/clippy:1.95"], 2),
+    (["config", "set", "lint.image", "x@sha256:abc"], 2),
+    (["prefetch", "--image", "ghcr.io/acme/clippy:1.95"], 2),
+    (["prefetch", "--image", "x@sha256:abc"], 2),
+    (["config", "set", "lint.image", PINNED], 0),  # control: a pinned reference is taken
+])
+def test_the_same_mistake_is_2_in_every_command(tmp_path: Path, args: list[str], code: int) -> None:
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == code, result.stderr
+    assert_no_traceback(result)

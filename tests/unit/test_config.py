@@ -83,6 +83,7 @@ def test_the_users_own_format_outranks_the_repositorys(tmp_path: Path, roteiro_h
 
 
 VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache": "true", "lint.quiet": "true",
+          "lint.color": '"always"',
           "lint.dep_cache": "false", "lint.dep_cache_max_mib": "16777216",
           "vm.accel": '"tcg"', "vm.cpus": "64", "vm.memory_mib": "1048576", "vm.timeout_s": "99999",
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',

@@ -168,6 +168,23 @@ def test_exit_codes_follow_the_documented_table() -> None:
             assert cls.exit_code == errors.EXIT_REFUSED == 3, cls
     codes = [cls.code for cls in all_error_classes() if cls not in (errors.Refusal,)]
     assert len(codes) == len(set(codes)), "every class has its own machine-readable code"
+    # the rule (errors.py): a reference that is wrong as written is usage, whatever the
+    # store holds; one the host or the policy cannot honour is refused
+    assert errors.MalformedReference.exit_code == errors.TagNotDigest.exit_code == errors.EXIT_USAGE
+    for cls in (errors.NoImageConfigured, errors.ImageNotAllowed, errors.ImageNotProvisioned):
+        assert cls.exit_code == errors.EXIT_REFUSED
+
+
+def test_no_image_configured_offers_the_stores_images_as_commands() -> None:
+    stored = [f"r.example/c{i}:1@sha256:{str(i) * 64}" for i in range(errors.MAX_STORED_SHOWN + 2)]
+    guidance = errors.NoImageConfigured(Path("/u/c.toml"), Path("/r/roteiro.toml"), stored).guidance()
+    assert guidance.defects() == []
+    assert guidance.commands == (f"pylint-sandbox config set lint.image '{stored[0]}'",)
+    text = guidance.render_text()
+    assert f'image = "{stored[0]}"' in text and "<64 hex>" not in text
+    assert sum(f"config set lint.image '{ref}'" in text for ref in stored) == errors.MAX_STORED_SHOWN
+    assert "lists the other 2" in text
+    assert errors.config_set_image_command("a'b") == "pylint-sandbox config set lint.image 'a'\"'\"'b'"
 
 
 def test_hostile_values_are_escaped_in_every_rendering() -> None:

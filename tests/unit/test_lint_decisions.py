@@ -3,9 +3,11 @@ the order of preflight refusals, and what a VM job that fell short means."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -150,7 +152,8 @@ def test_preflight_order_cheapest_first(tmp_path: Path, monkeypatch: pytest.Monk
     accel["usable"] = True
     with pytest.raises(ImageNotProvisioned):
         lint.lint(_request(tmp_path, PIN))
-    monkeypatch.setattr("roteiro_py.store.Store.resolve", lambda self, ref: object())
+    monkeypatch.setattr("roteiro_py.store.Store.resolve",
+                        lambda self, ref: SimpleNamespace(manifest_digest="sha256:" + "0" * 64))
     with pytest.raises(NoPackageCache):
         lint.lint(_request(tmp_path, PIN))
     (tmp_path / "Cargo.lock").unlink()
@@ -293,3 +296,71 @@ def test_a_pinned_step_is_named_by_its_program_not_the_wrapper(tmp_path: Path) -
         lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps)
     text = caught.value.guidance().render_text()
     assert "cargo-clippy clippy --message-format=json" in text and "sysroot" not in text
+
+
+class Said:
+    """A Progress that records its stages and details (what -v would print)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def stage(self, name: str) -> None:
+        self.events.append(("stage", name))
+
+    def note(self, text: str) -> None:
+        self.events.append(("note", text))
+
+    def detail(self, text: str) -> None:
+        self.events.append(("detail", text))
+
+    def finish(self, stopped: bool = False) -> None:
+        self.events.append(("finish", ""))
+
+
+def test_verbose_details_say_what_chose_the_accelerator_and_the_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conductor tells -v which setting chose what, under the stage it is in (the
+    backend is stubbed: a real probe needs a VM)."""
+    _workspace(tmp_path)
+
+    class Backend:
+        def __init__(self, **options: object) -> None:
+            pass
+
+        def isolation(self) -> Isolation:
+            return Isolation("qemu", "tcg", False, "QEMU microvm under TCG")
+
+    monkeypatch.setattr("roteiro_py.vm.BACKENDS", {"qemu": Backend})
+    monkeypatch.setattr("roteiro_py.store.Store.resolve",
+                        lambda self, ref: SimpleNamespace(manifest_digest="sha256:" + "0" * 64))
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    said = Said()
+    request = lint.LintRequest(path=tmp_path, flags={"lint.image": (PIN, "--image"),
+                                                     "vm.accel": ("tcg", "--accel")}, verbose=True)
+    with pytest.raises(NoPackageCache):
+        lint.lint(request, said)
+    assert said.events == [
+        ("stage", "hypervisor"), ("detail", "accel tcg (flag --accel): QEMU microvm under TCG"),
+        ("stage", "image verified"),
+        ("detail", f"image {PIN} (flag --image), manifest sha256:{'0' * 64}"),
+        ("stage", "package cache")]
+    # control: `[lint] quiet` silences a run, unless -v asks for it
+    quiet = Said()
+    monkeypatch.setenv("ROTEIRO_LINT_QUIET", "true")
+    with pytest.raises(NoPackageCache):
+        lint.lint(lint.LintRequest(path=tmp_path, flags=request.flags), quiet)
+    assert quiet.events == []
+    with pytest.raises(NoPackageCache):
+        lint.lint(request, quiet)
+    assert quiet.events[0] == ("stage", "hypervisor")
+
+
+def test_the_template_detail_says_how_the_vm_started() -> None:
+    job = JobOutcome(steps=(), isolation=Isolation("qemu", "tcg", False, "t"), completed=True,
+                     boot_seconds=1.0, failure=None, console=b"")
+    assert lint.template_detail(job, template=False) == "the VM booted cold ([vm] template = false)"
+    assert lint.template_detail(job, template=True) == "the VM booted cold"
+    restored = dataclasses.replace(job, template="k" * 16)
+    assert lint.template_detail(restored, template=True) == f"the VM was restored from template {'k' * 16}"
+    built = dataclasses.replace(restored, template_built_seconds=12.34)
+    assert lint.template_detail(built, template=True).endswith(", built by this run in 12.3 s")

@@ -391,3 +391,77 @@ def test_a_nested_jobs_notes_reach_the_current_stage_and_its_stages_do_not() -> 
     assert lines[0] == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} checking syn v2.0.119"
     assert [line.split()[0] for line in lines[1:]] == ["dependency"], lines  # no clippy stage line
     assert P.STOPPED not in out.getvalue()
+
+
+# -- -v: every note, and the run's details ---------------------------------------------------
+
+
+def test_verbose_shows_every_note_once_and_each_detail_as_a_line() -> None:
+    for verbose in (True, False):  # False: the control arm, what a run without -v prints
+        clock, out = Clock(), io.StringIO()
+        plain = P.Plain(out, clock, verbose=verbose)
+        plain.stage(P.CLIPPY)
+        plain.detail("the guest will run, in /w: cargo-clippy clippy --message-format=json")
+        for crate in ("checking a v1", "checking a v1", "checking b v1", "checking c v1"):
+            plain.note(crate)
+            clock.now += 0.5  # well within PLAIN_NOTE_INTERVAL_S
+        plain.finish()
+        lines = out.getvalue().splitlines()
+        prefix = f"{P.CLIPPY:<{P._NAME_WIDTH}} "
+        if verbose:
+            assert lines == [prefix + "the guest will run, in /w: cargo-clippy clippy --message-format=json",
+                             prefix + "checking a v1", prefix + "checking b v1", prefix + "checking c v1",
+                             P.stage_line(P.CLIPPY, 2.0)]
+        else:
+            assert lines == [prefix + "checking a v1", P.stage_line(P.CLIPPY, 2.0)]
+
+
+def test_verbose_notes_are_bounded_per_stage_and_the_rest_counted() -> None:
+    clock, out = Clock(), io.StringIO()
+    plain = P.Plain(out, clock, verbose=True)
+    plain.stage(P.DEP_CACHE)
+    for index in range(P.MAX_VERBOSE_NOTES + 25):  # a guest printing a crate per line, forever
+        plain.note(f"checking flood-{index} v0")
+    plain.stage(P.CLIPPY)
+    plain.note("checking demo-core v0.1.0")  # the next stage starts its own count
+    plain.finish()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == P.MAX_VERBOSE_NOTES + 4
+    assert lines[P.MAX_VERBOSE_NOTES] == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} {P.more_notes_line(25)}"
+    assert lines[-2] == f"{P.CLIPPY:<{P._NAME_WIDTH}} checking demo-core v0.1.0"
+
+
+def test_a_hostile_detail_is_sanitised_and_cut() -> None:
+    clock, out = Clock(), io.StringIO()
+    plain = P.Plain(out, clock, verbose=True)
+    plain.stage(P.IMAGE)
+    plain.detail(HOSTILE)
+    plain.finish()
+    assert_harmless(out.getvalue())
+    detail = out.getvalue().splitlines()[0]
+    assert "\\x1b[2J" in detail and len(detail) <= P._NAME_WIDTH + 1 + P.DETAIL_CHARS
+
+
+def test_on_a_terminal_verbose_lines_stay_above_the_spinner() -> None:
+    console, out = forced_terminal()
+    clock = Clock()
+    terminal = P.Terminal(console, clock, auto_refresh=False, verbose=True)
+    terminal.stage(P.CLIPPY)
+    terminal.detail("the VM was restored from template abc")
+    terminal.note("checking demo-core v0.1.0")
+    terminal.refresh()
+    clock.now += 1.0
+    terminal.finish()
+    prefix = f"{P.CLIPPY:<{P._NAME_WIDTH}} "
+    assert screen(out.getvalue()) == [prefix + "the VM was restored from template abc",
+                                      prefix + "checking demo-core v0.1.0", P.stage_line(P.CLIPPY, 1.0)]
+
+
+def test_nested_details_reach_the_current_stage_and_silent_ignores_them() -> None:
+    clock, out = Clock(), io.StringIO()
+    plain = P.Plain(out, clock, verbose=True)
+    plain.stage(P.DEP_CACHE)
+    P.NotesOnly(plain).detail("the cache VM booted cold")
+    P.SILENT.detail("nothing")
+    assert out.getvalue() == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} the cache VM booted cold\n"
+    assert isinstance(P.for_stderr(verbose=True), P.Plain) and P.for_stderr(quiet=True, verbose=True) is P.SILENT

@@ -95,7 +95,7 @@ def test_human_groups_by_file_and_underlines_the_span(demo_report: Report) -> No
     assert "rust/crates/demo-core/src/lib.rs" in lines
     at = lines.index("  --> rust/crates/demo-core/src/lib.rs:5:5")
     assert lines[at + 1:at + 3] == ["5 |     return x * 2;", "  |     ^^^^^^^^^^^^"]
-    assert "4 findings (4 warning); build succeeded" in text
+    assert "4 findings (4 warnings); build succeeded" in text
     assert lines[-1] == (
         f"linted in registry.example/team/clippy:1.95 (manifest {DIGEST}) with clippy 0.1.95, "
         "rustc 1.95.0 (x86_64-unknown-linux-gnu); isolation: QEMU microvm with KVM, no network")
