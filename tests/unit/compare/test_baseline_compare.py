@@ -201,7 +201,7 @@ def test_human_shows_the_gating_findings_and_counts_the_rest() -> None:
     assert "message 2" in text and "message 1" not in text and "message 3" not in text
     assert ("1 new in the diff, 1 known (in the baseline clippy-baseline.json, not shown), "
             "1 new outside the diff (pr.diff adds lines to 1 file, not shown)") in text
-    assert "3 findings (3 warning); build succeeded" in text
+    assert "3 findings (3 warnings); build succeeded" in text
     plain = render(make_report([finding(1), finding(3)]), "human")  # control: no comparison
     assert "message 1" in plain and "message 3" in plain and " known (" not in plain
 
