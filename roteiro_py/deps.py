@@ -74,7 +74,8 @@ def parse_tree_toml(path: Path, data: bytes) -> dict[str, Any]:
     """`data` (the bytes of the tree's `path`) as TOML, or errors.TreeFileRefused.
 
     tomllib recurses once per nesting level: `a = [[[[...` a few thousand deep raised
-    RecursionError (exit 4, "a bug"). Every TOML file of a tree goes through here.
+    RecursionError (exit 4, "a bug"), and a 5,000-digit integer a bare ValueError. Every
+    TOML file of a tree goes through here.
     """
     try:
         return tomllib.loads(data.decode("utf-8"))
@@ -84,6 +85,10 @@ def parse_tree_toml(path: Path, data: bytes) -> dict[str, Any]:
         raise TreeFileRefused(path, f"it is not valid TOML ({error})") from None
     except RecursionError:
         raise TreeFileRefused(path, "its TOML is nested too deeply to parse") from None
+    except ValueError:
+        # an integer past Python's int-to-str digit limit (4300) raised a bare ValueError
+        # from inside tomllib: exit 4 for a tree whose Cargo.toml holds one
+        raise TreeFileRefused(path, "it holds a number too long to read") from None
 
 
 def read_lockfile(path: Path) -> dict[str, Any]:

@@ -129,6 +129,17 @@ def test_deeply_nested_toml_is_refused_naming_the_file_wherever_it_is_parsed(tmp
     assert deps.find_workspace_root(root / "a") == root / "a"
 
 
+def test_a_number_too_long_for_python_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """tomllib raised a bare ValueError for a 5,000-digit integer: exit 4 from a tree."""
+    root = workspace(tmp_path, "a")
+    (root / "a" / "Cargo.toml").write_text(MEMBER.format("a") + "[package.metadata]\nn = " + "9" * 5000 + "\n")
+    with pytest.raises(TreeFileRefused) as caught:
+        deps.read_manifest(root / "a" / "Cargo.toml")
+    assert str(root / "a" / "Cargo.toml") in refusal_text(caught) and "too long" in refusal_text(caught)
+    (root / "a" / "Cargo.toml").write_text(MEMBER.format("a") + "[package.metadata]\nn = " + "9" * 4000 + "\n")
+    assert deps.read_manifest(root / "a" / "Cargo.toml")["package"]["metadata"]["n"] > 0  # control
+
+
 def test_a_lockfile_that_is_a_link_is_refused_before_cargo_runs(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     root = workspace(tmp_path, "a")
