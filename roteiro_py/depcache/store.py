@@ -152,6 +152,17 @@ def lookup(key: str) -> tuple[Path | None, str]:
     return None, "damaged"
 
 
+def intact(key: str) -> Path | None:
+    """The key's image when it is sealed and still holds the bytes sealed (one stat when
+    nothing changed), else None; nothing is discarded. Needs no lock: a run that finds it
+    intact holds it shared from then on (`in_use`, which checks again), and only what is
+    missing or damaged is worth the build lock, which waits for every run using the image."""
+    image = image_path(key)
+    if not os.path.lexists(image):
+        return None
+    return image if rootfs_record.check(image, rootfs_record.hash_sparse) is not None else None
+
+
 @contextlib.contextmanager
 def lock(key: str, until: float | None, seconds: float) -> Iterator[None]:
     """The key's build lock, held for the block: waited for within the run's deadline

@@ -26,7 +26,9 @@ the tree's code:
   dependency that poisons it poisons only runs whose lockfile pins that same dependency,
   which could lie in them anyway.
 Building holds the key's lock: two first lints of one lockfile build it once, the other
-waits (within its deadline) and uses it.
+waits (within its deadline) and uses it. Using it holds that lock shared, from the check
+until the VM is done: lints of one lockfile run side by side, and neither a prune nor a
+rebuild of a damaged copy takes the image from under one.
 """
 
 from __future__ import annotations
@@ -128,6 +130,11 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
         key = skeleton.cache_key(image_digest=image.manifest_digest, skeleton_digest=made.digest,
                                  argv=argv, env=env, disk_mib=settings.vm.scratch_mib,
                                  recipe=[*BUILD_ARGS, BUILD_CLEANUP])
+        # The common case takes no lock here: two lints of one lockfile at once both use it
+        # (each holding it shared for its VM, `attached`); the build lock waits for them.
+        if store.intact(key) is not None:
+            store.touch(key)
+            return DepCacheUse("used", key=key, image=store.image_path(key))
         with store.lock(key, until=deadline.at, seconds=deadline.seconds):
             found, state = store.lookup(key)
             if found is not None:

@@ -440,3 +440,19 @@ def test_a_cache_in_use_by_a_run_is_never_pruned_and_a_removed_one_is_not_attach
     with store.lock(key, None, 0.0), pytest.raises(DeadlineExceeded), \
             store.in_use(key, until=time.monotonic() + 0.3, seconds=0.3):
         pass
+
+
+def test_intact_answers_without_the_lock_and_discards_nothing() -> None:
+    """The common case (a whole cache) takes no lock, so lints of one lockfile run side by
+    side; only a missing or damaged cache waits for the build lock."""
+    key = "d" * 64
+    image = publish(key)
+    with store.in_use(key, until=time.monotonic() + 5, seconds=5):
+        assert store.intact(key) == image  # while a run holds it shared
+    with held_elsewhere(key):
+        assert store.intact(key) == image  # and while another run holds the build lock
+    image.chmod(0o644)
+    with image.open("r+b") as handle:
+        handle.write(b"\xff")
+    assert store.intact(key) is None and image.is_file()  # damaged: said, not discarded
+    assert store.lookup(key) == (None, "damaged") and not image.exists()  # control: lookup discards
