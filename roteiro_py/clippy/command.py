@@ -155,7 +155,7 @@ class ClippyOptions:
 
 def validate_packages(names: Sequence[str], flag: str) -> tuple[str, ...]:
     for name in names:
-        if not _PACKAGE.match(name):
+        if not _PACKAGE.fullmatch(name):
             raise UsageError(f"{name!r} is not a package name for {flag}.",
                              hint="A package is named as in its Cargo.toml, optionally "
                              "`name@version`.")
@@ -167,7 +167,7 @@ def validate_targets(entries: Sequence[str]) -> tuple[str, ...]:
     for entry in entries:
         kind, _, name = entry.partition(":")
         if (not name and kind in TARGET_KINDS) or (
-                name and kind in NAMED_TARGET_KINDS and _TARGET_NAME.match(name)):
+                name and kind in NAMED_TARGET_KINDS and _TARGET_NAME.fullmatch(name)):
             continue
         raise UsageError(f"{entry!r} is not a target selection.",
                          hint=f"Use one of {', '.join(TARGET_KINDS)}, or "
@@ -177,7 +177,7 @@ def validate_targets(entries: Sequence[str]) -> tuple[str, ...]:
 
 
 def validate_target(triple: str | None) -> str | None:
-    if triple is not None and not _TRIPLE.match(triple):
+    if triple is not None and (not _TRIPLE.fullmatch(triple) or triple.endswith(".json")):
         raise UsageError(f"{triple!r} is not a target triple.",
                          hint="For example x86_64-unknown-linux-gnu; a target given as a "
                          "JSON file path is not taken.")
@@ -208,7 +208,7 @@ def lint_levels(words: Sequence[str]) -> tuple[tuple[str, str], ...]:
             if index == len(words):
                 raise UsageError(f"{word!r} after `--` needs a lint name.")
             value = words[index]
-        if not _LINT_NAME.match(value):
+        if not _LINT_NAME.fullmatch(value):
             raise UsageError(f"{value!r} after {word!r} is not a lint name.",
                              hint="A lint is `warnings`, a rustc lint or group, or "
                              "`clippy::NAME`.")
@@ -224,7 +224,7 @@ def validate_features(features: tuple[str, ...]) -> tuple[str, ...]:
         for name in re.split(r"[,\s]+", entry.strip()):
             if not name:
                 continue
-            if not _FEATURE.match(name):
+            if not _FEATURE.fullmatch(name):
                 raise UsageError(
                     f"{name!r} is not a cargo feature name.",
                     hint="Feature names are letters, digits, `_`, `-`, `+` and `.`, "

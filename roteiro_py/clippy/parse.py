@@ -58,17 +58,25 @@ from pathlib import Path, PurePosixPath
 from pydantic import ValidationError
 
 from roteiro_py.errors import DeadlineExceeded
-from roteiro_py.report.model import DOC_URL, BuildScriptWarning, Child, Edit, Finding, Fix, Location
+from roteiro_py.report.model import (
+    DOC_URL,
+    MAX_BUILD_SCRIPT_WARNINGS,
+    MAX_CHILDREN,
+    MAX_EDITS,
+    MAX_FINDINGS,
+    MAX_FIXES,
+    MAX_RELATED,
+    BuildScriptWarning,
+    Child,
+    Edit,
+    Finding,
+    Fix,
+    Location,
+)
 from roteiro_py.report.snippet import MAX_LINE_CHARS, MAX_LINES, SnippetReader
 
 #: rustc's longest diagnostics (long type names, embedded explanations) are tens of KiB.
 MAX_LINE_BYTES = 1024 * 1024
-#: Secondary spans kept per finding; rustc rarely gives more than a handful.
-MAX_RELATED = 10
-#: Findings kept per report; more are counted (`dropped_findings`), not kept. Real trees
-#: with thousands of warnings stay far below it; a guest printing the 64 MiB output cap
-#: in short diagnostics would otherwise build ~200,000 findings.
-MAX_FINDINGS = 10_000
 #: Messages of dropped error-level diagnostics kept to explain a failed build (the first
 #: ones; the rest are only counted in `outside_repository`): a guest repeating one error
 #: 20,000 times once kept 20,000 of them for a summary that shows this many.
@@ -78,16 +86,6 @@ _MAX_EXPANSION_DEPTH = 32
 #: Children of one diagnostic looked at; rustc attaches a handful (notes, helps, the
 #: doc link, one child per suggestion).
 _MAX_CHILDREN_SCANNED = 50
-#: Notes and helps kept per finding (`Finding.children`).
-MAX_CHILDREN = 8
-#: Suggestions kept per finding (`Finding.fixes`): rustc offers one, sometimes a few
-#: alternatives ("consider borrowing here" / "consider cloning").
-MAX_FIXES = 4
-#: Parts of one suggestion; one with more is not kept (never shown in part). Clippy's
-#: largest measured: a handful (`manual_let_else`, `bool_assert_comparison` has three).
-MAX_EDITS = 16
-#: Build-script warnings kept per report; more are counted.
-MAX_BUILD_SCRIPT_WARNINGS = 50
 
 _SUMMARY = re.compile(
     r"^(aborting due to .*|\d+ warnings? emitted|.* generated \d+ warnings?.*"

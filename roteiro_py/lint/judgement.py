@@ -157,7 +157,8 @@ def exit_code(report: Report, fail_on: str) -> int:
     and on a line `--diff` adds when a diff was given) is at or above `fail_on`, or when
     the build failed (a failed build is never clean, whatever the baseline or the diff
     say: its errors may lie outside the diff, or be known, and the tree still does not
-    build); 0 otherwise, and always 0 with `fail_on == "never"`.
+    build), or when the run was compared with a baseline or a diff and findings past the
+    report's cap went uncompared; 0 otherwise, and always 0 with `fail_on == "never"`.
     """
     if fail_on == "never":
         return EXIT_OK
@@ -165,4 +166,8 @@ def exit_code(report: Report, fail_on: str) -> int:
     worst = max((_LEVEL_RANK.get(f.level, 0) for f in report.findings if f.gating), default=-1)
     if not report.summary.build_succeeded:
         worst = max(worst, _LEVEL_RANK["error"])
+    if report.comparison is not None and report.summary.dropped_findings:
+        # Findings past the report's cap were counted, never compared: any of them may be
+        # new, and a pull request could place its own last (review). Not judged is not clean.
+        return EXIT_FINDINGS
     return EXIT_FINDINGS if worst >= threshold else EXIT_OK

@@ -55,7 +55,7 @@ def span_text(finding: Finding) -> str:
     if finding.snippet is None or finding.line is None or finding.column is None:
         return ""
     lines = finding.snippet.split("\n")
-    last = (finding.end_line or finding.line) - finding.line
+    last = max((finding.end_line or finding.line) - finding.line, 0)  # the model orders them too
     end_column = finding.end_column
     if last >= len(lines):  # the snippet stops before the span does: keep what it has
         last, end_column = len(lines) - 1, None

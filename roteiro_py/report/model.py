@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
 from roteiro_py.report.safe import clean
 
@@ -82,6 +82,39 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# The bounds of one report, stated here for the parser that keeps at most this much of
+# what the guest prints (clippy/parse.py) and for every report read back from a file
+# (`render`, `--baseline`), which no parser bounded: a 17 MB saved report of 100,000
+# findings took 2.2 s and 279 MiB to validate and 17 s to render (review).
+#: Secondary spans kept per finding; rustc rarely gives more than a handful.
+MAX_RELATED = 10
+#: Findings kept per report; more are counted (`dropped_findings`), not kept. Real trees
+#: with thousands of warnings stay far below it; a guest printing the 64 MiB output cap
+#: in short diagnostics would otherwise build ~200,000 findings.
+MAX_FINDINGS = 10_000
+#: Notes and helps kept per finding (`Finding.children`).
+MAX_CHILDREN = 8
+#: Suggestions kept per finding (`Finding.fixes`): rustc offers one, sometimes a few
+#: alternatives ("consider borrowing here" / "consider cloning").
+MAX_FIXES = 4
+#: Parts of one suggestion; one with more is not kept (never shown in part). Clippy's
+#: largest measured: a handful (`manual_let_else`, `bool_assert_comparison` has three).
+MAX_EDITS = 16
+#: Build-script warnings kept per report; more are counted.
+MAX_BUILD_SCRIPT_WARNINGS = 50
+
+
+def _ordered(line: int | None, column: int | None, end_line: int | None,
+             end_column: int | None, what: str) -> None:
+    """A span ends where it starts or after (rustc's byte_start <= byte_end); a report
+    read from a file is held to it too (an end before its start crashed the fingerprint)."""
+    if line is None or end_line is None:
+        return
+    if end_line < line or (end_line == line and column is not None and end_column is not None
+                           and end_column < column):
+        raise ValueError(f"{what} ends before it starts")
+
+
 class Location(_Model):
     """A span in the repository: 1-based lines, 1-based columns in Unicode code points."""
 
@@ -91,6 +124,11 @@ class Location(_Model):
     end_line: Position
     end_column: Position
     message: SafeText | None = None
+
+    @model_validator(mode="after")
+    def _in_order(self) -> Location:
+        _ordered(self.line, self.column, self.end_line, self.end_column, "a location")
+        return self
 
 
 #: How sure rustc is that a suggestion is right, as its JSON says (`suggestion_applicability`).
@@ -123,6 +161,11 @@ class Edit(_Model):
     end_column: Position
     replacement: SafeSource
 
+    @model_validator(mode="after")
+    def _in_order(self) -> Edit:
+        _ordered(self.line, self.column, self.end_line, self.end_column, "an edit")
+        return self
+
 
 class Fix(_Model):
     """A suggestion whole, as cargo shows it: the help message that carried it and every
@@ -136,7 +179,7 @@ class Fix(_Model):
 
     message: SafeText
     applicability: Applicability | None = None
-    edits: list[Edit]
+    edits: list[Edit] = Field(max_length=MAX_EDITS)
     line: Position | None = None
     before: SafeSource | None = None
     after: SafeSource | None = None
@@ -186,18 +229,23 @@ class Finding(_Model):
     snippet: SafeSource | None = None
     suggestion: SafeSource | None = None
     help: SafeText | None = None
-    related: list[Location] = Field(default_factory=list)
+    related: list[Location] = Field(default_factory=list, max_length=MAX_RELATED)
     baseline: Literal["known", "new"] | None = None
     in_diff: bool | None = None
+    children: list[Child] = Field(default_factory=list, max_length=MAX_CHILDREN)
+    fixes: list[Fix] = Field(default_factory=list, max_length=MAX_FIXES)
+    doc_url: DocUrl | None = None
 
     @property
     def gating(self) -> bool:
         """Whether this finding can fail the run: not known from the baseline, and not
         outside the diff. Every finding gates when no baseline and no diff was given."""
         return self.baseline != "known" and self.in_diff is not False
-    children: list[Child] = Field(default_factory=list)
-    fixes: list[Fix] = Field(default_factory=list)
-    doc_url: DocUrl | None = None
+
+    @model_validator(mode="after")
+    def _in_order(self) -> Finding:
+        _ordered(self.line, self.column, self.end_line, self.end_column, "a finding")
+        return self
 
 
 class BuildScriptWarning(_Model):
@@ -337,14 +385,15 @@ class Report(_Model):
     features: list[SafeLine] = Field(default_factory=list)
     started: UtcTime
     ended: UtcTime
-    findings: list[Finding]
+    findings: list[Finding] = Field(max_length=MAX_FINDINGS)
     summary: Summary
     #: None only in reports written before the dependency cache existed.
     dependency_cache: DependencyCache | None = None
     #: None when the run was judged against neither a baseline nor a diff.
     comparison: Comparison | None = None
     #: What the tree's build scripts said through cargo (empty before issue 13).
-    build_script_warnings: list[BuildScriptWarning] = Field(default_factory=list)
+    build_script_warnings: list[BuildScriptWarning] = Field(default_factory=list,
+                                                            max_length=MAX_BUILD_SCRIPT_WARNINGS)
 
 
 def comparison_phrase(report: Report, hidden: str) -> str | None:
@@ -368,5 +417,8 @@ def comparison_phrase(report: Report, hidden: str) -> str | None:
     if compared.diff is not None:
         files = f"{compared.diff_files} file{'s' if compared.diff_files != 1 else ''}"
         parts.append(f"{outside} {new}outside the diff ({compared.diff} adds lines to {files}, {hidden})")
+    if report.summary.dropped_findings:
+        parts.append(f"{report.summary.dropped_findings} past the report's cap not compared "
+                     "(the run fails: any of them may be new)")
     return ", ".join(parts)
 

@@ -51,6 +51,10 @@ def test_each_selection_becomes_cargos_own_flag(options: ClippyOptions, tail: li
     (ClippyOptions(targets=("lib",), all_targets=True), "--all-targets selects every target"),
     (ClippyOptions(target="../custom.json"), "not a target triple"),
     (ClippyOptions(target="X86_64-unknown-linux-gnu"), "not a target triple"),
+    (ClippyOptions(target="x86_64-unknown-linux-gnu.json"), "not a target triple"),
+    (ClippyOptions(target="x86_64-unknown-linux-gnu\n"), "not a target triple"),
+    (ClippyOptions(packages=("a\n",)), "not a package name"),
+    (ClippyOptions(targets=("bin:x\n",)), "not a target selection"),
 ])
 def test_a_selection_cargo_would_read_otherwise_is_a_usage_error(options: ClippyOptions,
                                                                   says: str) -> None:
@@ -78,6 +82,7 @@ def test_lint_levels_are_taken_in_every_form_cargo_takes(words: list[str], pairs
     (["-D", "../x"], "not a lint name"),
     (["--deny=$(reboot)"], "not a lint name"),
     (["-D", "-Z"], "not a lint name"),
+    (["-D", "warnings\n"], "not a lint name"),
 ])
 def test_anything_but_a_lint_level_after_the_separator_is_refused_by_name(words: list[str],
                                                                           named: str) -> None:

@@ -368,3 +368,21 @@ def test_an_unusable_file_exits_2_before_anything_runs(tmp_path: Path, flag: str
     ok = subprocess.run([str(EXE), "lint", "clippy", str(tree), flag, str(good)], capture_output=True,
                         text=True, timeout=60)
     assert ok.returncode == 3 and "[lint]" in ok.stderr, ok.stderr
+
+
+def test_a_compared_run_with_uncompared_findings_past_the_cap_is_not_clean() -> None:
+    """Findings past the report's cap are counted, never compared: a PR could place its new
+    ones last. With a baseline that knows every kept finding the run still exits 1."""
+    from roteiro_py.lint.judgement import exit_code
+
+    known = judged_mix()
+    only_known = known.model_copy(update={"findings": [f.model_copy(update={"baseline": "known"})
+                                                       for f in known.findings]})
+    assert exit_code(only_known, "warning") == 0  # control: nothing new, nothing dropped
+    dropped = only_known.model_copy(update={"summary": only_known.summary.model_copy(
+        update={"dropped_findings": 5000})})
+    assert exit_code(dropped, "warning") == 1
+    assert exit_code(dropped, "never") == 0
+    assert "5000 past the report's cap not compared" in render(dropped, "human")
+    plain = dropped.model_copy(update={"comparison": None})
+    assert exit_code(plain, "error") == 0  # control: no comparison, the cap judges nothing

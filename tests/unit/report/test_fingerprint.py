@@ -85,3 +85,32 @@ def test_the_recipe_is_pinned_by_a_saved_report() -> None:
 
 
 PINNED_NEEDLESS_RETURN = "c98139b723621779d884a42740c245210a1363d00c236bb4d994e2e8624a1db3"
+
+
+def test_a_span_that_ends_before_it_starts_is_no_finding_a_file_can_hold() -> None:
+    """A saved report or a baseline is read through the model: a finding whose end comes
+    before its start crashed the fingerprint (IndexError, exit 4 from `render` and
+    `--baseline`); the model refuses it, and every consumer can rely on the order."""
+    import pytest
+    from pydantic import ValidationError
+
+    from roteiro_py.report.model import MAX_FINDINGS, MAX_FIXES, Edit, Fix, Location
+
+    good = finding(snippet="a\nb")
+    for bad in ({"end_line": good.line - 1},
+                {"end_line": good.line, "end_column": good.column - 1}):
+        with pytest.raises(ValidationError, match="ends before it starts"):
+            Finding.model_validate({**good.model_dump(), **bad})
+    with pytest.raises(ValidationError, match="ends before it starts"):
+        Location(path="a.rs", line=3, column=1, end_line=2, end_column=1)
+    with pytest.raises(ValidationError, match="ends before it starts"):
+        Edit(path="a.rs", line=3, column=5, end_line=3, end_column=4, replacement="")
+    assert span_text(good) is not None  # control: the ordered one is taken
+    edit = Edit(path="a.rs", line=3, column=5, end_line=3, end_column=5, replacement="x")
+    with pytest.raises(ValidationError):
+        Finding.model_validate({**good.model_dump(), "fixes": [Fix(message="m", edits=[edit])] * (MAX_FIXES + 1)})
+    report = json.loads((DATA / "reports" / "demo-before-baseline.json").read_text())
+    Report.model_validate(report)  # control
+    report["findings"] = report["findings"][:1] * (MAX_FINDINGS + 1)
+    with pytest.raises(ValidationError):
+        Report.model_validate(report)
