@@ -261,7 +261,10 @@ def write_output(output: Path, text: str, *, shown: str | None = None) -> None:
     checkout would otherwise write text the guest chose into a host file. A failure (a
     sticky directory's file of another user, ENOSPC) is reported as this path's problem;
     after a whole lint it used to be an OSError, exit 4."""
+    from roteiro_py.lint.preflight import refuse_linked_directory
+
     shown = shown or f"--output {output}"
+    refuse_linked_directory(output, shown)  # again: the lint ran in between
     try:
         try:
             existing: os.stat_result | None = os.lstat(output)

@@ -186,6 +186,36 @@ def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
     return source.label
 
 
+def linked_directory(output: Path) -> Path | None:
+    """The first directory on the way to `output`, at or below the working directory,
+    that is a symbolic link; None when there is none. A CI step writes its reports into
+    the checkout (`--format sarif=reports/clippy.sarif`), and a branch can commit
+    `reports -> /somewhere`: the file name is the CI's, but the directory would be the
+    tree's choice (review). Directories above the working directory are the user's own."""
+    cwd = os.getcwd()
+    # the path as the kernel walks it: `reports/../x` passes through `reports`, which a
+    # lexical normalisation (os.path.abspath) would never look at
+    walked = os.path.join(cwd, output)
+    parts = walked.split(os.sep)[1:-1]  # every directory on the way, not the file itself
+    current = os.sep
+    for part in parts:
+        current = os.path.join(current, part)
+        if part in ("", ".", ".."):
+            continue
+        inside = os.path.normpath(current)
+        if (inside == cwd or inside.startswith(cwd.rstrip(os.sep) + os.sep)) and os.path.islink(current):
+            return Path(inside)
+    return None
+
+
+def refuse_linked_directory(output: Path, shown: str) -> None:
+    link = linked_directory(output)
+    if link is not None:
+        raise UsageError(f"{shown}: the directory {link} on the way to it is a "
+                         "symbolic link.", hint="The tree under review can plant such a link to "
+                         "choose where the report lands; name a path that passes through none.")
+
+
 def check_output(output: Path | None, *, shown: str | None = None) -> None:
     """Refuse an output file (`--output`, `--format FMT=PATH`) that cannot be written,
     before anything is booted; `shown` is how the refusal names it.
@@ -195,6 +225,7 @@ def check_output(output: Path | None, *, shown: str | None = None) -> None:
     if output is None:
         return
     shown = shown or f"--output {output}"
+    refuse_linked_directory(output, shown)
     if output.is_dir():
         raise UsageError(f"{shown} is a directory.", hint="Name a file to write the report to.")
     parent = output.parent

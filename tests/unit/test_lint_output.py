@@ -170,3 +170,34 @@ def test_a_run_whose_deadline_passed_before_the_boot_is_refused(tmp_path: Path) 
         lint.run_job(None, [], None, late, tmp_path)  # type: ignore[arg-type]
     assert "77 s" in refused.value.guidance().summary
     assert "the VM was not started" in refused.value.guidance().summary
+
+
+def test_a_directory_link_the_tree_planted_on_the_way_to_a_report_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--format sarif=reports/clippy.sarif` in a checkout whose branch made `reports` a
+    link: the CI names the file, the tree would choose the directory (review)."""
+    from roteiro_py.errors import UsageError
+    from roteiro_py.lint.output import write_output
+    from roteiro_py.lint.preflight import check_output
+
+    checkout, outside = tmp_path / "checkout", tmp_path / "outside"
+    checkout.mkdir()
+    outside.mkdir()
+    (checkout / "reports").symlink_to(outside)
+    (checkout / "real").mkdir()
+    monkeypatch.chdir(checkout)
+    for check in (lambda p: check_output(p, shown=f"sarif={p}"), lambda p: write_output(p, "x", shown=f"sarif={p}")):
+        with pytest.raises(UsageError) as caught:
+            check(Path("reports/clippy.sarif"))
+        assert "reports" in caught.value.guidance().summary and "symbolic link" in caught.value.guidance().summary
+    assert not (outside / "clippy.sarif").exists()
+    write_output(Path("real/clippy.sarif"), "x", shown="sarif=real/clippy.sarif")  # control
+    assert (checkout / "real" / "clippy.sarif").read_text() == "x"
+    # `reports/..` passes through the link too (the kernel does not normalise it away)
+    with pytest.raises(UsageError, match="symbolic link"):
+        check_output(Path("reports/../real/x.sarif"))
+    # a directory above the working directory is the user's own: taken as it is
+    (tmp_path / "mine").symlink_to(checkout / "real")
+    monkeypatch.chdir(outside)
+    write_output(tmp_path / "mine" / "up.sarif", "y")
+    assert (checkout / "real" / "up.sarif").read_text() == "y"
