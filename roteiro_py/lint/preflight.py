@@ -40,6 +40,13 @@ class Tree:
 def locate(path: Path) -> Tree:
     from roteiro_py.deps import find_workspace_root
 
+    link = linked_directory(path, itself=True)
+    if link is not None:
+        # `lint clippy crates/foo` in a checkout whose branch made crates/foo a link would
+        # lint (and quote in the report) whatever host directory the link names (review)
+        raise UsageError(f"The path {path} passes through {link}, a symbolic link under the "
+                         "working directory.", hint="The tree under review can plant such a link; "
+                         "lint the directory it names by its own path if you mean to.")
     asked = path.resolve()
     if not asked.exists():
         raise UsageError(f"The path {asked} does not exist.", hint="Pass the repository to lint.")
@@ -186,7 +193,7 @@ def image_chosen_in(resolved: config.Resolved, tree: Tree) -> str:
     return source.label
 
 
-def linked_directory(output: Path) -> Path | None:
+def linked_directory(output: Path, *, itself: bool = False) -> Path | None:
     """The first directory on the way to `output`, at or below the working directory,
     that is a symbolic link; None when there is none. A CI step writes its reports into
     the checkout (`--format sarif=reports/clippy.sarif`), and a branch can commit
@@ -196,7 +203,7 @@ def linked_directory(output: Path) -> Path | None:
     # the path as the kernel walks it: `reports/../x` passes through `reports`, which a
     # lexical normalisation (os.path.abspath) would never look at
     walked = os.path.join(cwd, output)
-    parts = walked.split(os.sep)[1:-1]  # every directory on the way, not the file itself
+    parts = walked.split(os.sep)[1:] if itself else walked.split(os.sep)[1:-1]  # the file itself?
     current = os.sep
     for part in parts:
         current = os.path.join(current, part)

@@ -184,3 +184,20 @@ def test_the_cli_takes_levels_after_the_separator_with_or_without_a_path(tmp_pat
     done = subprocess.run([str(exe), "lint", "clippy", "--image", image, "--", "-D", "warnings"],
                           capture_output=True, text=True, env=env, cwd=DEMO, timeout=60, check=False)
     assert done.returncode == 3 and "lint-level" not in done.stderr
+
+
+def test_a_member_path_through_a_link_in_the_checkout_is_refused(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A branch that makes `crates/foo` a link to another host directory must not get that
+    directory linted (staged into the guest, quoted in the report)."""
+    demo = copy_crate(DEMO, tmp_path / "demo")
+    elsewhere = copy_crate(DEMO, tmp_path / "private")
+    (demo / "crates" / "foo").symlink_to(elsewhere / "crates" / "demo-core")
+    monkeypatch.chdir(demo)
+    with pytest.raises(UsageError, match="symbolic link"):
+        locate(Path("crates/foo"))
+    with pytest.raises(UsageError, match="symbolic link"):
+        locate(Path("crates/foo/src"))
+    assert locate(Path("crates/demo-core")).workspace == demo  # control
+    monkeypatch.chdir(tmp_path)
+    assert locate(demo / "crates" / "demo-core").workspace == demo  # outside the working directory: the user's own path
