@@ -11,36 +11,22 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from lint_support import HOME, ROOT, Image, build_image, cli  # noqa: E402
+from lint_support import HOME, ROOT, Image, build_image, cli, provision, provision_vm_assets  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def provisioned_home() -> Path:
-    HOME.mkdir(parents=True, exist_ok=True)
-    done = cli("prefetch", "--vm-assets", "--allow-download", timeout=1500)
-    assert done.returncode == 0, done.stderr
-    return HOME
-
-
-def _provision(image: Image) -> None:
-    done = cli("prefetch", "--analyzer", "clippy", "--from", f"oci:{image.layout}", "--image",
-               image.reference, timeout=1500)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == image.reference
+    return provision_vm_assets()
 
 
 @pytest.fixture(scope="session")
 def clippy_image(provisioned_home: Path) -> Image:
-    image = build_image("clippy-1.95.0")
-    _provision(image)
-    return image
+    return provision(build_image("clippy-1.95.0"))
 
 
 @pytest.fixture(scope="session")
 def noclippy_image(provisioned_home: Path) -> Image:
-    image = build_image("clippy-1.95.0-noclippy", "--without-clippy")
-    _provision(image)
-    return image
+    return provision(build_image("clippy-1.95.0-noclippy", "--without-clippy"))
 
 
 @pytest.fixture(autouse=True)

@@ -44,3 +44,18 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
                           timeout=timeout, check=False)
 
 
+def provision_vm_assets() -> Path:
+    """The VM assets in HOME (downloaded once; a no-op when they are intact)."""
+    HOME.mkdir(parents=True, exist_ok=True)
+    done = cli("prefetch", "--vm-assets", "--allow-download", timeout=1500)
+    assert done.returncode == 0, done.stderr
+    return HOME
+
+
+def provision(image: Image) -> Image:
+    """`image` in HOME's store, from its OCI layout (a no-op when it is there)."""
+    done = cli("prefetch", "--analyzer", "clippy", "--from", f"oci:{image.layout}", "--image",
+               image.reference, timeout=1500)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == image.reference
+    return image

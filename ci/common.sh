@@ -1,0 +1,135 @@
+# shellcheck shell=bash
+# Shared by the GitHub Action (ci/github/*.sh) and the GitLab template (ci/gitlab/*.sh):
+# sourced, not run. What both CI systems do the same way lives here, once:
+#
+# - the Debian packages the tool runs (the runtime half of scripts/lib/setup.sh's list,
+#   checked by tests/unit/ci/test_ci_templates.py);
+# - provisioning in the order that lets `doctor` answer: the VM assets and the image
+#   first (doctor reports a host without them as unable to lint, whatever its
+#   accelerator), then the doctor gate, then the package cache;
+# - the pull request's diff, made with the options docs/ADOPTING.md gives;
+# - turning inputs into arguments: every input is a value in an environment variable,
+#   passed to the tool as one argument (`--flag=VALUE`, a path made absolute), so no
+#   input is parsed as shell text or read as another option.
+#
+# The caller sets CI_KIND to "github" or "gitlab" (how an error is shown in the log).
+
+# qemu-system-x86: the microVM; busybox-static, cpio, kmod: the guest initramfs (kmod's
+# depmod orders its modules); e2fsprogs: ext4 images without root or loop devices;
+# zstd: zstd-compressed image layers.
+RUNTIME_PACKAGES=(qemu-system-x86 busybox-static cpio kmod e2fsprogs zstd)
+
+# ci_error MESSAGE: an error the CI shows as such (a GitHub annotation; a plain line in GitLab).
+ci_error() {
+  if [ "${CI_KIND:-}" = github ]; then
+    # A workflow command's data ends at a newline; ours never has one, but a value we
+    # quote (a branch name) is made one line anyway.
+    printf '::error title=pylint-sandbox::%s\n' "$(printf '%s' "$*" | tr '\r\n' '  ')"
+  else
+    printf 'pylint-sandbox: error: %s\n' "$*" >&2
+  fi
+}
+
+# ci_note MESSAGE: a progress line on stderr.
+ci_note() {
+  printf 'pylint-sandbox: %s\n' "$*" >&2
+}
+
+# install_packages [EXTRA...]: the runtime packages (and EXTRA) that dpkg does not have,
+# through apt-get, with sudo when not root. Nothing is run when all are installed.
+install_packages() {
+  local missing=() package
+  for package in "${RUNTIME_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+      || missing+=("$package")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  ci_note "installing Debian packages: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# as_path VALUE: VALUE as an absolute path (relative ones from the current directory), so
+# it can never be read as an option: `--image=x` becomes `$PWD/--image=x`. (`./--image=x`
+# is not enough: the tool's path parsing makes it `--image=x` again.)
+as_path() {
+  local value="${1:-.}"
+  case "$value" in
+    /*) printf '%s' "$value" ;;
+    *) printf '%s/%s' "$PWD" "$value" ;;
+  esac
+}
+
+# tool_env IMAGE ACCEL: the image and accelerator for every command of the tool, as the
+# configuration variables it reads. An empty IMAGE leaves the choice to the repository's
+# roteiro.toml (or the runner's own configuration); ACCEL "auto" (or empty) leaves the
+# runner's configuration in charge, whose default is auto.
+tool_env() {
+  local image="$1" accel="$2"
+  if [ -n "$image" ]; then
+    export ROTEIRO_LINT_IMAGE="$image"
+  fi
+  if [ -n "$accel" ] && [ "$accel" != auto ]; then
+    export ROTEIRO_VM_ACCEL="$accel"
+  fi
+}
+
+# split_args TEXT: EXTRA_ARGS, TEXT split on whitespace (spaces, tabs, newlines). No
+# quoting, globbing, variable or command expansion: each word is one argument as written.
+# shellcheck disable=SC2034  # EXTRA_ARGS is read by the caller
+split_args() {
+  EXTRA_ARGS=()
+  read -r -d '' -a EXTRA_ARGS <<<"${1:-}" || true
+}
+
+# prepare PATH: provision what a lint of PATH needs, then gate on doctor.
+#
+# doctor exits 3 when this host cannot lint PATH: no usable accelerator, the VM assets or
+# the image missing, the configuration unreadable. It comes after the two prefetches
+# because before them it would always say the assets and the image are missing; it comes
+# before fetch-deps and the lint, so a runner without a usable hypervisor fails here with
+# doctor's own checks in the log, not after minutes of downloads and a refused boot.
+prepare() {
+  local path="$1" status=0
+  ci_note "provisioning the VM's kernel and initramfs"
+  pylint-sandbox prefetch --vm-assets --allow-download
+  ci_note "provisioning the linter image"
+  pylint-sandbox prefetch --analyzer clippy --allow-download --path="$path"
+  ci_note "can this runner lint ${path}?"
+  pylint-sandbox doctor --path="$path" || status=$?
+  if [ "$status" -ne 0 ]; then
+    ci_error "this runner cannot lint: pylint-sandbox doctor exited $status (its checks marked MISS above say what is missing; a runner needs /dev/kvm, or accel: tcg to opt in to software emulation)"
+    return "$status"
+  fi
+  ci_note "filling the package cache (runs none of the tree's code)"
+  pylint-sandbox fetch-deps "$path"
+}
+
+# make_pr_diff BASE OUT: write to OUT the diff of HEAD against its merge base with the
+# branch BASE of `origin`, as docs/ADOPTING.md gives it: git's defaults spelled out, so
+# no user or repository configuration (colour, external diff tools, diff.relative,
+# diff.noprefix, diff.mnemonicPrefix) changes its shape, and -M so a renamed file keeps
+# its known findings. origin/BASE is fetched when the checkout lacks it (a CI checkout
+# fetches only what it checks out), and a shallow checkout is deepened when the merge
+# base is not in it. Runs git only: nothing of the tree is executed.
+make_pr_diff() {
+  local base="$1" out="$2"
+  if ! git check-ref-format --branch "$base" >/dev/null 2>&1; then
+    ci_error "the base branch name ${base@Q} is not a branch name git accepts"
+    return 2
+  fi
+  local remote_ref="refs/remotes/origin/$base"
+  if ! git rev-parse --verify --quiet "$remote_ref^{commit}" >/dev/null; then
+    ci_note "fetching origin/$base, the pull request's base"
+    git fetch --quiet --no-tags origin "+refs/heads/$base:$remote_ref"
+  fi
+  if ! git merge-base "$remote_ref" HEAD >/dev/null 2>&1 \
+      && [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+    ci_note "the checkout is shallow and has no merge base with origin/$base: fetching its history (a full checkout avoids this: fetch-depth: 0, GIT_DEPTH: 0)"
+    git fetch --quiet --no-tags --unshallow origin "+refs/heads/$base:$remote_ref"
+  fi
+  git diff --no-color --no-ext-diff --no-relative --src-prefix=a/ --dst-prefix=b/ -M \
+    "origin/$base...HEAD" >"$out"
+}

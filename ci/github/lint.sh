@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The action's lint step (action.yml): one `lint clippy` run, in one VM, writing every
+# output the job uses: GitHub annotations on stdout (the log), the JSON report
+# (clippy.json), SARIF for code scanning (clippy.sarif, with --category) and, written by
+# the tool itself, the Markdown summary on the job's page ($GITHUB_STEP_SUMMARY).
+#
+# - diff "auto" on a pull_request(_target) event makes the pull request's diff with git
+#   (ci/common.sh make_pr_diff, docs/ADOPTING.md's options) and passes it as --diff:
+#   only findings on lines the pull request adds fail the job. "none": no diff; any other
+#   value is the path of a diff the workflow wrote.
+# - It exits with the lint's own status (0 clean at fail-on, 1 findings, 2 usage, 3
+#   refused, 4 internal): the step is continue-on-error, so the SARIF upload still runs,
+#   and the action's last step (finish.sh) fails the job with that status.
+# - Outputs (GITHUB_OUTPUT), written whatever happened: exit-code; findings (the report's
+#   count of findings, empty when no report was written); sarif and report (the files'
+#   paths, empty when not written: a refused lint writes none, and nothing is uploaded).
+#   Reports left in the checkout before the run are removed first, so an output never
+#   describes a file the tree committed.
+#
+# Inputs arrive as environment variables (action.yml's `env:`), never as shell text:
+# INPUT_PATH, INPUT_IMAGE, INPUT_FAIL_ON, INPUT_CATEGORY, INPUT_SARIF, INPUT_BASELINE,
+# INPUT_DIFF, INPUT_ACCEL, INPUT_ARGS.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=ci/common.sh
+source "$here/../common.sh"
+CI_KIND=github
+
+: "${GITHUB_OUTPUT:?this script is the lint step of action.yml}"
+workspace="${GITHUB_WORKSPACE:-$PWD}"
+cd "$workspace"
+report="$workspace/clippy.json"
+sarif="$workspace/clippy.sarif"
+
+# shellcheck disable=SC2317  # run by the EXIT trap
+finish() {
+  local status=$? findings="" written_sarif="" written_report=""
+  if [ -f "$report" ] && [ ! -L "$report" ]; then
+    written_report="$report"
+    findings="$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["summary"]["total"]))' \
+      "$report" 2>/dev/null || true)"
+    [[ "$findings" =~ ^[0-9]+$ ]] || findings=""
+  fi
+  if [ -f "$sarif" ] && [ ! -L "$sarif" ]; then
+    written_sarif="$sarif"
+  fi
+  {
+    printf 'exit-code=%s\n' "$status"
+    printf 'findings=%s\n' "$findings"
+    printf 'sarif=%s\n' "$written_sarif"
+    printf 'report=%s\n' "$written_report"
+  } >>"$GITHUB_OUTPUT"
+  # The tool writes the summary when it has a report; without one, the page says so.
+  if [ -z "$written_report" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$GITHUB_STEP_SUMMARY" ]; then
+    printf '### clippy: no report (pylint-sandbox exited %s)\n\nThe job log says why.\n' "$status" \
+      >>"$GITHUB_STEP_SUMMARY"
+  fi
+  exit "$status"
+}
+trap finish EXIT
+
+rm -f -- "$report" "$sarif"
+tool_env "${INPUT_IMAGE:-}" "${INPUT_ACCEL:-auto}"
+path="$(as_path "${INPUT_PATH:-.}")"
+
+args=(lint clippy "$path" --format=github "--format=json=$report" "--fail-on=${INPUT_FAIL_ON:-warning}")
+case "${INPUT_SARIF:-true}" in
+  true) args+=("--format=sarif=$sarif" "--category=${INPUT_CATEGORY:-clippy}") ;;
+  false) ;;
+  *)
+    ci_error "the input sarif is ${INPUT_SARIF@Q}: true or false"
+    exit 2
+    ;;
+esac
+if [ -n "${INPUT_BASELINE:-}" ]; then
+  args+=("--baseline=$INPUT_BASELINE")
+fi
+case "${INPUT_DIFF:-auto}" in
+  none) ;;
+  auto)
+    case "${GITHUB_EVENT_NAME:-}" in
+      pull_request | pull_request_target)
+        if [ -z "${GITHUB_BASE_REF:-}" ]; then
+          ci_error "a ${GITHUB_EVENT_NAME} event without GITHUB_BASE_REF: no base to diff against"
+          exit 3
+        fi
+        diff="$(mktemp "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/pylint-sandbox-pr.XXXXXX.diff")"
+        if ! make_pr_diff "$GITHUB_BASE_REF" "$diff"; then
+          ci_error "could not make the diff of this pull request against origin/$GITHUB_BASE_REF (git said why above); diff: none lints without it"
+          exit 3
+        fi
+        ci_note "linting against the diff of this pull request with origin/$GITHUB_BASE_REF"
+        args+=("--diff=$diff")
+        ;;
+    esac
+    ;;
+  *) args+=("--diff=$INPUT_DIFF") ;;
+esac
+split_args "${INPUT_ARGS:-}"
+
+status=0
+pylint-sandbox "${args[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} || status=$?
+exit "$status"

@@ -1,0 +1,17 @@
+"""Helpers for the CI script tests (importable by them; conftest.py puts this directory on sys.path)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+#: git with no user or system configuration, and an identity for its commits.
+GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, check=True,
+                          timeout=60).stdout

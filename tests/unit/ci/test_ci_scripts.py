@@ -1,0 +1,248 @@
+"""The CI scripts (ci/), run as a runner runs them, where no VM is needed: what an input
+can and cannot do, the pull request's diff made with real git whatever the repository's
+configuration says, the GitLab cache moved out of the tree and back, and the last step's
+exit status. The lint itself under a runner's environment is tests/integration/ci/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+CI = ROOT / "ci"
+#: The image reference a lint is given: well formed, never provisioned (no lint here boots).
+IMAGE = "registry.example/team/clippy@sha256:" + "a" * 64
+
+
+def run(script: Path, env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`bash SCRIPT` with the tool's venv first on PATH, as the action's install step leaves it."""
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    return subprocess.run(["bash", str(script), *args], env={**os.environ, "PATH": path, **env}, cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def outputs(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> dict[str, str]:
+    """A GitHub runner's environment around a copy of the example workspace."""
+    workspace = tmp_path / "workspace"
+    shutil.copytree(ROOT / "examples" / "demo-workspace", workspace, ignore=shutil.ignore_patterns("target"))
+    for name in ("output", "summary", "env"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "runner-temp").mkdir()
+    return {"GITHUB_WORKSPACE": str(workspace), "GITHUB_OUTPUT": str(tmp_path / "output"),
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "GITHUB_ENV": str(tmp_path / "env"),
+            "RUNNER_TEMP": str(tmp_path / "runner-temp"), "GITHUB_EVENT_NAME": "push", "INPUT_IMAGE": IMAGE}
+
+
+# -- inputs are values ---------------------------------------------------------------------
+
+
+def test_an_input_is_one_argument_never_shell_text(runner: dict[str, str], tmp_path: Path) -> None:
+    workspace = Path(runner["GITHUB_WORKSPACE"])
+    # Reports the tree committed, which an output must never describe as this run's.
+    (workspace / "clippy.json").write_text('{"summary": {"total": 0}}')
+    (workspace / "clippy.sarif").symlink_to("/etc/passwd")
+    hostile = "-- $(touch pwned-a) `touch pwned-b` ; touch pwned-c && x | y > pwned-d *"
+    done = run(CI / "github" / "lint.sh", {**runner, "INPUT_ARGS": hostile, "INPUT_PATH": "."})
+    assert done.returncode == 2, done.stdout + done.stderr
+    # The words arrived at the tool as written: it names the first one it refuses.
+    assert "'$(touch' after `--` is not a lint-level flag" in done.stderr
+    assert not [p for p in tmp_path.rglob("pwned-*")]
+    assert not (workspace / "clippy.json").exists() and not (workspace / "clippy.sarif").is_symlink()
+    assert outputs(tmp_path / "output") == {"exit-code": "2", "findings": "", "sarif": "", "report": ""}
+    assert Path(runner["GITHUB_STEP_SUMMARY"]).read_text().startswith(
+        "### clippy: no report (pylint-sandbox exited 2)")
+
+
+def test_a_path_input_is_never_an_option(runner: dict[str, str], tmp_path: Path) -> None:
+    done = run(CI / "github" / "lint.sh", {**runner, "INPUT_PATH": "--image=evil/x:latest"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    # Read as a path inside the workspace (nothing there), not as an image option.
+    assert f"The path {runner['GITHUB_WORKSPACE']}/--image=evil/x:latest does not exist" in done.stderr
+    control = run(CI / "github" / "lint.sh", {**runner, "INPUT_ARGS": "--image=evil/x:latest"})
+    assert control.returncode == 2 and "digest" in control.stderr  # as an argument, it is an option
+
+
+def test_sarif_takes_true_or_false(runner: dict[str, str], tmp_path: Path) -> None:
+    done = run(CI / "github" / "lint.sh", {**runner, "INPUT_SARIF": "yes"})
+    assert done.returncode == 2
+    assert done.stdout == "::error title=pylint-sandbox::the input sarif is 'yes': true or false\n"
+    assert outputs(tmp_path / "output")["exit-code"] == "2"
+
+
+@pytest.mark.parametrize(("base", "says"), [
+    ("", "a pull_request event without GITHUB_BASE_REF"),
+    ("main", "could not make the diff of this pull request against origin/main"),  # no repository, no origin
+])
+def test_a_pull_request_whose_diff_cannot_be_made_is_refused(runner: dict[str, str], tmp_path: Path, base: str,
+                                                             says: str) -> None:
+    """Not linted without the diff: that would fail the pull request on findings it did not add."""
+    done = run(CI / "github" / "lint.sh", {**runner, "GITHUB_EVENT_NAME": "pull_request", "GITHUB_BASE_REF": base})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"::error title=pylint-sandbox::{says}" in done.stdout
+    assert outputs(tmp_path / "output")["exit-code"] == "3"
+    none = run(CI / "github" / "lint.sh", {**runner, "GITHUB_EVENT_NAME": "pull_request", "GITHUB_BASE_REF": base,
+                                           "INPUT_DIFF": "none", "INPUT_ARGS": "--no-such-flag"})
+    assert none.returncode == 2 and "No such option: --no-such-flag" in none.stderr  # control: diff none skips it
+
+
+@pytest.mark.parametrize(("code", "status", "says"), [
+    ("0", 0, ""),
+    ("1", 1, "clippy findings at or above fail-on (error)"),
+    ("3", 3, "refused to lint (exit 3)"),
+    ("", 1, "ended without an exit status (its outcome: failure)"),
+    ("1; rm -rf /", 1, "ended without an exit status"),
+])
+def test_the_last_step_fails_the_job_with_the_lints_status(code: str, status: int, says: str) -> None:
+    done = run(CI / "github" / "finish.sh", {"EXIT_CODE": code, "LINT_OUTCOME": "failure", "FAIL_ON": "error"})
+    assert done.returncode == status
+    assert (says in done.stdout and done.stdout.startswith("::error title=pylint-sandbox::")) if says else (
+        done.stdout == "")
+
+
+# -- the pull request's diff ---------------------------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60,
+                          env=GIT_ENV).stdout
+
+
+GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+
+
+def make_diff(repo: Path, base: str, out: Path) -> subprocess.CompletedProcess[str]:
+    script = f'source {str(CI / "common.sh")!r}; cd "$1"; make_pr_diff "$2" "$3"'
+    return subprocess.run(["bash", "-c", script, "-", str(repo), base, str(out)], capture_output=True, text=True,
+                          env=GIT_ENV, timeout=60, check=False)
+
+
+def test_the_diff_is_the_pull_requests_in_gits_default_shape(tmp_path: Path) -> None:
+    """origin/main is fetched by the script (the checkout lacks it), the diff is HEAD's
+    against the merge base (not what main did since), and a repository configuration that
+    would change its shape (no prefixes, colour, an external diff tool, relative paths)
+    changes nothing."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q", "-b", "main")
+    (origin / "a.rs").write_text("fn a() {}\n")
+    git(origin, "add", ".")
+    git(origin, "commit", "-qm", "base")
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", "--single-branch", "--branch", "main", str(origin), str(checkout))
+    git(checkout, "checkout", "-qb", "feature")
+    (checkout / "sub").mkdir()
+    (checkout / "sub" / "b.rs").write_text("fn b() {}\n")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-qm", "feature")
+    (origin / "later.rs").write_text("fn later() {}\n")  # main moves on after the branch point
+    git(origin, "add", ".")
+    git(origin, "commit", "-qm", "later")
+    git(checkout, "update-ref", "-d", "refs/remotes/origin/main")  # as a CI checkout: no base ref
+    for key, value in (("diff.noprefix", "true"), ("diff.mnemonicPrefix", "true"), ("color.ui", "always"),
+                       ("color.diff", "always"), ("diff.external", "/bin/false"), ("diff.relative", "true")):
+        git(checkout, "config", key, value)
+    out = tmp_path / "pr.diff"
+    done = make_diff(checkout / "sub", "main", out)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "diff --git a/sub/b.rs b/sub/b.rs\n" in text and "+fn b() {}\n" in text
+    assert "later.rs" not in text and "a.rs" not in text.replace("b.rs", "")  # the merge base, three dots
+    assert "\x1b[" not in text
+    # control: the configuration is in force for a plain `git diff`: the external tool runs
+    # (and fails), and without it the paths lose their prefixes and become relative
+    plain = subprocess.run(["git", "diff", "origin/main...HEAD"], cwd=checkout / "sub", env=GIT_ENV,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert plain.returncode != 0
+    internal = git(checkout / "sub", "diff", "--no-ext-diff", "origin/main...HEAD")
+    assert "diff --git b.rs b.rs" in internal and "\x1b[" in internal
+
+
+@pytest.mark.parametrize("base", ["-x", "a..b", "main\nother", "ref:x", ""])
+def test_a_base_that_is_no_branch_name_is_refused(tmp_path: Path, base: str) -> None:
+    git(tmp_path, "init", "-q")
+    done = make_diff(tmp_path, base, tmp_path / "pr.diff")
+    assert done.returncode == 2
+    assert "is not a branch name git accepts" in done.stderr
+    assert not (tmp_path / "pr.diff").exists()
+
+
+# -- the GitLab cache ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gitlab(tmp_path: Path) -> dict[str, str]:
+    project = tmp_path / "project"
+    project.mkdir()
+    git(project, "init", "-q")
+    (project / "Cargo.toml").write_text("[workspace]\n")
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "c")
+    return {"CI_PROJECT_DIR": str(project), "ROTEIRO_HOME": str(tmp_path / "home"),
+            "CARGO_HOME": str(tmp_path / "cargo"), "PYLINT_SANDBOX_CACHE": ".pylint-sandbox-cache", **{
+                k: v for k, v in GIT_ENV.items() if k.startswith("GIT_")}}
+
+
+PARTS = {"roteiro/store": "home/store", "roteiro/vm": "home/vm", "roteiro/cache/rootfs": "home/cache/rootfs",
+         "roteiro/cache/deps": "home/cache/deps", "cargo/registry": "cargo/registry", "cargo/git": "cargo/git"}
+
+
+def test_the_gitlab_cache_leaves_the_tree_before_the_lint_and_comes_back(gitlab: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    cache = tmp_path / "project" / ".pylint-sandbox-cache"
+    for part in PARTS:
+        (cache / part).mkdir(parents=True)
+        (cache / part / "marker").write_text(part)
+    done = run(CI / "gitlab" / "cache.sh", gitlab, "restore")
+    assert done.returncode == 0, done.stderr
+    for part, where in PARTS.items():
+        assert (tmp_path / where / "marker").read_text() == part
+        assert not (cache / part).exists()  # nothing of the cache is left in the tree
+    (tmp_path / "home" / "cache" / "deps" / "new").write_text("built by this job")
+    done = run(CI / "gitlab" / "cache.sh", gitlab, "save")
+    assert done.returncode == 0, done.stderr
+    for part, where in PARTS.items():
+        assert (cache / part / "marker").read_text() == part and not (tmp_path / where).exists()
+    assert (cache / "roteiro" / "cache" / "deps" / "new").read_text() == "built by this job"
+
+
+def test_a_kept_home_wins_and_the_archived_copy_leaves_the_tree(gitlab: dict[str, str], tmp_path: Path) -> None:
+    """A shell executor keeps ROTEIRO_HOME between jobs: that one is current."""
+    cache = tmp_path / "project" / ".pylint-sandbox-cache" / "roteiro" / "store"
+    cache.mkdir(parents=True)
+    (cache / "marker").write_text("archived")
+    (tmp_path / "home" / "store").mkdir(parents=True)
+    (tmp_path / "home" / "store" / "marker").write_text("kept")
+    assert run(CI / "gitlab" / "cache.sh", gitlab, "restore").returncode == 0
+    assert (tmp_path / "home" / "store" / "marker").read_text() == "kept" and not cache.exists()
+
+
+@pytest.mark.parametrize("plant", ["tracked", "link"])
+def test_a_cache_the_tree_planted_is_refused(gitlab: dict[str, str], tmp_path: Path, plant: str) -> None:
+    project = tmp_path / "project"
+    planted = tmp_path / "elsewhere"
+    (planted / "roteiro" / "store").mkdir(parents=True)
+    if plant == "tracked":
+        shutil.copytree(planted, project / ".pylint-sandbox-cache")
+        (project / ".pylint-sandbox-cache" / "roteiro" / "store" / "x").write_text("from the branch")
+        git(project, "add", ".")
+        git(project, "commit", "-qm", "plant")
+    else:
+        (project / ".pylint-sandbox-cache").symlink_to(planted)
+    done = run(CI / "gitlab" / "cache.sh", gitlab, "restore")
+    assert done.returncode == 3
+    assert "a cache the tree chose is never used" in done.stderr
+    assert not (tmp_path / "home").exists()  # nothing moved
+    saved = run(CI / "gitlab" / "cache.sh", gitlab, "save")
+    assert saved.returncode == 0 and "not saving" in saved.stderr

@@ -1,0 +1,346 @@
+"""action.yml and the GitLab template, read as their runners read them (YAML), hold to what
+their headers promise: every input documented and used, every shell step one script of
+ci/ that exists, no `${{ }}` expression spliced into a `run:` (GitHub's script-injection
+pitfall: the runner substitutes it into the shell text before bash reads it), inputs
+reaching the scripts only as environment variables with the names the scripts read, only
+pinned major versions of other actions, and caches of exactly the directories the tool
+keeps its state in. Each check is a function returning what is wrong, and each is shown
+to catch the fault it is for on a broken copy (the control arm)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]
+
+from roteiro_py import paths
+from roteiro_py.depcache import store as depcache_store
+
+ROOT = Path(__file__).resolve().parents[3]
+ACTION = ROOT / "action.yml"
+GITLAB = ROOT / "ci" / "gitlab" / "pylint-sandbox.gitlab-ci.yml"
+#: A `run:` is exactly this: one script of ci/github, run by bash from the action's checkout.
+RUN_LINE = re.compile(r'bash "\$GITHUB_ACTION_PATH/(ci/github/[a-z-]+\.sh)"')
+#: `owner/repo@vN` or `owner/repo/path@vN`: a major version tag, nothing floating.
+PINNED = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+(/[A-Za-z0-9._/-]+)?@v\d+")
+INPUT_VAR = re.compile(r"\bINPUT_[A-Z_]+\b")
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def steps(action: dict[str, Any]) -> list[dict[str, Any]]:
+    found = action["runs"]["steps"]
+    assert isinstance(found, list)
+    return found
+
+
+def step(action: dict[str, Any], step_id: str) -> dict[str, Any]:
+    return next(s for s in steps(action) if s.get("id") == step_id)
+
+
+def env_name(input_name: str) -> str:
+    return "INPUT_" + input_name.upper().replace("-", "_")
+
+
+# -- the checks ----------------------------------------------------------------------------
+
+
+def strings(value: object) -> list[str]:
+    """Every string in a parsed YAML document, keys and values."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in strings(k) + strings(v)]
+    if isinstance(value, list):
+        return [s for item in value for s in strings(item)]
+    return []
+
+
+def input_problems(action: dict[str, Any]) -> list[str]:
+    """Inputs without a description or default, and inputs no step uses."""
+    problems = []
+    text = "\n".join(strings(action["runs"]))
+    for name, spec in action["inputs"].items():
+        if not str(spec.get("description", "")).strip():
+            problems.append(f"{name}: no description")
+        if not isinstance(spec.get("default"), str):
+            problems.append(f"{name}: no default")
+        if f"inputs.{name} }}}}" not in text:
+            problems.append(f"{name}: used by no step")
+    return problems
+
+
+def run_problems(action: dict[str, Any]) -> list[str]:
+    """Shell steps that are not one existing script of ci/github, or that splice an expression."""
+    problems = []
+    for step in steps(action):
+        if "run" not in step:
+            continue
+        run = step["run"]
+        if "${{" in run:
+            problems.append(f"{step.get('name')}: an expression inside run: {run!r}")
+        match = RUN_LINE.fullmatch(run.strip())
+        if match is None:
+            problems.append(f"{step.get('name')}: run is not one script: {run!r}")
+        elif not (ROOT / match.group(1)).is_file():
+            problems.append(f"{step.get('name')}: {match.group(1)} does not exist")
+        if step.get("shell") != "bash":
+            problems.append(f"{step.get('name')}: shell is not bash")
+    return problems
+
+
+def env_problems(action: dict[str, Any]) -> list[str]:
+    """Each INPUT_* a step's script (with ci/common.sh) reads must be in that step's env,
+    and each INPUT_* there must be exactly `${{ inputs.<its input> }}`."""
+    problems = []
+    common = (ROOT / "ci" / "common.sh").read_text()
+    inputs = action["inputs"]
+    for step in steps(action):
+        if "run" not in step:
+            continue
+        match = RUN_LINE.fullmatch(step["run"].strip())
+        if match is None:
+            continue
+        script = (ROOT / match.group(1)).read_text()
+        env = step.get("env", {})
+        for name in sorted(set(INPUT_VAR.findall(script + common)) - set(env)):
+            problems.append(f"{step.get('name')}: {match.group(1)} reads {name}, which its env lacks")
+        for key, value in env.items():
+            if not key.startswith("INPUT_"):
+                continue
+            wanted = [f"${{{{ inputs.{n} }}}}" for n in inputs if env_name(n) == key]
+            if [value] != wanted:
+                problems.append(f"{step.get('name')}: {key} is {value!r}, not {wanted}")
+    return problems
+
+
+def uses_problems(action: dict[str, Any]) -> list[str]:
+    return [f"{step.get('name')}: {step['uses']} is not a pinned major version"
+            for step in steps(action) if "uses" in step and not PINNED.fullmatch(step["uses"])]
+
+
+# -- the action ----------------------------------------------------------------------------
+
+
+def test_the_action_is_a_composite_whose_checks_pass() -> None:
+    action = load(ACTION)
+    assert action["runs"]["using"] == "composite"
+    assert action["name"] and action["description"]
+    assert set(action["inputs"]) == {"path", "image", "fail-on", "category", "sarif", "baseline",
+                                     "diff", "accel", "version", "args"}
+    assert {name: action["inputs"][name]["default"] for name in ("path", "fail-on", "category", "sarif",
+                                                                  "diff", "accel", "version")} == {
+        "path": ".", "fail-on": "warning", "category": "clippy", "sarif": "true", "diff": "auto",
+        "accel": "auto", "version": ""}
+    assert input_problems(action) == []
+    assert run_problems(action) == []
+    assert env_problems(action) == []
+    assert uses_problems(action) == []
+    assert sum("run" in step for step in steps(action)) == 4  # install, prepare, lint, finish
+
+
+@pytest.mark.parametrize(("mutate", "check", "expected"), [
+    (lambda a: step(a, "install").update(run='bash "$GITHUB_ACTION_PATH/ci/github/install.sh" '
+                                              '"${{ inputs.version }}"'),
+     run_problems, "an expression inside run"),
+    (lambda a: step(a, "install").update(run="pip install pylint-sandbox"), run_problems, "not one script"),
+    (lambda a: step(a, "install").update(run='bash "$GITHUB_ACTION_PATH/ci/github/nope.sh"'),
+     run_problems, "does not exist"),
+    (lambda a: a["inputs"]["path"].update(description=" "), input_problems, "path: no description"),
+    (lambda a: a["inputs"].update(unused={"description": "x", "default": ""}), input_problems,
+     "unused: used by no step"),
+    (lambda a: step(a, "lint")["env"].pop("INPUT_DIFF"), env_problems, "reads INPUT_DIFF, which its env lacks"),
+    (lambda a: step(a, "lint")["env"].update(INPUT_PATH="${{ inputs.image }}"), env_problems, "INPUT_PATH is"),
+    (lambda a: step(a, "vm-cache").update(uses="actions/cache/restore@main"), uses_problems, "pinned"),
+    (lambda a: step(a, "vm-cache").update(uses="actions/cache/restore"), uses_problems, "pinned"),
+])
+def test_each_check_catches_its_fault(mutate: Any, check: Any, expected: str) -> None:
+    """The control arm: each check, on a copy of action.yml with one fault put in."""
+    action = copy.deepcopy(load(ACTION))
+    assert check(action) == []
+    mutate(action)
+    assert any(expected in problem for problem in check(action)), check(action)
+
+
+def test_the_action_outputs_are_what_the_lint_script_writes() -> None:
+    action = load(ACTION)
+    script = (ROOT / "ci" / "github" / "lint.sh").read_text()
+    written = set(re.findall(r"printf '([a-z-]+)=%s\\n'", script))
+    assert {"exit-code", "findings", "sarif"} <= set(action["outputs"]) == written
+    for name, spec in action["outputs"].items():
+        assert spec["value"] == f"${{{{ steps.lint.outputs.{name} }}}}" and spec["description"]
+
+
+def test_sarif_is_uploaded_only_when_written_and_the_job_fails_last() -> None:
+    action = load(ACTION)
+    listed = steps(action)
+    upload = next(s for s in listed if s.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
+    assert upload["if"] == "steps.lint.outputs.sarif != ''"
+    assert upload["with"]["sarif_file"] == "${{ steps.lint.outputs.sarif }}"
+    lint = step(action, "lint")
+    assert lint["continue-on-error"] is True  # so the upload and the cache saves still run
+    assert listed[-1]["run"].strip().endswith('/ci/github/finish.sh"')
+    assert listed[-1]["env"]["EXIT_CODE"] == "${{ steps.lint.outputs.exit-code }}"
+    assert listed.index(lint) < listed.index(upload) < len(listed) - 1
+
+
+def _cached_paths(action: dict[str, Any]) -> dict[str, set[str]]:
+    """Each cache's restored and saved paths, by the cache name in its key."""
+    found: dict[str, set[str]] = {}
+    for step in steps(action):
+        uses = step.get("uses", "")
+        if uses.startswith("actions/cache/"):
+            key = step["with"]["key"]
+            name = re.search(r"pylint-sandbox-([a-z]+)", key) or re.search(r"steps\.([a-z]+)-cache", key)
+            assert name is not None, key
+            path = {line.strip() for line in step["with"]["path"].splitlines() if line.strip()}
+            found.setdefault(name.group(1), path)
+            assert found[name.group(1)] == path, f"{name.group(1)} restored and saved from different paths"
+    return found
+
+
+def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """What is cached is where the tool reads it: paths.py and the dependency cache's store,
+    asked under a ROTEIRO_HOME of the action's own naming."""
+    action = load(ACTION)
+    home = "${{ steps.install.outputs.roteiro-home }}"
+    cargo = "${{ steps.install.outputs.cargo-home }}"
+    monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path))
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
+
+    def under(path: Path, base: Path, name: str) -> str:
+        return f"{name}/{path.relative_to(base)}"
+
+    assert _cached_paths(action) == {
+        "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs"},
+        "vm": {under(paths.vm_assets_root(), tmp_path, home)},
+        "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
+        "cargo": {under(paths.cargo_home() / "registry", tmp_path / "cargo", cargo),
+                  under(paths.cargo_home() / "git", tmp_path / "cargo", cargo)},
+    }
+    rootfs = (ROOT / "roteiro_py" / "vm" / "qemu" / "rootfs.py").read_text()
+    assert 'cache = paths.cache_root() / "rootfs"' in rootfs
+    keys = {step["id"]: step["with"]["key"] for step in steps(action) if step.get("id", "").endswith("-cache")}
+    assert "hashFiles('**/Cargo.lock', '**/Cargo.toml', '**/.cargo/config.toml')" in keys["deps-cache"]
+    assert "steps.install.outputs.image-key" in keys["deps-cache"] and "image-key" in keys["image-cache"]
+    assert "hashFiles('**/Cargo.lock')" in keys["cargo-cache"]
+    vm_save = next(s for s in steps(action) if s.get("name") == "Save the VM assets")
+    assert vm_save["with"]["key"].endswith("${{ steps.prepare.outputs.vm-key }}")
+
+
+def test_the_diff_is_made_with_the_options_the_adopting_guide_gives() -> None:
+    guide = (ROOT / "docs" / "ADOPTING.md").read_text()
+    given = re.search(r"^    git diff (--[^\n]*?) origin/main\.\.\.HEAD > pr\.diff$", guide, re.M)
+    assert given is not None
+    common = (ROOT / "ci" / "common.sh").read_text().replace("\\\n   ", "")
+    made = re.search(r"^  git diff (--[^\n]*?) +\"origin/\$base\.\.\.HEAD\" >\"\$out\"$", common, re.M)
+    assert made is not None
+    assert made.group(1).split() == given.group(1).split()
+
+
+# -- the Debian packages ---------------------------------------------------------------------
+
+
+def test_the_ci_installs_what_setup_sh_installs_less_the_test_only_packages() -> None:
+    def listed(path: Path, name: str) -> set[str]:
+        found = re.search(rf"^{name}=\(([^)]*)\)", path.read_text(), re.M)
+        assert found is not None, f"{path} has no {name}"
+        return set(found.group(1).split())
+
+    runtime = listed(ROOT / "ci" / "common.sh", "RUNTIME_PACKAGES")
+    setup = listed(ROOT / "scripts" / "lib" / "setup.sh", "APT_PACKAGES")
+    assert runtime <= setup
+    assert setup - runtime == {"mmdebstrap", "docker-registry"}  # the image build, the registry tests
+    assert {"qemu-system-x86", "e2fsprogs", "busybox-static", "cpio", "kmod"} <= runtime
+
+
+def test_the_docs_show_the_action_as_it_is() -> None:
+    """README's inputs table and example name the action's inputs; the recipe by hand in
+    SANDBOXED_LINTING.md installs what the action installs."""
+    action = load(ACTION)
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## CI\n"):readme.index("## Exit codes")]
+    assert set(re.findall(r"^\| `([a-z-]+)` \|", section, re.M)) == set(action["inputs"])
+    example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))  # type: ignore[union-attr]
+    uses = next(s for s in example["jobs"]["clippy"]["steps"] if "pylint-sandbox@" in s.get("uses", ""))
+    assert uses["uses"] == "OWNER/pylint-sandbox@v1" and set(uses["with"]) <= set(action["inputs"])
+    assert "`OWNER/pylint-sandbox`\nbelow is where the project is published" in section
+    assert "docs/ADOPTING.md" in section and "ci/gitlab/pylint-sandbox.gitlab-ci.yml" in section
+    recipe = (ROOT / "SANDBOXED_LINTING.md").read_text()
+    installed = re.search(r"apt-get install -y -qq ([^\n]*)", recipe)
+    assert installed is not None
+    runtime = re.search(r"^RUNTIME_PACKAGES=\(([^)]*)\)", (ROOT / "ci" / "common.sh").read_text(), re.M)
+    assert runtime is not None
+    assert set(installed.group(1).split()) == set(runtime.group(1).split()) | {"git", "python3-venv"}
+
+
+# -- the GitLab template ---------------------------------------------------------------------
+
+
+def gitlab_problems(template: dict[str, Any]) -> list[str]:
+    """The job's shell lines call the scripts of ci/gitlab that exist, in their order."""
+    problems = []
+    job = template["pylint-sandbox"]
+    calls = []
+    for section in ("before_script", "script", "after_script"):
+        for line in job.get(section, []):
+            for script in re.findall(r'"\$PYLINT_SANDBOX_DIR/src/(ci/gitlab/[a-z-]+\.sh)"', line):
+                calls.append((section, script, line.rsplit('"', 1)[-1].strip()))
+                if not (ROOT / script).is_file():
+                    problems.append(f"{script} does not exist")
+    if calls != [("before_script", "ci/gitlab/install.sh", ""), ("before_script", "ci/gitlab/cache.sh", "restore"),
+                 ("script", "ci/gitlab/lint.sh", ""), ("after_script", "ci/gitlab/cache.sh", "save")]:
+        problems.append(f"the scripts called: {calls}")
+    if job.get("script") != ['bash "$PYLINT_SANDBOX_DIR/src/ci/gitlab/lint.sh"']:
+        problems.append(f"script is not the lint script alone: {job.get('script')}")
+    return problems
+
+
+def test_the_gitlab_template_calls_its_scripts_and_reports_code_quality() -> None:
+    template = load(GITLAB)
+    assert list(template) == ["pylint-sandbox"]  # one job, no global keys imposed on the pipeline
+    assert gitlab_problems(template) == []
+    broken = copy.deepcopy(template)
+    broken["pylint-sandbox"]["script"] = ["pylint-sandbox lint clippy ."]
+    assert any("script is not the lint script" in p for p in gitlab_problems(broken))  # control
+
+    job = template["pylint-sandbox"]
+    lint = (ROOT / "ci" / "gitlab" / "lint.sh").read_text()
+    quality = job["artifacts"]["reports"]["codequality"]
+    assert f'quality="$CI_PROJECT_DIR/{quality}"' in lint and '"--format=gitlab=$quality"' in lint
+    assert job["artifacts"]["when"] == "always" and quality in job["artifacts"]["paths"]
+
+    # Every PYLINT_SANDBOX_* the scripts read is a variable of the job, and the other way round.
+    scripts = "".join((ROOT / "ci" / "gitlab" / name).read_text() for name in ("install.sh", "cache.sh", "lint.sh"))
+    read = set(re.findall(r"\bPYLINT_SANDBOX_[A-Z_]+\b", scripts))
+    defined = {name for name in job["variables"] if name.startswith("PYLINT_SANDBOX_")}
+    assert read - {"PYLINT_SANDBOX_SOURCE", "PYLINT_SANDBOX_REF"} <= defined
+    assert defined - read == {"PYLINT_SANDBOX_SOURCE", "PYLINT_SANDBOX_REF"}  # the clone line's
+
+
+def test_the_gitlab_caches_are_the_parts_cache_sh_moves() -> None:
+    job = load(GITLAB)["pylint-sandbox"]
+    directory = job["variables"]["PYLINT_SANDBOX_CACHE"]
+    cache_sh = (ROOT / "ci" / "gitlab" / "cache.sh").read_text()
+    assert f'name="${{PYLINT_SANDBOX_CACHE:-{directory}}}"' in cache_sh
+    parts = set(re.findall(r'^  "([a-z/]+)\|', cache_sh, re.M))
+    cached = {path for cache in job["cache"] for path in cache["paths"]}
+    assert cached == {f"{directory}/{part}" for part in parts}
+    assert parts == {"roteiro/store", "roteiro/vm", "roteiro/cache/rootfs", "roteiro/cache/deps",
+                     "cargo/registry", "cargo/git"}
+    assert all(cache["when"] == "always" for cache in job["cache"])
+    keyed = {cache["key"]["prefix"]: cache["key"]["files"] for cache in job["cache"] if isinstance(cache["key"], dict)}
+    assert keyed == {"pylint-sandbox-image": ["roteiro.toml"], "pylint-sandbox-deps": ["Cargo.lock", "Cargo.toml"],
+                     "pylint-sandbox-cargo": ["Cargo.lock"]}
+    # The state lives beside the project directory, never inside the tree a lint copies.
+    assert job["variables"]["ROTEIRO_HOME"].startswith("${CI_PROJECT_DIR}.")
+    assert job["variables"]["PYLINT_SANDBOX_DIR"].startswith("${CI_PROJECT_DIR}.")
