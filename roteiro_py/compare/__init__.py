@@ -15,6 +15,12 @@ A finding gates the run (`Finding.gating`) when it is not known and not outside 
 diff; lint/judgement.py's `exit_code` counts only those. Nothing is dropped: every
 finding stays in the report, marked, and the renderers decide what to show.
 
+A diff that parses can still be of another directory: `git diff --relative` (or
+diff.relative) in a subdirectory names paths relative to it, which no finding's path
+(relative to the repository root) is, so every finding would be outside the diff and the
+run would pass. Given the repository root, `load_against` looks for the files the diff
+adds lines to in it and refuses the diff when none is there (`check_diff_in_tree`).
+
 Both files are outside input: the baseline may be committed in the tree under review and
 the diff holds the branch's file names and code. Each is read through the one reader
 (no link, no FIFO, bounded), the baseline validated by the report model (every string
@@ -24,6 +30,8 @@ sanitised again, every path checked), and a file that fails any of it is a usage
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,11 +46,15 @@ if TYPE_CHECKING:
 #: The largest baseline read: a report of MAX_FINDINGS (10,000) findings is ~10 MiB as
 #: cargo phrases them; this leaves room for long messages and related spans.
 MAX_BASELINE_BYTES = 64 * 1024 * 1024
+#: lstat calls spent looking for a diff's files in the tree, each on a path of at most
+#: diff.MAX_PATH_CHARS characters: a diff of this tree has its first file there (a few
+#: calls); one of another directory misses at the first or second component of each.
+MAX_TREE_LOOKUPS = 10_000
 #: Validation problems a refusal quotes from a baseline that is not a report.
 _SHOWN_PROBLEMS = 3
 
-__all__ = ["MAX_BASELINE_BYTES", "Against", "ChangedLines", "compare", "load_against", "read_baseline",
-           "read_diff"]
+__all__ = ["MAX_BASELINE_BYTES", "MAX_TREE_LOOKUPS", "Against", "ChangedLines", "check_diff_in_tree", "compare",
+           "load_against", "read_baseline", "read_diff"]
 
 
 @dataclass(frozen=True)
@@ -93,14 +105,66 @@ def read_diff(path: Path) -> ChangedLines:
         raise DiffUnusable(path, error.problem, error.line) from None
 
 
-def load_against(baseline: Path | None, diff: Path | None) -> Against | None:
-    """Both files read and checked (None when neither was given): the step before a lint."""
+def _tree_file(root: Path, path: str, allowed: int) -> tuple[bool | None, int]:
+    """Whether `path` is a regular file reached from `root` through directories only, and
+    the lstat calls that took; None when `allowed` calls did not decide it."""
+    parts = path.split("/")
+    current = root
+    for index, part in enumerate(parts):
+        if index == allowed:
+            return None, index
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except (OSError, ValueError):  # missing, unreadable, or a name the OS refuses
+            return False, index + 1
+        if index == len(parts) - 1:
+            return stat.S_ISREG(mode), index + 1
+        if not stat.S_ISDIR(mode):  # a link, a file: nothing under it is the tree's
+            return False, index + 1
+    return False, len(parts)
+
+
+def check_diff_in_tree(changes: ChangedLines, root: Path, diff: Path) -> None:
+    """DiffUnusable when the diff adds lines to files and none of them is a regular file
+    under `root` (the repository root, which findings' paths are relative to).
+
+    The tree is hostile: each path is looked up one component at a time with lstat, and
+    only directories lead on, so a link of the tree (to a directory or a file, inside it
+    or out) is never followed and never counts; nothing is opened or read. At most
+    MAX_TREE_LOOKUPS lookups: the files not reached by then are not looked for, and the
+    refusal says how many were."""
+    paths = [path for path, runs in changes.added.items() if runs.firsts]
+    if not paths:
+        return  # a change that only deletes or renames: nothing to look for
+    lookups = decided = 0
+    for path in paths:
+        found, spent = _tree_file(root, path, MAX_TREE_LOOKUPS - lookups)
+        lookups += spent
+        if found:
+            return
+        if found is None:
+            break
+        decided += 1
+    files = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
+    which = f"the {files}" if decided == len(paths) else f"the first {decided} of the {files}"
+    raise DiffUnusable(diff, f"none of {which} it adds lines to is a file in the repository at {root} "
+                             f"(the first: {paths[0][:200]!r}); its paths must be relative to the repository "
+                             "root: was it written with --relative or diff.relative in a subdirectory, or "
+                             "of another repository?")
+
+
+def load_against(baseline: Path | None, diff: Path | None, *, root: Path | None = None) -> Against | None:
+    """Both files read and checked (None when neither was given): the step before a lint.
+    With `root` (the repository's), the diff's files are looked for in it too."""
     if baseline is None and diff is None:
         return None
-    return Against(baseline=read_baseline(baseline) if baseline is not None else None,
-                   baseline_name=baseline.name if baseline is not None else None,
-                   changes=read_diff(diff) if diff is not None else None,
-                   diff_name=diff.name if diff is not None else None)
+    known = read_baseline(baseline) if baseline is not None else None
+    changes = read_diff(diff) if diff is not None else None
+    if changes is not None and diff is not None and root is not None:
+        check_diff_in_tree(changes, root, diff)
+    return Against(baseline=known, baseline_name=baseline.name if baseline is not None else None,
+                   changes=changes, diff_name=diff.name if diff is not None else None)
 
 
 def compare(report: Report, against: Against | None) -> Report:

@@ -14,6 +14,16 @@ the content lines are the branch's code, so
   finding's path is (report.model.repo_path: sanitised, relative, normalised); an
   absolute path, a `..` component or anything else a finding could never carry is
   refused with the line it is on;
+- in a `diff --git` section the names must carry git's `a/` and `b/` (the `diff --git`,
+  `---` and `+++` lines; /dev/null has none): with `diff.mnemonicPrefix` (`+++ w/x.rs`),
+  `diff.noprefix` or `--no-prefix` no added line's path would be a finding's, every
+  finding would be "outside the diff" and the run would pass, so such a diff is refused
+  with the line and the options that write it right. (A plain diff, with no `diff --git`
+  line, has no convention to check: `b/` is stripped when there. compare/ checks that
+  the files a diff adds lines to are in the tree, which `--relative` also fails.);
+- a diff that names no file at all is refused ("the diff is empty"): a `git diff ... >
+  pr.diff || true` that failed writes nothing, and read as "nothing added" it too would
+  pass every run;
 - content lines are only counted, never kept: what is kept of a file is its added lines
   as runs (two arrays of line numbers), 16 bytes a run whatever the lines held. The
   slowest diff within the bounds, 32 MiB of one-character added lines (16M lines),
@@ -143,8 +153,19 @@ def _unquote(value: bytes, number: int) -> tuple[bytes, bytes]:
     raise DiffError("a quoted file name has no closing quote", number)
 
 
-def _name(value: bytes, number: int, *, prefix: bytes | None) -> str | None:
-    """The path a header names, as a finding's path would be; None for /dev/null."""
+#: What a refusal for a missing prefix says to do (errors.DiffUnusable shows the command).
+_PREFIX_FIX = ("git wrote it with diff.mnemonicPrefix, diff.noprefix or --no-prefix; write it with "
+               "--src-prefix=a/ --dst-prefix=b/")
+
+
+def _shown(raw: bytes) -> str:
+    """A name from the diff as a refusal quotes it (the guidance prints it safely)."""
+    return repr(raw.decode("utf-8", errors="replace")[:200])
+
+
+def _name(value: bytes, number: int, *, prefix: bytes | None, required: bool = False) -> str | None:
+    """The path a header names, as a finding's path would be; None for /dev/null. With
+    `required` (a `diff --git` section's `---`/`+++`), a name without `prefix` is refused."""
     from roteiro_py.report.model import repo_path
 
     if value.startswith(b'"'):
@@ -155,6 +176,9 @@ def _name(value: bytes, number: int, *, prefix: bytes | None) -> str | None:
         return None
     if prefix is not None and raw.startswith(prefix):
         raw = raw[len(prefix):]
+    elif prefix is not None and required:
+        raise DiffError(f"the file name {_shown(raw)} does not start with `{prefix.decode()}` "
+                        f"({_PREFIX_FIX})", number)
     text = raw.decode("utf-8", errors="replace")
     if len(text) > MAX_PATH_CHARS:
         raise DiffError(f"a file name is longer than {MAX_PATH_CHARS} characters", number)
@@ -218,10 +242,16 @@ def parse_diff(data: bytes) -> ChangedLines:
             if not line.startswith(b"diff --git "):
                 raise DiffError("it is a combined diff (of a merge); diff the merge base with the "
                                 "head instead (`git diff BASE...HEAD`)", number)
+            names = line[len(b"diff --git "):]
+            if not names.startswith((b"a/", b'"a/')):
+                raise DiffError(f"the names {_shown(names)} do not start with `a/` and `b/` "
+                                f"({_PREFIX_FIX})", number)
             files += 1
             if files > MAX_DIFF_FILES:
                 raise DiffError(f"it names more than {MAX_DIFF_FILES} files", number)
             runs_of, has_new, in_git, rename_from = None, False, True, None
+        elif line.startswith(b"--- ") and in_git:
+            _name(line[4:], number, prefix=b"a/", required=True)  # only checked: the old name
         elif line.startswith(b"rename from "):
             rename_from = _name(line[len(b"rename from "):], number, prefix=None)
         elif line.startswith(b"rename to ") and rename_from is not None:
@@ -235,7 +265,7 @@ def parse_diff(data: bytes) -> ChangedLines:
                 if files > MAX_DIFF_FILES:
                     raise DiffError(f"it names more than {MAX_DIFF_FILES} files", number)
             has_new = True
-            path = _name(line[4:], number, prefix=b"b/")
+            path = _name(line[4:], number, prefix=b"b/", required=in_git)
             runs_of = None if path is None else changed.added.setdefault(path, _Runs())
         elif line.startswith(b"@@@"):
             raise DiffError("it is a combined diff (of a merge); diff the merge base with the "
@@ -257,6 +287,9 @@ def parse_diff(data: bytes) -> ChangedLines:
         raise DiffError("it ends inside a hunk (was it cut short?)", number)
     if not files and data.strip():
         raise DiffError("it has no `diff --git` or `+++` line: not a unified diff")
+    if not files:
+        raise DiffError("the diff is empty: it names no file (did the `git diff` that wrote it fail? "
+                        "a change that changes nothing needs no --diff)")
     for file_runs in changed.added.values():
         file_runs.settle()
     return changed

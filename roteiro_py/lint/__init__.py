@@ -54,6 +54,7 @@ from roteiro_py.lint.preflight import (
     member_of,
     pinned_image,
     refuse_early,
+    repo_root_of,
 )
 from roteiro_py.lint.run import (
     DEFAULT_GUEST_PATH,
@@ -209,7 +210,9 @@ def template_detail(job: JobOutcome, template: bool) -> str:
 def run_lint_command(request: LintRequest) -> int:
     plan = request.outputs
     check_outputs(plan)                                                    # 0: cheapest
-    against = load_against(request.baseline, request.diff)                 # 0: a wrong file costs ms
+    # 0: a wrong file costs ms; a diff's files are looked for in the repository (no link followed)
+    against = load_against(request.baseline, request.diff,
+                           root=repo_root_of(request.path) if request.diff is not None else None)
     progress = for_stderr(verbose=request.verbose)
     stopped = True
     try:

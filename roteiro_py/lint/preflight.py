@@ -62,6 +62,16 @@ def locate(path: Path) -> Tree:
     return Tree(asked=asked, workspace=workspace, repo_root=repo_root)
 
 
+def repo_root_of(path: Path) -> Path | None:
+    """The repository root `locate` finds for `path`, for checking a `--diff` before the
+    lint; None when `locate` refuses the path, which the lint then does in its own order
+    (after the configuration's refusals), as it did before the diff was checked here."""
+    try:
+        return locate(path).repo_root
+    except UsageError:
+        return None
+
+
 def member_of(tree: Tree) -> str | None:
     """The package a PATH inside the workspace names: the nearest Cargo.toml with a
     `[package]` name from PATH up to (not including) the workspace root, as `cargo clippy`

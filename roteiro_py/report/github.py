@@ -8,9 +8,14 @@ in the message `%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A`; in a property value
 field of an annotation (message, help, suggestion, doc link, title, file) is escaped the
 same way: none of them can end the line or the property list.
 
-An annotation carries the message, rustc's help, the suggested replacement (what
-`cargo clippy --fix` would write) and the lint's documentation (report/links.py), as
-cargo's own output does.
+An annotation carries the message, rustc's help, the suggestions (what `cargo clippy
+--fix` would write) and the lint's documentation (report/links.py), as cargo's own output
+does. A suggestion is shown whole, from `Finding.fixes`: its help, then the lines it
+touches as they are (`-`) and as all its parts make them (`+`), as cargo and the human
+report show them; without those lines, each part's place and replacement. (The legacy
+`Finding.suggestion`, the first part alone, is what a report written before `fixes`
+has: `bool_assert_comparison` then read `suggestion: `assert``, which would not
+compile.)
 
 GitHub's limits (actions/toolkit docs/problem-matchers.md, actions/runner
 ExecutionContext.cs), and what happens past them:
@@ -33,7 +38,8 @@ from collections import Counter
 
 from roteiro_py.report.links import doc_url
 from roteiro_py.report.markdown import MAX_FINDINGS as SUMMARY_FINDINGS
-from roteiro_py.report.model import Finding, Report, comparison_phrase
+from roteiro_py.report.markdown import listed_as
+from roteiro_py.report.model import Finding, Fix, Report, comparison_phrase
 
 #: Annotations of one type GitHub shows per step (error, warning, notice each).
 ANNOTATION_LIMIT = 10
@@ -76,10 +82,39 @@ def _cut(text: str, limit: int, mark: str = _CUT_MARK) -> str:
     return kept + mark if units(kept + mark) <= limit else mark[:limit]
 
 
+def _fix_text(fix: Fix) -> str:
+    """One suggestion as cargo shows it (report/human.py `_fix`, without colour and with
+    every line: the caller cuts the whole at SUGGESTION_SHARE)."""
+    lines = [f"help: {fix.message}"]
+    if fix.before is not None and fix.after is not None and fix.line is not None:
+        old, new = fix.before.removesuffix("\n").split("\n"), fix.after.removesuffix("\n").split("\n")
+        gutter = len(str(fix.line + max(len(old), len(new)) - 1))
+        if len(old) == len(new):  # line by line: an unchanged line is context
+            for offset, (was, now) in enumerate(zip(old, new, strict=True)):
+                number = f"{fix.line + offset:>{gutter}}"
+                lines += [f"{number}   {was}"] if was == now else [f"{number} - {was}", f"{number} + {now}"]
+        else:
+            lines += [f"{fix.line + offset:>{gutter}} - {was}" for offset, was in enumerate(old)]
+            lines += [f"{fix.line + offset:>{gutter}} + {now}" for offset, now in enumerate(new)]
+        return "\n".join(lines)
+    for edit in fix.edits:
+        where = f"  {edit.path}:{edit.line}:{edit.column}: "
+        if not edit.replacement:
+            lines.append(where + "remove")
+        elif "\n" in edit.replacement:
+            lines.append(where + "replace with:\n" + edit.replacement)
+        else:
+            lines.append(where + f"replace with `{edit.replacement}`")
+    return "\n".join(lines)
+
+
 def message_of(finding: Finding, rustc_release: str) -> str:
     """The annotation's text (before escaping), within MESSAGE_LIMIT."""
     tail = ""
-    if finding.suggestion is not None:
+    if finding.fixes:
+        shown = "".join("\n" + _fix_text(fix) for fix in finding.fixes)
+        tail += _cut(shown, SUGGESTION_SHARE, "… [suggestion cut]")
+    elif finding.suggestion is not None:  # a report written before `fixes`: its first part
         suggestion = finding.suggestion
         shown = (f"\nsuggestion: `{suggestion}`" if "\n" not in suggestion
                  else f"\nsuggestion:\n{suggestion}")
@@ -88,7 +123,8 @@ def message_of(finding: Finding, rustc_release: str) -> str:
     if url is not None:
         tail += f"\nfor further information visit {url}"
     head = finding.message
-    if finding.help:
+    # rustc's first help is usually a suggestion's own message, shown with it above
+    if finding.help and all(fix.message != finding.help for fix in finding.fixes):
         head += f"\nhelp: {finding.help}"
     return _cut(head, MESSAGE_LIMIT - units(tail)) + tail
 
@@ -124,19 +160,21 @@ def render_github(report: Report) -> str:
             lines.append(annotation(finding, release))
         else:
             left_out[kind] += 1
+    # what the step summary lists: the findings that gate the run, as annotated here
+    listed = "findings of the run" if report.comparison is None else listed_as(report).lower()
     for kind in ("error", "warning", "notice"):
         if left_out[kind]:
             lines.append(
                 f"{left_out[kind]} more {kind} finding{'s' if left_out[kind] != 1 else ''} "
                 f"not annotated (GitHub shows {ANNOTATION_LIMIT} {kind} annotations per step); "
-                f"the step summary lists the first {SUMMARY_FINDINGS} findings of the run (errors "
+                f"the step summary lists the first {SUMMARY_FINDINGS} {listed} (errors "
                 "first), --format json or sarif every one."
             )
     compared = comparison_phrase(report, "not annotated")
     if compared is not None:
         lines.append(compared + ".")
     summary = report.summary
-    lines.append(f"clippy: {summary.total} findings; build "
+    lines.append(f"clippy: {summary.total} finding{'' if summary.total == 1 else 's'}; build "
                  f"{'succeeded' if summary.build_succeeded else 'failed'}"
                  + (f"; {summary.dropped_findings} more past the cap of a report, not shown."
                     if summary.dropped_findings else "."))

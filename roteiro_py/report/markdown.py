@@ -13,6 +13,13 @@ cannot close it. No guest string is put in a table: tables hold only our own wor
 numbers. A link is written only to a documentation page whose URL report/links.py built
 from a name it checked.
 
+Compared with a baseline or a diff (roteiro_py/compare/), only the findings that gate the
+run (`Finding.gating`: new, in the diff) are listed, as the human report shows them and the
+github format annotates them, and a closing line counts the rest and names the files
+they were judged against (in code spans: the names are outside text too). Listing every
+finding errors first put a known error ahead of the new warning the pull request added,
+on the page github's overflow line sends readers to.
+
 Bounded: at most MAX_LINTS lints and MAX_FINDINGS findings are listed (errors first,
 then by file and line; the summary says how many of how many), each string at most
 FIELD_CHARS characters. At its largest that is about 60 KB, far below the
@@ -28,7 +35,7 @@ from collections import Counter
 
 from roteiro_py.report.human import dependency_line
 from roteiro_py.report.links import doc_url
-from roteiro_py.report.model import LEVELS, Finding, Report
+from roteiro_py.report.model import LEVELS, Finding, Report, comparison_phrase
 
 #: Findings listed by the summary; the github format's note past its limit says so.
 MAX_FINDINGS = 50
@@ -96,6 +103,39 @@ def _finding(finding: Finding, release: str) -> str:
     return line
 
 
+def listed_as(report: Report) -> str:
+    """What the summary lists, in comparison_phrase's words ("New findings in the diff");
+    the github format's overflow line names them the same way."""
+    compared = report.comparison
+    if compared is None:
+        return "Findings"
+    if compared.baseline is not None:
+        return "New findings" + (" in the diff" if compared.diff is not None else "")
+    return "Findings in the diff"
+
+
+#: Stand-ins for the file names in comparison_phrase, replaced by their code spans: no
+#: phrase of ours or count holds a NUL, and a name cannot (the model cleans it).
+_NAMES = ("\0baseline\0", "\0diff\0")
+
+
+def _comparison(report: Report) -> list[str]:
+    """comparison_phrase's line with the baseline's and the diff's names as code spans."""
+    compared = report.comparison
+    if compared is None:
+        return []
+    stand_in = compared.model_copy(update={
+        "baseline": _NAMES[0] if compared.baseline is not None else None,
+        "diff": _NAMES[1] if compared.diff is not None else None})
+    phrase = comparison_phrase(report.model_copy(update={"comparison": stand_in}), "not listed")
+    if phrase is None:
+        return []
+    for stand, name in zip(_NAMES, (compared.baseline, compared.diff), strict=True):
+        if name is not None:
+            phrase = phrase.replace(stand, code(name))
+    return [phrase + ".", ""]
+
+
 def render_markdown(report: Report, *, with_findings: bool = True) -> str:
     """The summary; without `with_findings`, only the counts and the provenance (what
     the writer falls back to when the step's summary has no room for more)."""
@@ -120,18 +160,22 @@ def render_markdown(report: Report, *, with_findings: bool = True) -> str:
         out.append("")
         out += [f"- {code(name)}: {count}" for name, count in ranked[:MAX_LINTS]]
         out.append("")
-    if report.findings and with_findings:
-        ordered = sorted(report.findings, key=lambda f: (_RANK[f.level], f.path or "",
-                                                         f.line or 0, f.column or 0))
+    gating = [finding for finding in report.findings if finding.gating]
+    if gating and with_findings:
+        ordered = sorted(gating, key=lambda f: (_RANK[f.level], f.path or "", f.line or 0, f.column or 0))
         shown = ordered[:MAX_FINDINGS]
         which = (f"all {len(ordered)}" if len(shown) == len(ordered)
                  else f"the first {len(shown)} of {len(ordered)}")
-        out.append(f"**Findings** ({which}, errors first; the JSON and SARIF reports have every one):")
+        out.append(f"**{listed_as(report)}** ({which}, errors first; the JSON and SARIF reports have "
+                   "every one):")
         out.append("")
         out += [_finding(finding, report.toolchain.rustc_release) for finding in shown]
         out.append("")
+    elif report.findings and with_findings:
+        out += [f"**{listed_as(report)}**: none.", ""]
     elif report.findings:
         out += ["The findings are not listed: this step's summary has no room for them "
                 "(the JSON and SARIF reports have every one).", ""]
+    out += _comparison(report)
     out += _provenance(report)
     return "\n".join(out) + "\n"

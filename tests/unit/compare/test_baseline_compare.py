@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,6 +214,49 @@ def test_github_annotates_only_new_findings_in_the_diff() -> None:
     assert "1 known (in the baseline clippy-baseline.json, not annotated)" in text
     plain = render(make_report([finding(1), finding(3)]), "github")  # control
     assert sum(line.startswith("::") for line in plain.splitlines()) == 2
+    # past GitHub's limit, the overflow line names what the step summary lists
+    many = compare(make_report([finding(n) for n in range(1, 13)]),
+                   Against(baseline=make_report([finding(99)]), baseline_name="b.json"))
+    assert "the step summary lists the first 50 new findings (errors first)" in render(many, "github")
+    plain_many = make_report([finding(n) for n in range(1, 13)])  # control: compared with nothing
+    assert "the first 50 findings of the run (errors first)" in render(plain_many, "github")
+
+
+def test_the_step_summary_lists_the_gating_findings_and_counts_the_rest() -> None:
+    """$GITHUB_STEP_SUMMARY, where github's overflow line sends readers: it listed every
+    finding, known ones first when they were errors, with nothing saying which fail the
+    run. Now it lists those that gate, and closes with what the rest were judged against."""
+    from markdown_it import MarkdownIt
+
+    from roteiro_py.report.markdown import render_markdown
+
+    judged = judged_mix()
+    text = render_markdown(judged)
+    bullets = [line for line in text.splitlines() if line.startswith("- **")]
+    assert len(bullets) == 1 and "message 2" in bullets[0]
+    assert "message 1" not in text and "message 3" not in text
+    assert "**New findings in the diff** (all 1, errors first;" in text
+    assert ("1 new in the diff, 1 known (in the baseline ` clippy-baseline.json `, not listed), 1 new outside "
+            "the diff (` pr.diff ` adds lines to 1 file, not listed).") in text
+    assert "not listed)." in render_markdown(judged, with_findings=False)  # the counts-only summary too
+    # a known error is not listed before a new warning (errors first was the order over all)
+    error_known = compare(make_report([finding(1, "error"), finding(2)]), Against(
+        baseline=make_report([finding(1, "error")]), baseline_name="b.json"))
+    listed = [line for line in render_markdown(error_known).splitlines() if line.startswith("- **")]
+    assert len(listed) == 1 and listed[0].startswith("- **warning**") and "**New findings** (all 1" in (
+        render_markdown(error_known))
+    none_new = compare(make_report([finding(1)]), Against(baseline=make_report([finding(1)]), baseline_name="b"))
+    assert "**New findings**: none." in render_markdown(none_new)
+    # the files' names are outside text: code spans, like every other
+    hostile = judged.model_copy(update={"comparison": judged.comparison.model_copy(update={
+        "baseline": "@org/team <img src=x>.json", "diff": "[x](https://evil.example) #12"})})
+    html = MarkdownIt("commonmark").render(render_markdown(hostile))
+    outside = re.sub(r"<code>.*?</code>", "", html, flags=re.S)
+    assert "@org" not in outside and "<img" not in outside and "evil.example" not in outside
+    assert "#12" not in outside and "@org/team &lt;img src=x&gt;.json" in html  # control: shown
+    plain = render_markdown(make_report([finding(1), finding(3)]))  # control: no comparison
+    assert "message 1" in plain and "message 3" in plain and "**Findings** (all 2" in plain
+    assert "not listed" not in plain
 
 
 def test_json_and_sarif_keep_every_finding_marked() -> None:
@@ -288,6 +332,79 @@ def test_a_diff_refusal_names_the_file_and_line(tmp_path: Path) -> None:
     assert load_against(None, None) is None
 
 
+
+@needs_git
+def test_a_diff_written_relative_to_a_subdirectory_is_refused(tmp_path: Path) -> None:
+    """`git diff --relative` run in rust/ names crates/demo-core/src/lib.rs, which no
+    finding's path (relative to the repository root) is: before, every finding was
+    outside the diff and the run passed. Control: the same change diffed from the root."""
+    demo = Demo(tmp_path)
+    demo.edit(LIB, "/// Sums", "pub fn triple(x: i32) -> i32 {\n    return x * 3;\n}\n\n/// Sums")
+    demo.diff()
+    relative = git(demo.repo / "rust", "diff", "--no-color", "--relative", "main...topic")
+    assert b"+++ b/crates/demo-core/src/lib.rs" in relative
+    (tmp_path / "relative.diff").write_bytes(relative)
+    with pytest.raises(DiffUnusable) as refused:
+        load_against(None, tmp_path / "relative.diff", root=demo.repo)
+    text = refused.value.guidance().render_text()
+    assert f"none of the 1 file it adds lines to is a file in the repository at {demo.repo}" in text
+    assert "'crates/demo-core/src/lib.rs'" in text and "--no-relative" in text
+    assert load_against(None, tmp_path / "relative.diff") is not None  # no root given: not checked
+    (tmp_path / "root.diff").write_bytes(git(demo.repo, "diff", "--no-color", "main...topic"))
+    against = load_against(None, tmp_path / "root.diff", root=demo.repo)  # control
+    assert against is not None and against.changes is not None and against.changes.files == 1
+
+
+def test_the_tree_is_looked_at_without_following_its_links(tmp_path: Path) -> None:
+    """A diff's files are looked for under the root with lstat, component by component:
+    a directory link or a file link of the tree (here to a real file) is not a file of the
+    tree. Control: the real file is, and one real file among missing ones is enough."""
+    root, outside = tmp_path / "repo", tmp_path / "outside"
+    (root / "src").mkdir(parents=True)
+    outside.mkdir()
+    (root / "src" / "lib.rs").write_text("fn a() {}\n")
+    (outside / "lib.rs").write_text("fn a() {}\n")
+    (root / "linked").symlink_to(outside)
+    (root / "src" / "alias.rs").symlink_to(root / "src" / "lib.rs")
+    (root / "src" / "dir.rs").mkdir()
+
+    def diff_of(*paths: str) -> Path:
+        file = tmp_path / "pr.diff"
+        file.write_bytes(b"".join(b"diff --git a/%s b/%s\n--- a/%s\n+++ b/%s\n@@ -0,0 +1 @@\n+a\n"
+                                  % ((p.encode(),) * 4) for p in paths))
+        return file
+
+    for paths in (["linked/lib.rs"], ["src/alias.rs"], ["src/dir.rs"], ["src/lib.rs/x"], ["missing.rs"]):
+        with pytest.raises(DiffUnusable, match="none of the"):
+            load_against(None, diff_of(*paths), root=root)
+    for paths in (["src/lib.rs"], ["linked/lib.rs", "missing.rs", "src/lib.rs"]):  # control
+        assert load_against(None, diff_of(*paths), root=root) is not None
+
+
+def test_a_diff_adding_no_line_is_not_looked_for_in_the_tree(tmp_path: Path) -> None:
+    """A change that only deletes files adds lines to no file: nothing to look for."""
+    (tmp_path / "pr.diff").write_bytes(b"diff --git a/gone.rs b/gone.rs\ndeleted file mode 100644\n"
+                                       b"--- a/gone.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n")
+    against = load_against(None, tmp_path / "pr.diff", root=tmp_path / "empty")
+    assert against is not None and against.changes is not None and against.changes.files == 0
+
+
+def test_the_lookups_in_the_tree_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_TREE_LOOKUPS lstat calls the look stops, and the refusal says how many
+    files it looked for; within it, a real file after missing ones is found (control)."""
+    (tmp_path / "repo" / "a").mkdir(parents=True)
+    (tmp_path / "repo" / "a" / "real.rs").write_text("x\n")
+    missing = [f"a/missing{n}.rs" for n in range(5)]  # two lookups each
+    (tmp_path / "pr.diff").write_bytes(b"".join(
+        b"diff --git a/%s b/%s\n--- a/%s\n+++ b/%s\n@@ -0,0 +1 @@\n+a\n" % ((p.encode(),) * 4)
+        for p in [*missing, "a/real.rs"]))
+    monkeypatch.setattr(comparemod, "MAX_TREE_LOOKUPS", 12)
+    assert load_against(None, tmp_path / "pr.diff", root=tmp_path / "repo") is not None
+    monkeypatch.setattr(comparemod, "MAX_TREE_LOOKUPS", 11)
+    with pytest.raises(DiffUnusable, match="none of the first 5 of the 6 files it adds lines to"):
+        load_against(None, tmp_path / "pr.diff", root=tmp_path / "repo")
+
+
 # -- the command line ------------------------------------------------------------------
 
 #: The real command line, with the VM's part replaced by a saved report: configuration,
@@ -320,10 +437,10 @@ def test_the_command_line_judges_a_pull_request_against_a_saved_baseline(tmp_pat
     demo = Demo(tmp_path)
     unchanged = tmp_path / "unchanged.json"
     unchanged.write_text(render(demo.lint(), "json"))
-    rerun = cli(unchanged, "--baseline", str(SAVED), "--format", "json", cwd=demo.repo)
+    rerun = cli(unchanged, "--baseline", str(SAVED), "--format", "json", cwd=demo.repo / "rust")
     assert rerun.returncode == EXIT_OK, rerun.stderr
     assert [f["baseline"] for f in json.loads(rerun.stdout)["findings"]] == ["known"] * 4
-    control = cli(unchanged, "--format", "json", cwd=demo.repo)  # control: without the baseline
+    control = cli(unchanged, "--format", "json", cwd=demo.repo / "rust")  # control: without the baseline
     assert control.returncode == EXIT_FINDINGS, control.stderr
 
     demo.edit(LIB, "/// Sums", "pub fn triple(x: i32) -> i32 {\n    return x * 3;\n}\n\n/// Sums")
@@ -331,14 +448,20 @@ def test_the_command_line_judges_a_pull_request_against_a_saved_baseline(tmp_pat
     pull.write_text(render(demo.lint(), "json"))
     (tmp_path / "pr.diff").write_bytes(demo.diff())
     judged = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "pr.diff"), "--format", "github",
-                 cwd=demo.repo)
+                 cwd=demo.repo / "rust")
     assert judged.returncode == EXIT_FINDINGS, judged.stderr
     annotations = [line for line in judged.stdout.splitlines() if line.startswith("::")]
     assert len(annotations) == 1 and f"file={LIB},line=9," in annotations[0]
     assert "1 new in the diff, 4 known (in the baseline demo-before-baseline.json" in judged.stdout
+    # the same change diffed with --relative in rust/: refused, where it used to pass
+    (tmp_path / "relative.diff").write_bytes(git(demo.repo / "rust", "diff", "--no-color", "--relative",
+                                                 "main...topic"))
+    relative = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "relative.diff"), "--format",
+                   "github", cwd=demo.repo / "rust")
+    assert relative.returncode == EXIT_USAGE and "none of the 1 file it adds lines to" in relative.stderr
 
-    (tmp_path / "elsewhere.diff").write_bytes(DIFF)
-    elsewhere = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "elsewhere.diff"), cwd=demo.repo)
+    (tmp_path / "elsewhere.diff").write_bytes(DIFF.replace(b"src/lib.rs", LIB.encode()))  # adds line 2
+    elsewhere = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "elsewhere.diff"), cwd=demo.repo / "rust")
     assert elsewhere.returncode == EXIT_OK, elsewhere.stderr
     assert "0 new in the diff" in elsewhere.stdout and "1 new outside the diff" in elsewhere.stdout
 
@@ -348,6 +471,9 @@ def test_the_command_line_judges_a_pull_request_against_a_saved_baseline(tmp_pat
     ("--diff", b"--- a/x\n+++ /abs/x\n", "not a path relative"),
     ("--diff", b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n+\0\n", "NUL byte"),
     ("--diff", b"--- a/x\n+++ b/x\n@@ -1,9 +1,9 @@\n+a\n", "ends inside a hunk"),
+    ("--diff", DIFF.replace(b" a/", b" i/").replace(b" b/", b" w/"), "do not start with `a/` and `b/`"),
+    ("--diff", b"", "the diff is empty"),
+    ("--diff", DIFF.replace(b"src/lib.rs", b"lib.rs"), "none of the 1 file it adds lines to"),
 ])
 def test_an_unusable_file_exits_2_before_anything_runs(tmp_path: Path, flag: str, content: bytes,
                                                        said: str) -> None:
@@ -356,6 +482,7 @@ def test_an_unusable_file_exits_2_before_anything_runs(tmp_path: Path, flag: str
     tree = tmp_path / "tree"
     (tree / "src").mkdir(parents=True)
     (tree / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
+    (tree / "src" / "lib.rs").write_text("line 1\nold 2\nline 3\nline 4\n")
     bad = tmp_path / "bad-input"
     bad.write_bytes(content)
     result = subprocess.run([str(EXE), "lint", "clippy", str(tree), flag, str(bad)], capture_output=True,
@@ -386,3 +513,22 @@ def test_a_compared_run_with_uncompared_findings_past_the_cap_is_not_clean() -> 
     assert "5000 past the report's cap not compared" in render(dropped, "human")
     plain = dropped.model_copy(update={"comparison": None})
     assert exit_code(plain, "error") == 0  # control: no comparison, the cap judges nothing
+
+
+def test_a_tree_the_lint_refuses_is_refused_in_the_lints_own_order(tmp_path: Path) -> None:
+    """The diff's files are looked for where the lint finds the repository; a path with no
+    Cargo.toml has none, so the lint's own checks refuse it in their order (the image not
+    configured first, exit 3), not the diff. Control: the same diff on a crate is refused."""
+    (tmp_path / "pr.diff").write_bytes(DIFF)
+
+    def lint(tree: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(EXE), "lint", "clippy", str(tree), "--diff", str(tmp_path / "pr.diff")],
+                              capture_output=True, text=True, timeout=60)
+
+    (tmp_path / "nothing").mkdir()
+    result = lint(tmp_path / "nothing")
+    assert result.returncode == 3 and "[lint]" in result.stderr, result.stderr
+    (tmp_path / "crate").mkdir()
+    (tmp_path / "crate" / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
+    control = lint(tmp_path / "crate")
+    assert control.returncode == EXIT_USAGE and "none of the 1 file it adds lines to" in control.stderr

@@ -119,8 +119,7 @@ def test_a_deleted_file_and_a_pure_rename_add_nothing() -> None:
     assert added(changes) == {} and changes.renamed == {"a.rs": "b.rs"} and changes.files == 0
 
 
-def test_an_empty_diff_changes_nothing_and_text_that_is_no_diff_is_refused() -> None:
-    assert added(parse_diff(b"")) == {}
+def test_text_that_is_no_diff_is_refused() -> None:
     with pytest.raises(DiffError, match="not a unified diff"):
         parse_diff(b'{"schema_version": 1}\n')
 
@@ -204,3 +203,89 @@ def test_runs_from_a_forged_out_of_order_diff_are_merged() -> None:
     changes = parse_diff(text)
     assert added(changes) == {"x": [(1, 2), (10, 15)]}
     assert changes.touches("x", 14, 14) and not changes.touches("x", 3, 9)
+
+
+# -- the shape git's options give a diff ------------------------------------------------
+
+
+def _topic_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A scratch repository whose branch `topic` changes sub/x.rs (lines 2 and 3 added)
+    and leaves the same change uncommitted in the work tree of `main`-based `wip`."""
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull,
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e"}
+    (repo / "sub" / "x.rs").write_text("a\nb\n")
+    for args in (("init", "-q", "-b", "main"), ("add", "."), ("commit", "-q", "-m", "base"),
+                 ("checkout", "-q", "-b", "topic")):
+        subprocess.run([GIT or "git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    (repo / "sub" / "x.rs").write_text("a\nc\nd\n")
+    return repo, env
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_a_diff_without_gits_a_and_b_prefixes_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """diff.mnemonicPrefix (`+++ w/sub/x.rs`) and diff.noprefix (`+++ sub/x.rs`) name
+    files no finding has: before, every finding was then outside the diff and the run
+    passed. Control: the same change with the prefixes the guide spells out is read."""
+    repo, env = _topic_repo(tmp_path)
+
+    def diff(*args: str) -> bytes:
+        return subprocess.run([GIT or "git", *args], cwd=repo, env=env, check=True,
+                              capture_output=True).stdout
+
+    mnemonic = diff("-c", "diff.mnemonicPrefix=true", "diff", "--no-color")  # index vs work tree
+    assert b"+++ w/sub/x.rs" in mnemonic
+    diff("commit", "-q", "-a", "-m", "topic")
+    noprefix = diff("-c", "diff.noprefix=true", "diff", "--no-color", "main...topic")
+    assert b"+++ sub/x.rs" in noprefix
+    for text in (mnemonic, noprefix):
+        with pytest.raises(DiffError) as refused:
+            parse_diff(text)
+        assert refused.value.line == 1 and "a/" in refused.value.problem
+        assert "--src-prefix=a/ --dst-prefix=b/" in refused.value.problem
+    spelled = diff("-c", "diff.noprefix=true", "-c", "diff.mnemonicPrefix=true", "diff", "--no-color",
+                   "--src-prefix=a/", "--dst-prefix=b/", "main...topic")
+    assert added(parse_diff(spelled)) == {"sub/x.rs": [(2, 3)]}  # control
+
+
+@pytest.mark.parametrize(("text", "problem", "line"), [
+    (b"diff --git a/x b/x\n--- a/x\n+++ w/x\n@@ -0,0 +1 @@\n+a\n", "'w/x' does not start with `b/`", 3),
+    (b"diff --git a/x b/x\n--- i/x\n+++ b/x\n@@ -0,0 +1 @@\n+a\n", "'i/x' does not start with `a/`", 2),
+    (b"diff --git a/x b/x\n--- a/x\n+++ x\n@@ -0,0 +1 @@\n+a\n", "'x' does not start with `b/`", 3),
+    (b'diff --git a/x b/x\n--- a/x\n+++ "w/\\303\\251"\n', "does not start with `b/`", 3),
+    (b"diff --git c/x w/x\n", "'c/x w/x' do not start with `a/` and `b/`", 1),
+    (b"diff --git x x\nold mode 100644\nnew mode 100755\n", "do not start with `a/` and `b/`", 1),
+])
+def test_in_a_git_section_every_name_carries_its_prefix(text: bytes, problem: str, line: int) -> None:
+    with pytest.raises(DiffError) as refused:
+        parse_diff(text)
+    assert problem in refused.value.problem and refused.value.line == line
+
+
+def test_the_prefixes_quoted_names_and_dev_null_are_read_in_a_git_section() -> None:
+    """The control arm of the prefix rule: what git writes with a/ and b/ is read."""
+    text = (b'diff --git "a/caf\\303\\251.rs" "b/caf\\303\\251.rs"\n'
+            b'--- "a/caf\\303\\251.rs"\n+++ "b/caf\\303\\251.rs"\n@@ -0,0 +1 @@\n+a\n'
+            b"diff --git a/new.rs b/new.rs\nnew file mode 100644\n--- /dev/null\n+++ b/new.rs\n"
+            b"@@ -0,0 +1,2 @@\n+a\n+b\n"
+            b"diff --git a/gone.rs b/gone.rs\ndeleted file mode 100644\n--- a/gone.rs\n+++ /dev/null\n"
+            b"@@ -1 +0,0 @@\n-a\n")
+    assert added(parse_diff(text)) == {"caf\u00e9.rs": [(1, 1)], "new.rs": [(1, 2)]}
+
+
+@pytest.mark.parametrize("text", [b"", b"\n", b"\r\n\n  \n"])
+def test_an_empty_diff_is_refused(text: bytes) -> None:
+    """`git diff ... > pr.diff || true` that failed writes nothing: read as "no line
+    added", every finding was outside the diff and the run passed."""
+    with pytest.raises(DiffError, match="the diff is empty"):
+        parse_diff(text)
+
+
+def test_a_diff_naming_files_but_adding_no_line_is_not_empty() -> None:
+    """Control of the empty-diff rule: a change that only deletes and renames is a diff."""
+    text = (b"diff --git a/gone.rs b/gone.rs\ndeleted file mode 100644\n--- a/gone.rs\n+++ /dev/null\n"
+            b"@@ -1 +0,0 @@\n-a\n")
+    changes = parse_diff(text)
+    assert changes.files == 0 and added(changes) == {}

@@ -76,6 +76,25 @@ def test_a_multi_part_suggestion_is_shown_whole_as_cargo_shows_it(fidelity: tupl
     assert "= suggestion: `assert`" in legacy and "assert!(x)" not in legacy
 
 
+def test_a_github_annotation_carries_every_part_of_a_suggestion(fidelity: tuple[CargoRun, Report]) -> None:
+    """An annotation showed `suggestion: `assert`` for bool_assert_comparison: the first
+    of its three parts, which applied alone would not compile. It now shows what cargo
+    shows: the help and the line as it is and as the whole suggestion makes it."""
+    run, report = fidelity
+    finding = by_code(report, "clippy::bool_assert_comparison")
+    only = report.model_copy(update={"findings": [finding]})
+    (line,) = [line for line in render(only, "github").splitlines() if line.startswith("::")]
+    message = line.split("::", 2)[2].replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+    cargo = cargo_rendered(run, "clippy::bool_assert_comparison")
+    for shown in ("help: replace it with `assert!(..)`", "2 -     assert_eq!(x, true);", "2 +     assert!(x);"):
+        assert shown in cargo and shown in message.splitlines(), shown
+    assert message.count("replace it with `assert!(..)`") == 1  # the help is not said twice
+    assert "suggestion: `assert`" not in message
+    legacy = render(report.model_copy(update={"findings": [finding.model_copy(update={"fixes": []})]}),
+                    "github")  # control: a report without `fixes` shows the first part, as before
+    assert "suggestion: `assert`" in legacy and "assert!(x)" not in legacy
+
+
 def test_single_part_suggestions_read_as_a_before_and_after(fidelity: tuple[CargoRun, Report]) -> None:
     run, report = fidelity
     text = render(report, "human").splitlines()

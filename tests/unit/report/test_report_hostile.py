@@ -205,6 +205,31 @@ def test_every_field_of_an_annotation_is_escaped() -> None:
     assert title.startswith("error title=") and "," not in title.removeprefix("error title=")
 
 
+def test_every_field_of_a_suggestion_in_an_annotation_is_escaped() -> None:
+    """The parts of a suggestion (`fixes`: help, lines before and after, replacements)
+    joined the annotation: each is the guest's or the tree's text, escaped like the rest."""
+    from roteiro_py.report.model import Finding
+
+    forged = "x\n::add-mask::s3cret\r\n::error file=a.rs::forged %0A::warning::also\r"
+    edit = {"path": "src/a.rs", "line": 1, "column": 1, "end_line": 1, "end_column": 2}
+    finding = Finding.model_validate({
+        "code": "clippy::needless_return", "level": "warning", "message": "m", "path": "src/a.rs", "line": 1,
+        "column": 1, "end_line": 1, "end_column": 2, "fixes": [
+            {"message": forged, "edits": [{**edit, "replacement": forged}], "line": 1, "before": forged,
+             "after": forged + "y"},
+            {"message": forged, "edits": [{**edit, "replacement": forged}, {**edit, "replacement": "z" + forged}]}]})
+    lines = render(make_report([finding]), "github").splitlines()
+    assert [line.split(" ", 1)[0] for line in lines if line.lstrip().startswith("::")] == ["::warning"]
+    message = lines[0].split("::", 2)[2]
+    assert "%250A::warning::also" in message and "\n" not in message and "\r" not in message
+    text = message.replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
+    kept = clean(forged, keep_newlines=True, keep_tabs=True)
+    # control: every part is shown: both helps, both replacements, the lines before and after
+    assert text.count(kept) == 4 and f"replace with:\nz{kept}" in text
+    assert "\n2   \\x3a:add-mask::s3cret\n" in text and text.count("::warning::also\\x0d") == 6
+    assert "::warning::also\\x0dy\n" in text
+
+
 def test_the_markdown_summary_of_the_evil_build_is_inert(evil_report: Report) -> None:
     from html.parser import HTMLParser
 

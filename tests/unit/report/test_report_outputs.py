@@ -171,6 +171,60 @@ def test_an_annotation_fits_githubs_message_limit_keeping_its_link() -> None:
     assert title is not None and len(title.group(1)) == gh.TITLE_LIMIT
 
 
+def _fixed(*fixes: dict[str, object]) -> Finding:
+    return finding(fixes=list(fixes), suggestion="first part only")
+
+
+def _edit(line: int, replacement: str) -> dict[str, object]:
+    return {"path": "src/lib.rs", "line": line, "column": 5, "end_line": line, "end_column": 9,
+            "replacement": replacement}
+
+
+def test_an_annotation_shows_each_part_of_a_suggestion_without_its_lines() -> None:
+    """A suggestion whose lines could not be read shows each part's place and text (a
+    deletion as "remove", several lines whole); the legacy first part alone was shown."""
+    fixed = _fixed({"message": "use these", "edits": [_edit(3, "a"), _edit(4, ""), _edit(7, "b\nc")]},
+                   {"message": "or this", "edits": [_edit(9, "d")]})
+    message = _messages(render(make_report([fixed]), "github"))[0]
+    assert ("help: use these\n  src/lib.rs:3:5: replace with `a`\n  src/lib.rs:4:5: remove\n"
+            "  src/lib.rs:7:5: replace with:\nb\nc\nhelp: or this\n  src/lib.rs:9:5: replace with `d`\n"
+            "for further information visit ") in message
+    assert "first part only" not in message
+    assert message.startswith("unneeded `return` statement\nhelp: remove `return`\nhelp: use these")
+    control = _messages(render(make_report([finding(suggestion="first part only")]), "github"))[0]
+    assert "suggestion: `first part only`" in control
+
+
+def test_an_annotation_shows_a_suggestions_lines_as_cargo_does() -> None:
+    """Lines as they are and as the suggestion makes them; an unchanged line is context."""
+    fixed = _fixed({"message": "remove `return`", "edits": [_edit(9, "x * 2")], "line": 9,
+                    "before": "    return x * 2;\n}", "after": "    x * 2\n}"})
+    message = _messages(render(make_report([fixed]), "github"))[0]
+    assert "\nhelp: remove `return`\n 9 -     return x * 2;\n 9 +     x * 2\n10   }\nfor further" in message
+    assert message.count("remove `return`") == 1  # finding.help is this fix's message: said once
+    grown = _fixed({"message": "split", "edits": [_edit(9, "a;\nb;")], "line": 9, "before": "    a;",
+                    "after": "    a;\n    b;"})
+    assert "\nhelp: split\n 9 -     a;\n 9 +     a;\n10 +     b;\n" in _messages(render(make_report([grown]),
+                                                                                   "github"))[0]
+
+
+def test_an_annotations_suggestions_share_their_room() -> None:
+    """Many parts, or long lines, are cut at SUGGESTION_SHARE; the doc link is kept."""
+    many = _fixed(*({"message": f"part {n}", "edits": [_edit(n, "y" * 300)]} for n in range(1, 40)))
+    message = _messages(render(make_report([many]), "github"))[0]
+    suggestion = message[message.index("help: part 1"):message.index("\nfor further information")]
+    assert gh.units(suggestion) <= gh.SUGGESTION_SHARE and suggestion.endswith("… [suggestion cut]")
+    assert message.endswith("index.html#needless_return") and gh.units(message) <= gh.MESSAGE_LIMIT
+    few = _messages(render(make_report([_fixed({"message": "part 1", "edits": [_edit(1, "y")]})]), "github"))[0]
+    assert "[suggestion cut]" not in few  # control
+
+
+@pytest.mark.parametrize(("count", "said"), [(0, "clippy: 0 findings;"), (1, "clippy: 1 finding;"),
+                                             (2, "clippy: 2 findings;")])
+def test_the_github_count_line_is_in_the_plural_only_when_plural(count: int, said: str) -> None:
+    assert said in render(make_report([finding(line=n) for n in range(1, count + 1)]), "github")
+
+
 def test_past_the_limit_per_type_the_rest_are_counted_once() -> None:
     findings = [finding("warning", n) for n in range(1, gh.ANNOTATION_LIMIT + 6)]
     text = render(make_report(findings), "github")
