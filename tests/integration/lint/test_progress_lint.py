@@ -21,7 +21,7 @@ from roteiro_py import progress as P
 from roteiro_py.errors import EXIT_INTERRUPTED
 
 STAGE_LINE = re.compile(r"^(?P<name>\S(?:.*\S)?) +\d+\.\d s$")
-RUN_STAGES = [P.HYPERVISOR, P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.WORKTREE, P.BOOT, P.TOOLCHAIN,
+RUN_STAGES = [P.HYPERVISOR, P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.DEP_CACHE, P.WORKTREE, P.BOOT, P.TOOLCHAIN,
               P.CLIPPY, P.REPORT]
 
 
