@@ -19,6 +19,7 @@ message print a host file into the CI log (links are refused for the same reason
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,18 +54,25 @@ class RenderRequest:
     flags: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
 
-def load_report(path: Path) -> Report:
-    """The report saved at `path`, validated, or ReportFileInvalid saying why not."""
+def load_report(path: Path, *, limit: int = MAX_REPORT_BYTES,
+                unusable: Callable[[Path, str, bool], Exception] | None = None) -> Report:
+    """The report saved at `path`, validated, or the error `unusable(path, why, invalid)`
+    makes (default ReportFileInvalid) saying why not: `invalid` when the file was read and
+    is no report. The one reader of a saved report: `render` and `--baseline` both."""
     from pydantic import ValidationError
 
     from roteiro_py.report.model import Report
 
+    def refuse(path: Path, why: str, invalid: bool) -> Exception:
+        return ReportFileInvalid(path, why)
+
+    make = unusable or refuse
     try:
-        data = read_bounded(path, MAX_REPORT_BYTES)
+        data = read_bounded(path, limit)
     except FileNotFoundError:
-        raise ReportFileInvalid(path, "it does not exist") from None
+        raise make(path, "it does not exist", False) from None
     except FileRefused as refused:
-        raise ReportFileInvalid(path, refused.reason) from None
+        raise make(path, refused.reason, False) from None
     try:
         return Report.model_validate_json(data)
     except ValidationError as invalid:
@@ -72,7 +80,7 @@ def load_report(path: Path) -> Report:
         shown = [_problem(problem["loc"], problem["type"], problem["msg"])
                  for problem in problems[:MAX_PROBLEMS]]
         more = len(problems) - len(shown)
-        raise ReportFileInvalid(path, "; ".join(shown) + (f"; and {more} more" if more > 0 else "")) from None
+        raise make(path, "; ".join(shown) + (f"; and {more} more" if more > 0 else ""), True) from None
 
 
 def _problem(loc: tuple[int | str, ...], kind: str, message: str) -> str:

@@ -50,8 +50,6 @@ MAX_BASELINE_BYTES = 64 * 1024 * 1024
 #: diff.MAX_PATH_CHARS characters: a diff of this tree has its first file there (a few
 #: calls); one of another directory misses at the first or second component of each.
 MAX_TREE_LOOKUPS = 10_000
-#: Validation problems a refusal quotes from a baseline that is not a report.
-_SHOWN_PROBLEMS = 3
 
 __all__ = ["MAX_BASELINE_BYTES", "MAX_TREE_LOOKUPS", "Against", "ChangedLines", "check_diff_in_tree", "compare",
            "load_against", "read_baseline", "read_diff"]
@@ -68,27 +66,14 @@ class Against:
 
 
 def read_baseline(path: Path) -> Report:
-    """The report in `path`, validated, or BaselineUnusable naming the file and why."""
-    from pydantic import ValidationError
+    """The report in `path`, validated (saved_report.load_report, the one reader of a
+    saved report), or BaselineUnusable naming the file and why."""
+    from roteiro_py.saved_report import load_report
 
-    from roteiro_py.report.model import Report
+    def unusable(path: Path, why: str, invalid: bool) -> Exception:
+        return BaselineUnusable(path, f"it is not a JSON report of this tool ({why})" if invalid else why)
 
-    try:
-        data = read_bounded(path, MAX_BASELINE_BYTES)
-    except FileNotFoundError:
-        raise BaselineUnusable(path, "it does not exist") from None
-    except FileRefused as refused:
-        raise BaselineUnusable(path, refused.reason) from None
-    try:
-        return Report.model_validate_json(data)
-    except ValidationError as invalid:
-        # Where and what, without pydantic's copy of the input: a file that is not a report
-        # can be anything (a validator's own message may quote a value, sanitised).
-        problems = [f"{'.'.join(map(str, error['loc'])) or '(the file)'}: {error['msg']}"
-                    for error in invalid.errors(include_input=False, include_url=False)]
-        shown = "; ".join(problems[:_SHOWN_PROBLEMS])
-        more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
-        raise BaselineUnusable(path, f"it is not a JSON report of this tool ({shown}{more})") from None
+    return load_report(path, limit=MAX_BASELINE_BYTES, unusable=unusable)
 
 
 def read_diff(path: Path) -> ChangedLines:

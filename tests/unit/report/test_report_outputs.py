@@ -21,6 +21,7 @@ from roteiro_py.report import FORMATS, Finding, Report, markdown, render, sarif
 from roteiro_py.report import github as gh
 from roteiro_py.report.fingerprint import finding_fingerprint, fingerprints
 from roteiro_py.report.gitlab import SEVERITIES
+from roteiro_py.report.model import MAX_FIXES
 
 SARIF_SCHEMA = json.loads((DATA / "sarif" / "sarif-schema-2.1.0.json").read_text())
 
@@ -209,8 +210,8 @@ def test_an_annotation_shows_a_suggestions_lines_as_cargo_does() -> None:
 
 
 def test_an_annotations_suggestions_share_their_room() -> None:
-    """Many parts, or long lines, are cut at SUGGESTION_SHARE; the doc link is kept."""
-    many = _fixed(*({"message": f"part {n}", "edits": [_edit(n, "y" * 300)]} for n in range(1, 40)))
+    """Several parts, or long lines, are cut at SUGGESTION_SHARE; the doc link is kept."""
+    many = _fixed(*({"message": f"part {n}", "edits": [_edit(n, "y" * 600)]} for n in range(1, MAX_FIXES + 1)))
     message = _messages(render(make_report([many]), "github"))[0]
     suggestion = message[message.index("help: part 1"):message.index("\nfor further information")]
     assert gh.units(suggestion) <= gh.SUGGESTION_SHARE and suggestion.endswith("… [suggestion cut]")
