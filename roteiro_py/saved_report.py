@@ -54,7 +54,7 @@ class RenderRequest:
     flags: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
 
-def load_report(path: Path, *, limit: int = MAX_REPORT_BYTES,
+def load_report(path: Path, *, limit: int | None = None,
                 unusable: Callable[[Path, str, bool], Exception] | None = None) -> Report:
     """The report saved at `path`, validated, or the error `unusable(path, why, invalid)`
     makes (default ReportFileInvalid) saying why not: `invalid` when the file was read and
@@ -68,7 +68,7 @@ def load_report(path: Path, *, limit: int = MAX_REPORT_BYTES,
 
     make = unusable or refuse
     try:
-        data = read_bounded(path, limit)
+        data = read_bounded(path, MAX_REPORT_BYTES if limit is None else limit)
     except FileNotFoundError:
         raise make(path, "it does not exist", False) from None
     except FileRefused as refused:
