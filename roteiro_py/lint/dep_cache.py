@@ -143,7 +143,7 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
             failed = store.failed(key)
             if failed is not None:
                 return skipped(f"building it failed before ({failed}); `pylint-sandbox cache "
-                               "prune --all` lets the next lint try again", key)
+                               "prune --kind deps --all` lets the next lint try again", key)
             began = time.monotonic()
             disk = store.staging_disk(key)
             try:
