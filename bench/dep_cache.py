@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lint_overhead import linter_image, provision  # bench/ is the script's directory
+
 ROOT = Path(__file__).resolve().parent.parent
 EXE = str(Path(sys.executable).with_name("pylint-sandbox"))
 CLIPPY = ["cargo", "clippy", "--message-format=json", "--offline", "--locked"]
@@ -107,19 +109,14 @@ def main() -> None:
     parser.add_argument("--accel", default="tcg")
     parser.add_argument("--layout", default="/var/tmp/roteiro-images/clippy-1.95.0")
     args = parser.parse_args()
-    reference = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "build-image"), "--output", args.layout],
-        capture_output=True, text=True, check=True).stdout.split()[-1]
+    reference = linter_image(args.layout)
     with tempfile.TemporaryDirectory(prefix="bench-depcache-") as work:
         tree = workspace(Path(work) / "ws")
         cargo_home = provision_crates(tree)
         home = Path(work) / "home"
         env = {**os.environ, "ROTEIRO_HOME": str(home), "CARGO_HOME": str(cargo_home)}
         env.pop("CI", None)
-        for argv in ([EXE, "prefetch", "--vm-assets", "--allow-download"],
-                     [EXE, "prefetch", "--analyzer", "clippy", "--from", f"oci:{args.layout}",
-                      "--image", reference]):
-            subprocess.run(argv, env=env, check=True, capture_output=True)
+        provision(env, args.layout, reference)
         lint = [EXE, "lint", "clippy", str(tree), "--image", reference, "--accel", args.accel,
                 "--format", "json"]
         # root filesystem, probe verdict and templates, made by a lint of another tree

@@ -66,6 +66,19 @@ def median_wall(argv: list[str], env: dict[str, str]) -> float:
     return statistics.median(samples)
 
 
+def linter_image(layout: str) -> str:
+    """The linter image scripts/build-image makes (cached by its inputs), by reference."""
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "build-image"), "--output", layout],
+                          capture_output=True, text=True, check=True).stdout.split()[-1]
+
+
+def provision(env: dict[str, str], layout: str, reference: str) -> None:
+    """The VM assets and the linter image, provisioned into env's ROTEIRO_HOME."""
+    for argv in ([EXE, "prefetch", "--vm-assets", "--allow-download"],
+                 [EXE, "prefetch", "--analyzer", "clippy", "--from", f"oci:{layout}", "--image", reference]):
+        subprocess.run(argv, env=env, check=True, capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("tree", nargs="?", default=str(ROOT / "examples" / "demo-workspace"))
@@ -74,17 +87,12 @@ def main() -> None:
     parser.add_argument("--layout", default="/var/tmp/roteiro-images/clippy-1.95.0")
     args = parser.parse_args()
     tree = Path(args.tree).resolve()
-    reference = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "build-image"), "--output", args.layout],
-        capture_output=True, text=True, check=True).stdout.split()[-1]
+    reference = linter_image(args.layout)
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as work:
         home = Path(work) / "home"
         env = {**os.environ, "ROTEIRO_HOME": str(home)}
         env.pop("CI", None)
-        for argv in ([EXE, "prefetch", "--vm-assets", "--allow-download"],
-                     [EXE, "prefetch", "--analyzer", "clippy", "--from", f"oci:{args.layout}",
-                      "--image", reference]):
-            subprocess.run(argv, env=env, check=True, capture_output=True)
+        provision(env, args.layout, reference)
         lint = [EXE, "lint", "clippy", str(tree), "--image", reference, "--accel", args.accel,
                 "--format", "json"]
         first, _ = run(lint, env)  # root filesystem, probe verdict, template: made once

@@ -128,7 +128,7 @@ from roteiro_py import errors
 from roteiro_py.cargo_view import path_packages_in
 from roteiro_py.deps import LOCKFILE_MAX_BYTES, MANIFEST_MAX_BYTES, parse_tree_toml, read_tree_file
 from roteiro_py.guidance import printable
-from roteiro_py.vm.qemu.shareimage import CARGO_TARGET_MARKERS
+from roteiro_py.vm.qemu.shareimage import holds_target_marker
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -501,15 +501,7 @@ def _enter(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
 def _is_cargo_target(fd: int, name: str) -> bool:
     """A cargo target directory, as staging decides (shareimage.CARGO_TARGET_MARKERS): a
     source directory merely named `target` (src/target/) holds neither marker."""
-    if name != "target":
-        return False
-    for marker in CARGO_TARGET_MARKERS:
-        try:
-            os.stat(marker, dir_fd=fd, follow_symlinks=False)
-            return True
-        except OSError:
-            continue
-    return False
+    return name == "target" and holds_target_marker(fd)
 
 
 def _take_manifest(walk: _Walk, directory: str, data: bytes) -> None:

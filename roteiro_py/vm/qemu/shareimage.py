@@ -160,15 +160,21 @@ def _excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
     except OSError:
         return False  # not a directory now: the copy below sees what it is
     try:
-        for marker in CARGO_TARGET_MARKERS:
-            try:
-                os.stat(marker, dir_fd=target, follow_symlinks=False)
-                return True
-            except OSError:
-                continue
-        return False
+        return holds_target_marker(target)
     finally:
         os.close(target)
+
+
+def holds_target_marker(directory_fd: int) -> bool:
+    """Whether the open directory holds one of CARGO_TARGET_MARKERS (never following a
+    link): what makes a directory named `target` cargo's, not a source directory."""
+    for marker in CARGO_TARGET_MARKERS:
+        try:
+            os.stat(marker, dir_fd=directory_fd, follow_symlinks=False)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, room: int,
