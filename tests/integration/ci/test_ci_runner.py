@@ -30,7 +30,8 @@ def run(script: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     environment a runner gives plus `env`."""
     assert "ROTEIRO_VM_ACCEL" not in os.environ  # tests/conftest.py removed it: only the input may opt in
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
-    return subprocess.run(["bash", str(script)], env={**GIT_ENV, "PATH": path, "ROTEIRO_HOME": str(HOME), **env},
+    return subprocess.run(["bash", str(script)],
+                          env={**os.environ, **GIT_ENV, "PATH": path, "ROTEIRO_HOME": str(HOME), **env},
                           capture_output=True, text=True, timeout=900, check=False)
 
 

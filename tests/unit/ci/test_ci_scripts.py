@@ -114,10 +114,13 @@ def test_the_last_step_fails_the_job_with_the_lints_status(code: str, status: in
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60,
-                          env=GIT_ENV).stdout
+                          env={**os.environ, **GIT_ENV}).stdout
 
 
-GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+#: Only git's own variables: merged with os.environ where a command runs, never copied at
+#: import (the suite's hermetic CARGO_HOME is set after collection; a copy made here sent
+#: the scripts' cargo to the user's own cargo home).
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
 
@@ -125,7 +128,7 @@ GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.dev
 def make_diff(repo: Path, base: str, out: Path) -> subprocess.CompletedProcess[str]:
     script = f'source {str(CI / "common.sh")!r}; cd "$1"; make_pr_diff "$2" "$3"'
     return subprocess.run(["bash", "-c", script, "-", str(repo), base, str(out)], capture_output=True, text=True,
-                          env=GIT_ENV, timeout=60, check=False)
+                          env={**os.environ, **GIT_ENV}, timeout=60, check=False)
 
 
 def test_the_diff_is_the_pull_requests_in_gits_default_shape(tmp_path: Path) -> None:
@@ -162,7 +165,7 @@ def test_the_diff_is_the_pull_requests_in_gits_default_shape(tmp_path: Path) -> 
     assert "\x1b[" not in text
     # control: the configuration is in force for a plain `git diff`: the external tool runs
     # (and fails), and without it the paths lose their prefixes and become relative
-    plain = subprocess.run(["git", "diff", "origin/main...HEAD"], cwd=checkout / "sub", env=GIT_ENV,
+    plain = subprocess.run(["git", "diff", "origin/main...HEAD"], cwd=checkout / "sub", env={**os.environ, **GIT_ENV},
                            capture_output=True, text=True, timeout=60, check=False)
     assert plain.returncode != 0
     internal = git(checkout / "sub", "diff", "--no-ext-diff", "origin/main...HEAD")
