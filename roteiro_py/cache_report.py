@@ -136,6 +136,16 @@ def _partial(complete: bool) -> str | None:
                                   f"and {TREE_MAX_DEPTH} levels only")
 
 
+def _directory_entries(kind: str, root: Path, name: re.Pattern[str]) -> list[CacheEntry]:
+    """Caches kept as one directory per key under `root` (VM templates, cargo views): the
+    size is everything under the directory, the last use its mtime."""
+    found = []
+    for key, path, st in _scan(root, name, directories=True):
+        size, complete = _tree_bytes(path)
+        found.append(CacheEntry(kind, key, path, size, st.st_mtime, _partial(complete)))
+    return found
+
+
 class _DependencyCaches:
     """depcache/store.py: `deps/<key>.ext4` (or a failure mark alone), last use `<key>.used`."""
 
@@ -171,11 +181,7 @@ class _Templates:
         return templates_root()
 
     def entries(self) -> list[CacheEntry]:
-        found = []
-        for key, path, st in _scan(self._root(), self._NAME, directories=True):
-            size, complete = _tree_bytes(path)
-            found.append(CacheEntry("template", key, path, size, st.st_mtime, _partial(complete)))
-        return found
+        return _directory_entries("template", self._root(), self._NAME)
 
     def lock_path(self, entry: CacheEntry) -> Path:
         return entry.path.parent / f"{entry.key}.lock"
@@ -246,11 +252,7 @@ class _CargoViews:
     def entries(self) -> list[CacheEntry]:
         from roteiro_py.vm.mounts import cargo_views_root
 
-        found = []
-        for key, path, st in _scan(cargo_views_root(), self._NAME, directories=True):
-            size, complete = _tree_bytes(path)
-            found.append(CacheEntry("cargo-view", key, path, size, st.st_mtime, _partial(complete)))
-        return found
+        return _directory_entries("cargo-view", cargo_views_root(), self._NAME)
 
     def lock_path(self, entry: CacheEntry) -> Path:
         return entry.path.parent / f"{entry.key}.lock"
