@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pty_support import drain
 from rich.console import Console
 
 from roteiro_py import progress as P
@@ -355,16 +356,7 @@ def test_on_a_pty_the_spinner_goes_to_stderr_only() -> None:
                              stdout=subprocess.PIPE, stderr=secondary, env=env,
                              cwd=Path(__file__).resolve().parents[2])
     os.close(secondary)
-    written = b""
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        written += data
-    os.close(primary)
+    written = drain(primary)
     assert child.stdout is not None
     stdout = child.stdout.read()
     child.stdout.close()

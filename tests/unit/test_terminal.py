@@ -21,6 +21,7 @@ import termios
 from pathlib import Path
 
 import pytest
+from pty_support import drain
 
 from roteiro_py.report.human import FALLBACK_WIDTH, color_choice, screen_for
 from roteiro_py.report.model import Report
@@ -66,16 +67,7 @@ def on_a_pty(report: Report, tmp_path: Path, color: str = "", env: dict[str, str
                              stdin=subprocess.DEVNULL, stdout=secondary, stderr=subprocess.PIPE,
                              env={**base, "TERM": "xterm", **(env or {})}, cwd=ROOT)
     os.close(secondary)
-    written = b""
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        written += data
-    os.close(primary)
+    written = drain(primary)
     assert child.stderr is not None
     stderr = child.stderr.read().decode()
     child.stderr.close()
@@ -158,16 +150,7 @@ def test_a_refusal_on_a_terminal_of_zero_columns_is_still_printed(tmp_path: Path
                               str(tmp_path)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=secondary, env={**base, "TERM": "xterm", "COLUMNS": "0"}, cwd=tmp_path)
     os.close(secondary)
-    written = b""
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        written += data
-    os.close(primary)
+    written = drain(primary)
     assert child.stdout is not None
     child.stdout.close()
     assert child.wait(timeout=60) == 3
