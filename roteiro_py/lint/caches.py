@@ -62,17 +62,18 @@ def guest_cargo(tree: Tree, deadline: Deadline | None = None) -> GuestCargo:
     them, before anything is copied or booted.
     """
     from roteiro_py.cargo_sources import host_sources
-    from roteiro_py.cargo_view import cargo_view, pins
+    from roteiro_py.cargo_view import cargo_view, pins, replaced_sources
 
     lockfile = tree.workspace / "Cargo.lock"
     if not os.path.lexists(lockfile):
         raise LockfileWouldBeWritten(tree.workspace, f"{lockfile} does not exist")
     cargo_home = paths.cargo_home().resolve()
     pinned = pins(lockfile)
+    sources = host_sources()
+    replaced_sources(pinned, sources, tree.asked)  # a replacement the guest cannot follow: first
     for kind in sorted({pin.kind for pin in pinned}):
         if not (cargo_home / kind).is_dir():
             raise NoPackageCache(cargo_home / kind, tree.asked)
-    sources = host_sources()
     view = cargo_view(lockfile, cargo_home, tree.asked, pinned=pinned,
                       until=deadline.at if deadline else None,
                       seconds=deadline.seconds if deadline else 0.0, sources=sources)
