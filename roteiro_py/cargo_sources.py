@@ -38,6 +38,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from roteiro_py import errors, paths
 from roteiro_py.untrusted import FileRefused, read_bounded
@@ -167,6 +168,9 @@ class HostSources:
                    if isinstance(url, str) and not url.startswith("sparse+")
                    else "it is not a sparse+http(s):// URL")
             raise errors.SourceReplacementRefused(registry.file, key, why)
+        if "@" in urlsplit(url.partition("+")[2]).netloc:
+            raise errors.SourceReplacementRefused(registry.file, key, "it holds credentials "
+                                                  "(user@host), which are never given to the guest")
         self._given[key] = url
         return url
 

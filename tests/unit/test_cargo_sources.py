@@ -82,6 +82,7 @@ def test_a_view_found_through_a_replacement_is_another_view(cargo: Path, tmp_pat
     ('local-registry = "/srv/reg"', "source.mirror.local-registry", "a path on this host"),
     ('registry = "https://mirror.example/git-index"', "source.mirror.registry", "git-protocol index"),
     ('registry = "sparse+https://m.example/\\"x"', "source.mirror.registry", "not a sparse"),
+    ('registry = "sparse+https://u:pw@m.example/"', "source.mirror.registry", "credentials"),
     ('git = "https://mirror.example/x"', "source.mirror.git", "git source"),
     ('registry = "sparse+https://m.example/"\nsecret = 1', "source.mirror.secret", "not a key"),
     ('replace-with = "crates-io"', "source.mirror.replace-with", "loop"),
