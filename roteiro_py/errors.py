@@ -529,23 +529,62 @@ class HostToolMissing(Refusal):
 class NoPackageCache(Refusal):
     code = "no-package-cache"
 
-    def __init__(self, path: Path, tree: Path, missing: str | None = None) -> None:
+    def __init__(self, path: Path, tree: Path, missing: str | Sequence[str] | None = None,
+                 total: int | None = None) -> None:
         super().__init__()
         self.path = path
         self.tree = tree
-        #: The pinned package the cache lacks ("itoa 1.0.15"), when one was looked for.
-        self.missing = missing
+        #: The pinned packages the cache lacks ("itoa 1.0.15"), the first MISSING_NAMED of
+        #: them, when they were looked for.
+        self.missing = ((missing,) if isinstance(missing, str) else tuple(missing or ()))[:MISSING_NAMED]
+        #: How many pinned packages the cache lacks in all.
+        self.total = max(total or 0, len(self.missing))
 
     def guidance(self) -> Guidance:
-        summary = (f"The cargo package cache at {_p(self.path)} lacks {_p(self.missing)}, "
-                   "which the lockfile pins." if self.missing is not None
-                   else f"No cargo package cache at {_p(self.path)}.")
+        named = ", ".join(_p(m) for m in self.missing)
+        more = self.total - len(self.missing)
+        if more:
+            named += f" and {more} more"
+        summary = (f"The cargo package cache at {_p(self.path)} lacks {named}, which the "
+                   f"lockfile pins." if self.missing else f"No cargo package cache at {_p(self.path)}.")
         return Guidance(
             summary=summary,
             notes=("The VM has no network: the crates the tree depends on come from the "
                    "host's cargo cache; the guest sees only the packages the lockfile pins.",
                    "`pylint-sandbox fetch-deps` fills it without running the tree's code or configuration.",),
             commands=(fetch_deps_command(self.tree),),
+        )
+
+
+#: How many missing packages a NoPackageCache names (the rest are counted).
+MISSING_NAMED = 5
+
+
+class SourceReplacementRefused(Refusal):
+    """A host cargo `[source]` replacement that the guest cannot be given (cargo_sources.py)."""
+
+    code = "source-replacement-refused"
+
+    def __init__(self, file: Path, key: str, why: str, tree: Path | None = None) -> None:
+        super().__init__()
+        self.file = file
+        self.key = key
+        self.why = why
+        #: The tree whose lockfile needed the source, for the command to run once fixed.
+        self.tree = tree
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The host's cargo configuration {_p(self.file)} replaces a source the "
+            f"lockfile uses in a way the guest cannot follow: {_p(self.key)}: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=("The VM has no network and never reads the host's cargo configuration: "
+                   "it is given only the [source] tables the lockfile needs (replace-with, "
+                   "and a sparse registry's URL), so that it finds the packages fetch-deps "
+                   "put in the cache under the replacement's name.",
+                   f"Change or remove {_p(self.key)} in {_p(self.file)} (a registry mirror "
+                   "works when it is named by its sparse+https:// URL), then fetch again.",),
+            commands=(fetch_deps_command(self.tree or Path("PATH")),),
         )
 
 

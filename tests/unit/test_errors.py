@@ -73,6 +73,10 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                           "itoa-77 1.0.15"),
                                     ["/c/.cargo/registry", "itoa-77 1.0.15",
                                      "pylint-sandbox fetch-deps /t/tree-5"]),
+    errors.SourceReplacementRefused: lambda: (errors.SourceReplacementRefused(
+        Path("/h/.cargo/config-3.toml"), "source.vendored-9.directory", "it is a path on this host",
+        Path("/t/tree-13")), ["/h/.cargo/config-3.toml", "source.vendored-9.directory",
+                              "a path on this host", "pylint-sandbox fetch-deps /t/tree-13"]),
     errors.PackageCacheRefused: lambda: (errors.PackageCacheRefused(
         Path("/c/.cargo/registry/src/i-1/evil-3.0.0"), "it is nested more than 64 directories deep"),
         ["/c/.cargo/registry/src/i-1/evil-3.0.0", "more than 64 directories", "fetch-deps"]),
