@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from roteiro_py.guidance import Guidance, printable
+from roteiro_py.invocation import Invocation
+from roteiro_py.shipped import LOCAL_TAG, build_command, dockerfile_command, docs_command, prefetch_from_docker_command
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -43,9 +45,9 @@ EXIT_REFUSED = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
-#: The number of lines of `Dockerfile.clippy`, stated here and nowhere else; a test
-#: checks it against the file and against the first dockerfile block of
-#: SANDBOXED_LINTING.md.
+#: The number of lines of `Dockerfile.clippy` (the one `pylint-sandbox dockerfile clippy`
+#: prints), stated here and nowhere else; a test checks it against the file, the package's
+#: copy and the first dockerfile block of SANDBOXED_LINTING.md.
 DOCKERFILE_LINES = 2
 
 _DIGEST_PLACEHOLDER = "sha256:<64 hex>"
@@ -79,8 +81,25 @@ def prefetch_command(reference: str | None = None) -> str:
     return f"pylint-sandbox prefetch --analyzer clippy --image {_q(reference)} --allow-download"
 
 
+def target_build_command(triple: str) -> str:
+    """The shipped Dockerfile plus one `RUN rustup target add`, built as `build_command()`
+    builds it (same tag, so `prefetch_from_docker_command()` pins it)."""
+    line = shlex.quote(f"RUN rustup target add {printable(triple)}")
+    return (f"{{ {dockerfile_command()}; printf '%s\\n' {line}; }} | docker build -t {LOCAL_TAG} -")
+
+
 def fetch_deps_command(tree: Path) -> str:
     return f"pylint-sandbox fetch-deps {_q(tree)}"
+
+
+def _rerun(error: RoteiroError, option: str, value: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(notes, commands) suggesting the user's own command again with `option value`: the
+    whole line when the boundary recorded it, else a note naming the option (a bare
+    `pylint-sandbox lint clippy --memory N` would lint the current directory instead)."""
+    line = error.invocation.with_option(option, str(value)) if error.invocation else None
+    if line is not None:
+        return (), (line,)
+    return (f"Run the same command again with `{option} {value}`.",), ()
 
 
 class RoteiroError(Exception):
@@ -89,6 +108,9 @@ class RoteiroError(Exception):
     exit_code: ClassVar[int] = EXIT_INTERNAL
     #: A stable identifier for machines (JSON output, tests); never reworded.
     code: ClassVar[str] = "internal"
+    #: The command line the user ran, when the command line's boundary knows it (cli/app.py
+    #: sets it for `lint clippy`): a suggested rerun repeats it (`rerun()`).
+    invocation: Invocation | None = None
 
     def guidance(self) -> Guidance:
         return Guidance(summary=_sentence(_p(Exception.__str__(self)) or type(self).__name__))
@@ -210,7 +232,7 @@ class BaselineUnusable(RoteiroError):
             summary=f"--baseline {_p(self.path)} cannot be used: {_p(self.problem).rstrip('.')}.",
             notes=("A baseline is the JSON report of an earlier run (`--format json`), a regular "
                    "file (not a link) within the stated size; make it again on the base branch "
-                   "(docs/ADOPTING.md).",),
+                   f"(`{docs_command('adopting')}`).",),
             commands=("pylint-sandbox lint clippy . --format json --output clippy-baseline.json",),
         )
 
@@ -233,7 +255,7 @@ class DiffUnusable(RoteiroError):
             summary=f"--diff {_p(self.path)}{where} cannot be used: {_p(self.problem).rstrip('.')}.",
             notes=("A diff is git's unified diff of the change, with paths relative to the "
                    "repository root and git's a/ and b/ prefixes, written to a regular file "
-                   "(docs/ADOPTING.md).",),
+                   f"(`{docs_command('adopting')}`).",),
             commands=("git diff --no-color --no-ext-diff --no-relative --src-prefix=a/ --dst-prefix=b/ "
                       "origin/main...HEAD > pr.diff",),
         )
@@ -330,13 +352,16 @@ class NoImageConfigured(Refusal):
             summary="No linter image is configured: `[lint] image` is not set.",
             notes=(
                 where, pinned,
-                f"To build one: `docker build -f Dockerfile.clippy` (a {DOCKERFILE_LINES}-line "
-                "Dockerfile, see SANDBOXED_LINTING.md), then `pylint-sandbox prefetch "
-                "--analyzer clippy --from docker --image <tag>` prints the pinned reference.",
+                f"To build one from the {DOCKERFILE_LINES}-line Dockerfile this package carries "
+                f"(`{dockerfile_command()}` prints it), run the commands below: the second "
+                "prints the pinned reference and the `config set` that makes it yours.",
+                "For an image in a registry, name it as below and provision it with "
+                f"`{prefetch_command()}`; `{docs_command('threat-model')}` says what the image "
+                "is trusted with.",
             ),
-            snippet_title=f"add to {_p(self.repo_config)}",
+            snippet_title=f"or add to {_p(self.repo_config)}",
             snippet=f'[lint]\nimage = "registry.example/team/clippy@{_DIGEST_PLACEHOLDER}"',
-            commands=(prefetch_command(),),
+            commands=(build_command(), prefetch_from_docker_command()),
         )
 
 
@@ -658,8 +683,10 @@ class ImageLacksLinter(Refusal):
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
             notes=(_said("`cargo-clippy --version` in the guest said", self.output),
-                   f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
-                   "base plus `rustup component add clippy`) and pin the new digest.",),
+                   f"Build the image from the {DOCKERFILE_LINES}-line Dockerfile this package "
+                   f"carries (`{dockerfile_command()}`: a Rust base plus `rustup component add "
+                   "clippy`) and pin the new digest, as below.",),
+            commands=(build_command(), prefetch_from_docker_command()),
         )
 
 
@@ -757,12 +784,13 @@ class KilledBySignal(Refusal):
         self.command = command
 
     def guidance(self) -> Guidance:
+        notes, commands = _rerun(self, "--memory", self.memory_mib * 2)
         return Guidance(
             summary=f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest, "
             "with nothing on stderr.",
             notes=(f"That is most likely the guest running out of memory: it has "
-                   f"{self.memory_mib} MiB. Raise it with --memory or `[vm] memory_mib`.",),
-            commands=(f"pylint-sandbox lint clippy --memory {self.memory_mib * 2}",),
+                   f"{self.memory_mib} MiB. Raise it with --memory or `[vm] memory_mib`.", *notes),
+            commands=commands,
         )
 
 
@@ -801,13 +829,14 @@ class DeadlineExceeded(Refusal):
         self.stopped = stopped
 
     def guidance(self) -> Guidance:
+        notes, commands = _rerun(self, "--timeout", max(1, int(self.seconds * 2)))
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "
             f"{self.seconds:g} s; {_p(self.stopped)}.",
             notes=("No report was made: a build cut short is never reported as a clean tree.",
                    "Raise the deadline with --timeout or `[vm] timeout_s` if the tree needs "
-                   "longer (software emulation is 10 to 40 times slower than the host).",),
-            commands=(f"pylint-sandbox lint clippy --timeout {int(self.seconds * 2)}",),
+                   "longer (software emulation is 10 to 40 times slower than the host).", *notes),
+            commands=commands,
         )
 
 
@@ -933,11 +962,12 @@ class TargetNotInImage(Refusal):
                     f"{_p(self.triple)}.",
             notes=("A lint never downloads anything, in the guest least of all: the target's "
                    "standard library must be in the image.",
-                   "Add it where the image is built (Dockerfile.clippy), provision the new "
-                   "image, and pin it; or lint without --target.",
+                   "Add it where the image is built (below: the Dockerfile "
+                   f"`{dockerfile_command()}` prints, plus `rustup target add`), provision the "
+                   "new image, and pin it; or lint without --target.",
                    "No report was made: a build that could not start is never reported as a "
                    "clean tree."),
-            commands=(f"RUN rustup target add {_p(self.triple)}   # in Dockerfile.clippy",),
+            commands=(target_build_command(self.triple), prefetch_from_docker_command()),
         )
 
 
