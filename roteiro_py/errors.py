@@ -447,8 +447,9 @@ class VmAssetsMissing(Refusal):
         return Guidance(
             summary=f"The VM's {_p(self.what)} is not provisioned at {_p(self.path)}.",
             notes=("Assets are provisioned ahead of time and verified by digest; a run never "
-                   "downloads them. Hosts that are not Debian-like can point `[vm] kernel` "
-                   "at their own.",),
+                   "downloads them, from a Debian archive (`[vm] debian_archive`: a mirror or "
+                   "a local copy). A host that reaches none can point `[vm] kernel` and "
+                   "`[vm] initrd` at its own.",),
             commands=("pylint-sandbox prefetch --vm-assets --allow-download",),
         )
 
@@ -478,18 +479,19 @@ class ImageNotProvisioned(Refusal):
 class DownloadNotAllowed(Refusal):
     code = "download-not-allowed"
 
-    def __init__(self, reference: str, source: str, what: str) -> None:
+    def __init__(self, reference: str, source: str, what: str, *, command: str | None = None) -> None:
         super().__init__()
         self.reference = reference
         self.source = source
         self.what = what
+        self.command = command  # the command that allows it, when it is not an image's prefetch
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Prefetch would download {_p(self.what)} from {_p(self.source)}; "
             "downloading was not allowed.",
-            notes=(f"Image: {_p(self.reference)}.",),
-            commands=(prefetch_command(self.reference),),
+            notes=(f"{'For' if self.command else 'Image'}: {_p(self.reference)}.",),
+            commands=(self.command or prefetch_command(self.reference),),
         )
 
 
@@ -507,6 +509,31 @@ class PrefetchFailed(Refusal):
             summary=f"Could not provision {_p(self.reference)} from {_p(self.source)}: "
             f"{_p(self.reason).rstrip('.')}.",
             notes=("Nothing partial was left in the store: the reference is not present.",),
+        )
+
+
+class ArchiveRefused(Refusal):
+    """A Debian archive whose index or packages did not verify: nothing was provisioned."""
+
+    code = "archive-refused"
+
+    def __init__(self, archive: str, suite: str, reason: str) -> None:
+        super().__init__()
+        self.archive = archive
+        self.suite = suite
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Refused the Debian archive {_p(self.archive)} (suite {_p(self.suite)}): "
+            f"{_p(self.reason).rstrip('.')}.",
+            notes=("Its InRelease must be signed by a pinned Debian archive key, and Packages "
+                   "and each .deb must match the digests it lists; nothing was provisioned.",
+                   "Check the mirror (a proxy or a partial copy can alter files), point "
+                   "`[vm] debian_archive` at another mirror or a local copy, or set "
+                   "`[vm] kernel` and `[vm] initrd` to files of your own."),
+            commands=("pylint-sandbox config set vm.debian_archive MIRROR-URL-OR-DIRECTORY",
+                      "pylint-sandbox prefetch --vm-assets --allow-download"),
         )
 
 
