@@ -3,7 +3,8 @@
 The preflight checks run cheapest and most fundamental first, and each refuses before
 anything more expensive starts:
 
-    image configured -> pinned by digest -> hypervisor usable -> image present in the store
+    platform (platform_support.py) -> image configured -> pinned by digest
+    -> hypervisor usable -> image present in the store
     -> package cache present (and a lockfile) -> scratch available
 
 Only then is the root filesystem built (cached per manifest digest) and a VM booted.
@@ -69,6 +70,7 @@ from roteiro_py.lint.run import (
     steps_for,
 )
 from roteiro_py.lint.staging import report_left_out
+from roteiro_py.platform_support import require_supported
 from roteiro_py.progress import (
     CARGO_VIEW,
     DEP_CACHE,
@@ -122,6 +124,7 @@ class LintRequest:
 def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not."""
     began = time.monotonic()
+    require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
     refuse_early(layers, request.path)  # 1, 2 when they need no validation (~ --help)
     resolved = config.resolve(request.path, layers=layers)
@@ -208,6 +211,7 @@ def template_detail(job: JobOutcome, template: bool) -> str:
 
 
 def run_lint_command(request: LintRequest) -> int:
+    require_supported()  # before any file is looked at: no VM can run on this host at all
     plan = request.outputs
     check_outputs(plan)                                                    # 0: cheapest
     # 0: a wrong file costs ms; a diff's files are looked for in the repository (no link followed)
