@@ -5,7 +5,8 @@ anything more expensive starts:
 
     platform (platform_support.py) -> image configured -> pinned by digest
     -> hypervisor usable -> image present in the store
-    -> package cache present (and a lockfile) -> scratch available
+    -> package cache present (and a lockfile) -> the grant within what the backend
+    can enforce (`check_grant`) -> scratch available
 
 Only then is the root filesystem built (cached per manifest digest) and a VM booted.
 In the one boot, the guest's toolchain is probed before the build (`cargo-clippy
@@ -63,6 +64,7 @@ from roteiro_py.lint.run import (
     GUEST_TARGET_DIR,
     IMAGE_ENV_KEPT,
     IMAGE_ENV_VALUE_LIMIT,
+    check_grant,
     clippy_command,
     grant_for,
     guest_env,
@@ -90,7 +92,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
-    "LintRequest", "OutputPlan", "Tree", "build_report", "check_output", "check_outputs",
+    "LintRequest", "OutputPlan", "Tree", "build_report", "check_grant", "check_output", "check_outputs",
     "clippy_command", "deliver", "exit_code",
     "grant_for", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
     "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
@@ -157,7 +159,8 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
     progress.stage(HYPERVISOR)
-    isolation = backend(Path(os.devnull), None).isolation()               # 3
+    sandbox = backend(Path(os.devnull), None)
+    isolation = sandbox.isolation()                                        # 3
     progress.detail(f"accel {vm.accel} ({resolved.source_of('vm.accel')}): {isolation.description}")
     progress.stage(IMAGE)
     store = Store.default()
@@ -171,6 +174,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     steps = steps_for(tree, settings, env, argv)
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(argv)}")
     grant = grant_for(tree, registry, git)
+    check_grant(grant, sandbox.ceiling(), shlex.join(argv), settings.lint.backend)  # before boot
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
     rootfs = root_filesystem(image, store.root, deadline)

@@ -154,6 +154,19 @@ class QemuBackend:
             "no hardware acceleration that boots a guest", accel=self.accel,
             findings=tuple(findings), tcg_possible=tcg.usable)
 
+    def ceiling(self) -> GrantSet:
+        """The most this backend can confine a command to, as grant atoms.
+
+        Read and list any host directory tree (a read-only share: mounts.py, which still
+        refuses the particular trees it never shares, such as the cargo home's root); write
+        only on the scratch disk (the one writable place; a run without a scratch disk
+        refuses a write grant); run any program, since everything runs inside the VM.
+        Never the network (there is no network device), a secret or an ambient variable
+        (the guest's environment is set, never inherited).
+        """
+        return GrantSet.of("fs:read:/**", "fs:list:/**", f"fs:write:{self.scratch_guest}/**",
+                           "proc:exec:*")
+
     def mounts(self, steps: Sequence[Command], grant: GrantSet) -> MountTable:
         tables = {derive_mounts(grant, step, scratch=self.scratch_guest if self.scratch
                                 else None, host_cargo_home=paths.cargo_home())
