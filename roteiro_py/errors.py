@@ -1034,6 +1034,35 @@ class SpawnFailed(Refusal):
         )
 
 
+class PlatformUnsupported(Refusal):
+    """A host a lint cannot run on (roteiro_py/platform_support.py decides), refused before
+    anything starts; never followed by running with less confinement."""
+
+    code = "platform-unsupported"
+
+    def __init__(self, platform: str, supported: str, doc: str, *, reason: str | None = None) -> None:
+        super().__init__()
+        self.platform = platform
+        self.supported = supported
+        self.doc = doc
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        why = _p(self.reason).rstrip(".") if self.reason else f"lints run only on {_p(self.supported)}"
+        return Guidance(
+            summary=f"This host ({_p(self.platform)}) cannot run a lint: {why}.",
+            notes=(f"A lint boots a QEMU x86 microvm under KVM (or TCG, by explicit opt-in), "
+                   f"waits on it with pidfd and ties it to this process with util-linux's "
+                   f"setpriv: that is {_p(self.supported)} and nothing else, and nothing runs "
+                   "with less confinement instead.",
+                   "Commands that start no VM work here: config, render, cache, fetch-deps.",
+                   f"What runs, and what aarch64 Linux and macOS would need: {_p(self.doc)}.",
+                   f"Lint on a {_p(self.supported)} host (a CI runner such as ubuntu-latest) "
+                   "with --format json, and read its report here:"),
+            commands=("pylint-sandbox render REPORT.json",),
+        )
+
+
 # -- exit 4 ----------------------------------------------------------------------------
 
 

@@ -69,7 +69,6 @@ class Color(StrEnum):
 class Accel(StrEnum):
     auto = "auto"
     kvm = "kvm"
-    hvf = "hvf"
     tcg = "tcg"
 
 
