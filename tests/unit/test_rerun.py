@@ -4,8 +4,11 @@ hostile path stays one inert word (issue 14)."""
 
 from __future__ import annotations
 
+import io
+import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,3 +128,33 @@ def test_shell_words_are_plain_where_they_can_be() -> None:
     assert shell_word("a b") == "'a b'"
     assert shell_word("a\nb") == "$'a\\x0ab'"
     assert shell_word("it's\x1b") == "$'it\\'s\\x1b'"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_narrow_terminal_every_command_is_still_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich wraps what it prints at the terminal's width with real newlines: a command
+    wider than the terminal came out as two lines, and pasted, the first ran without the
+    rest (the rerun without its new value) or a quoted word took a newline. Commands are
+    printed whole; the terminal folds them, and a copy joins the fold."""
+    marker = tmp_path / "ran"
+    path = str(tmp_path / "a rather long workspace name" / "with a member in it")
+    words = ["lint", "clippy", path, "--features", "one,two,three", "--format", "json=out file.json"]
+    target = errors.TargetNotInImage("riscv64gc-unknown-linux-gnu", "r.example/c@sha256:" + "e" * 64)
+    killed = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy")
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for error in (target, killed):
+        stream = _Terminal()
+        monkeypatch.setattr(sys, "stderr", stream)
+        _lint(words, monkeypatch, error)
+        shown = re.sub(r"\x1b\[[0-9;]*m", "", stream.getvalue()).splitlines()
+        commands = error.guidance().commands
+        assert max(map(len, commands)) > 60, "control: a command is wider than the terminal"
+        assert all(f"    {command}" in shown for command in commands), shown
+    line = _suggested("\n".join(shown))
+    assert "--memory 3072" in line and _bash_words(line, tmp_path)[2] == path and not marker.exists()
