@@ -83,8 +83,10 @@ def prefetch_command(reference: str | None = None) -> str:
 
 def target_build_command(triple: str) -> str:
     """The shipped Dockerfile plus one `RUN rustup target add`, built as `build_command()`
-    builds it (same tag, so `prefetch_from_docker_command()` pins it)."""
-    line = shlex.quote(f"RUN rustup target add {printable(triple)}")
+    builds it (same tag, so `prefetch_from_docker_command()` pins it). The triple is
+    quoted twice: docker build runs a RUN line with /bin/sh -c, and it is the guest that
+    named it (rustc's "target may not be installed")."""
+    line = shlex.quote(f"RUN rustup target add {shlex.quote(printable(triple))}")
     return (f"{{ {dockerfile_command()}; printf '%s\\n' {line}; }} | docker build -t {LOCAL_TAG} -")
 
 
