@@ -17,6 +17,7 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.cli import app as cli
+from roteiro_py.config import MAX_MEMORY_MIB, MAX_TIMEOUT_S, resolve
 from roteiro_py.invocation import MAX_RERUN_CHARS, Invocation, shell_word
 
 Raise = Callable[[Any], int]
@@ -158,3 +159,29 @@ def test_on_a_narrow_terminal_every_command_is_still_one_line(
         assert all(f"    {command}" in shown for command in commands), shown
     line = _suggested("\n".join(shown))
     assert "--memory 3072" in line and _bash_words(line, tmp_path)[2] == path and not marker.exists()
+
+
+@pytest.mark.parametrize(("option", "error", "given"), [
+    ("--timeout", lambda s: errors.DeadlineExceeded("cargo clippy", float(s)), MAX_TIMEOUT_S // 2 + 1),
+    ("--memory", lambda m: errors.KilledBySignal("SIGKILL", m, "cargo clippy"), MAX_MEMORY_MIB // 2 + 1),
+])
+def test_the_rerun_stays_within_what_the_option_takes(
+        option: str, error: Callable[[int], errors.RoteiroError], given: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Doubled past the bound `[vm]` states, the pasted rerun was refused as a bad value: it
+    offers the bound instead, and nothing to paste once the run already had it."""
+
+    most = {"--timeout": MAX_TIMEOUT_S, "--memory": MAX_MEMORY_MIB}[option]
+    key = {"--timeout": "vm.timeout_s", "--memory": "vm.memory_mib"}[option]
+    _lint(["lint", "clippy", ".", option, str(given)], monkeypatch, error(given))
+    line = _suggested(capsys.readouterr().err)
+    assert line.endswith(f" {option} {most}")
+    rerun = _lint(_bash_words(line, tmp_path), monkeypatch, None)
+    # The real resolution accepts what the rerun gives, and the control: one more is refused.
+    section, name = key.split(".")
+    assert getattr(getattr(resolve(tmp_path, flags=rerun.flags).settings, section), name) == most
+    with pytest.raises(errors.ConfigError):
+        resolve(tmp_path, flags={key: (most + 1, option)})
+    _lint(["lint", "clippy", ".", option, str(most)], monkeypatch, error(most))
+    guidance = capsys.readouterr().err
+    assert "  run:" not in guidance and f"{option} {most}" not in guidance.replace(f"{option} or", "")
