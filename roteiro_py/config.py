@@ -64,6 +64,8 @@ Color = Literal["auto", "always", "never"]
 
 #: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.
 MAX_TIMEOUT_S = 7 * 24 * 3600
+#: The most memory a guest may be given (`[vm] memory_mib`, --memory): 1 TiB.
+MAX_MEMORY_MIB = 1 << 20
 
 
 #: Where `prefetch --vm-assets` reads the guest kernel and busybox (vm/qemu/debian_archive.py):
