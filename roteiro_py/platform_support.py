@@ -28,7 +28,7 @@ from roteiro_py import errors
 #: The one platform a lint runs on, as messages name it.
 SUPPORTED = "Linux x86_64"
 #: Where what runs, and what the other platforms would need, is written down.
-PLATFORMS_DOC = "docs/PLATFORMS.md"
+PLATFORMS_DOC = "`pylint-sandbox docs platforms`"
 #: The first Linux with `pidfd_open` (process/stream.py waits on children with it).
 PIDFD_KERNEL = (5, 3)
 

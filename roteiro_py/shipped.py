@@ -48,6 +48,9 @@ DOCS: dict[str, Shipped] = {
     # --baseline and --diff on a repository that already has warnings
     "adopting": Shipped("docs/ADOPTING.md", "--baseline and --diff: adopting the lint on a repository "
                         "that already has warnings"),
+    # what runs (Linux x86_64), and on paper what aarch64 Linux and macOS would need
+    "platforms": Shipped("docs/PLATFORMS.md", "the platforms a lint runs on, and what aarch64 Linux and "
+                         "macOS (HVF) would need"),
 }
 
 #: What `pylint-sandbox dockerfile ANALYZER` prints: the Dockerfile of its linter image.

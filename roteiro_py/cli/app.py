@@ -92,6 +92,7 @@ class DocTopic(StrEnum):
 
     threat_model = "threat-model"
     adopting = "adopting"
+    platforms = "platforms"
 
 
 class CacheKind(StrEnum):

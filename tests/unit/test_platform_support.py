@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py import errors, platform_support
+from roteiro_py import errors, platform_support, shipped
 from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, Host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +69,13 @@ def test_this_host_is_read_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_what_the_message_and_the_docs_say_runs_is_what_the_code_accepts() -> None:
     """SUPPORTED and PIDFD_KERNEL are stated once; the docs and the README say the same."""
     kernel = ".".join(str(part) for part in platform_support.PIDFD_KERNEL)
-    doc = (ROOT / PLATFORMS_DOC).read_text()
+    doc = (ROOT / "docs" / "PLATFORMS.md").read_text()
     assert SUPPORTED in doc and f">= {kernel}" in doc
+    # the message points at what an installed wheel prints: that document
+    assert PLATFORMS_DOC == "`pylint-sandbox docs platforms`"
+    assert shipped.DOCS["platforms"].source == "docs/PLATFORMS.md"
     readme = (ROOT / "README.md").read_text()
-    assert SUPPORTED in readme and PLATFORMS_DOC in readme
+    assert SUPPORTED in readme and "docs/PLATFORMS.md" in readme
     assert "HVF (macOS)" not in readme
     assert Host("linux", "x86_64").name == SUPPORTED
 
