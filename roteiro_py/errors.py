@@ -29,6 +29,8 @@ command line through `shlex.quote`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -269,11 +271,43 @@ class TagNotDigest(RoteiroError):
 # -- exit 3: refusals ------------------------------------------------------------------
 
 
+#: The promise every refusal keeps, said by the `Refusal` base in the first note of every
+#: refusal's guidance, so no class can forget it (issue 14: eight of them did). True of
+#: every refusal: none comes with a report (a lint renders its report only once `lint()`
+#: returned, lint/__init__.py), and none is followed by running anything on this host in
+#: the VM's place. The guest may have run (the build ran in the VM), and `fetch-deps` runs
+#: host cargo on the manifests by design; neither is "instead".
+NOTHING_RAN = "No report was made, and nothing ran on this host instead."
+
+
+def _with_promise(guidance: Guidance) -> Guidance:
+    notes = tuple(note for note in guidance.notes if note != NOTHING_RAN)
+    return dataclasses.replace(guidance, notes=(NOTHING_RAN, *notes))
+
+
 class Refusal(RoteiroError):
-    """The sandbox cannot give what was asked for; nothing ran on the host instead."""
+    """The sandbox cannot give what was asked for; nothing ran on the host instead.
+
+    Every subclass's `guidance()` is wrapped here (`__init_subclass__`) so that its first
+    note is NOTHING_RAN: a class written tomorrow says it without knowing it must."""
 
     exit_code = EXIT_REFUSED
     code = "refused"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("guidance")
+        if own is None:
+            return
+
+        @functools.wraps(own)
+        def guidance(self: Refusal) -> Guidance:
+            return _with_promise(own(self))
+
+        cls.guidance = guidance  # type: ignore[method-assign]
+
+    def guidance(self) -> Guidance:
+        return _with_promise(super().guidance())
 
 
 #: At most this many provisioned images are offered by a refusal that lists the store's
@@ -308,8 +342,10 @@ class NoImageConfigured(Refusal):
     def guidance(self) -> Guidance:
         where = (f"Set it in the repository's {_p(self.repo_config)} or in your "
                  f"{_p(self.user_config)} (or pass --image for one run).")
-        pinned = ("The image is referenced by digest, never by tag: it is where the "
-                  "repository's build scripts and proc macros execute.")
+        pinned = ("There is no default image on purpose: the image is where the "
+                  "repository's build scripts and proc macros execute and what the report "
+                  "vouches for, so the tool never picks one for you; you choose it, by "
+                  "digest, never by tag.")
         if self.stored:
             newest, *others = self.stored[:MAX_STORED_SHOWN]
             held = len(self.stored)
@@ -400,7 +436,6 @@ class SandboxUnavailable(Refusal):
                 "a security boundary, so it is used only when you opt in: --accel tcg, or "
                 '`[vm] accel = "tcg"` in your user configuration.'
             )
-        notes.append("Nothing was run on the host instead.")
         commands.append("pylint-sandbox doctor")
         return Guidance(
             summary=f"No usable sandbox for accel={_p(self.accel)}: "
@@ -608,34 +643,47 @@ class ScratchUnavailable(Refusal):
 
 
 class ImageLacksLinter(Refusal):
+    """The image's clippy is missing or does not answer: a probe failed, or exited 0 and
+    printed nothing (clippy/toolchain.py). The way forward is another image, not a retry."""
+
     code = "image-lacks-linter"
 
-    def __init__(self, reference: str, output: str) -> None:
+    def __init__(self, reference: str, output: str, probe: str = "cargo-clippy --version") -> None:
         super().__init__()
         self.reference = reference
         self.output = output
+        #: The probe that showed it, as the guest ran it.
+        self.probe = probe
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
-            notes=(_said("`cargo-clippy --version` in the guest said", self.output),
+            notes=(_said(f"`{_p(self.probe)}` in the guest said", self.output),
                    f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
                    "base plus `rustup component add clippy`) and pin the new digest.",),
         )
 
 
 class ProbeFailed(Refusal):
+    """The image's toolchain answered its probe in a way no real toolchain does (or not
+    within the probe's deadline); named by the image it came from."""
+
     code = "probe-failed"
 
-    def __init__(self, what: str, detail: str) -> None:
+    def __init__(self, reference: str, what: str, detail: str) -> None:
         super().__init__()
+        self.reference = reference
         self.what = what
         self.detail = detail
 
     def guidance(self) -> Guidance:
         return Guidance(
-            summary=f"Probing the guest's toolchain failed: {_p(self.what)}.",
-            notes=(_said("What came back", self.detail),),
+            summary=f"Probing the toolchain of the image {_p(self.reference)} failed: "
+            f"{_p(self.what).rstrip('.')}.",
+            notes=(_said("What came back", self.detail),
+                   "The probe runs the image's own `cargo-clippy --version` and `rustc -vV`, "
+                   "outside the tree; an image whose toolchain answers otherwise is not "
+                   "trusted to name the toolchain in a report.",),
             commands=("pylint-sandbox doctor",),
         )
 
@@ -743,8 +791,7 @@ class UnexpectedStatus(Refusal):
         return Guidance(
             summary=f"`{_p(self.command)}` exited with status {self.status}; a completed run "
             f"exits with {expected}.",
-            notes=("No report was made: a build that failed is never reported as a clean "
-                   "tree.",),
+            notes=("A build that failed is never reported as a clean tree.",),
             details=tuple(tail),
         )
 
@@ -765,7 +812,7 @@ class DeadlineExceeded(Refusal):
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "
             f"{self.seconds:g} s; {_p(self.stopped)}.",
-            notes=("No report was made: a build cut short is never reported as a clean tree.",
+            notes=("A build cut short is never reported as a clean tree.",
                    "Raise the deadline with --timeout or `[vm] timeout_s` if the tree needs "
                    "longer (software emulation is 10 to 40 times slower than the host).",),
             commands=(f"pylint-sandbox lint clippy --timeout {int(self.seconds * 2)}",),
@@ -784,8 +831,7 @@ class VmFailed(Refusal):
         tail = [_p(line) for line in self.console.strip().splitlines()[-8:] if line.strip()]
         return Guidance(
             summary=f"The VM did not complete the job: {_p(self.reason).rstrip('.')}.",
-            notes=("No report was made. The last lines of the guest's console follow.",)
-            if tail else ("No report was made.",),
+            notes=("The last lines of the guest's console follow.",) if tail else (),
             details=tuple(tail),
             commands=("pylint-sandbox doctor",),
         )
@@ -871,8 +917,7 @@ class BuildProducedNothing(Refusal):
             notes=(f"The image {_p(self.reference)} must be able to build the tree, not just "
                    "lint it: native build dependencies (a C compiler, pkg-config, -dev "
                    "libraries) must be in the image.",
-                   "No report was made: a build that failed is never reported as a clean "
-                   "tree.",),
+                   "A build that failed is never reported as a clean tree.",),
             details=tuple(tail),
         )
 
@@ -896,8 +941,7 @@ class TargetNotInImage(Refusal):
                    "standard library must be in the image.",
                    "Add it where the image is built (Dockerfile.clippy), provision the new "
                    "image, and pin it; or lint without --target.",
-                   "No report was made: a build that could not start is never reported as a "
-                   "clean tree."),
+                   "A build that could not start is never reported as a clean tree."),
             commands=(f"RUN rustup target add {_p(self.triple)}   # in Dockerfile.clippy",),
         )
 
@@ -915,7 +959,6 @@ class Unenforceable(Refusal):
 
     def guidance(self) -> Guidance:
         notes = [_sentence(f"Why: {_p(self.why)}")] if self.why else []
-        notes.append("Nothing was run.")
         return Guidance(
             summary=f"The sandbox cannot enforce the grant `{_p(self.atom)}` for "
             f"`{_p(self.command)}`.",

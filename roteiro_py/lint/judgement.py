@@ -57,11 +57,12 @@ def shown(step: Command) -> str:
     return shlex.join(unpinned(step.argv))
 
 
-def judge_job(job: JobOutcome, steps: list[Command]) -> None:
-    """Refuse when the VM did not get as far as a verdict on every step that ran."""
+def judge_job(job: JobOutcome, steps: list[Command], *, reference: str) -> None:
+    """Refuse when the VM did not get as far as a verdict on every step that ran;
+    `reference` is the image whose toolchain a probe refusal names."""
     for index, (outcome, step) in enumerate(zip(job.steps, steps, strict=False)):
         if outcome.timed_out and index < len(steps) - 1:
-            raise ProbeFailed(f"`{shown(step)}` did not finish within {step.timeout:g} s",
+            raise ProbeFailed(reference, f"`{shown(step)}` did not finish within {step.timeout:g} s",
                               "the toolchain probe has a fixed deadline; `--timeout` sets clippy's")
         if outcome.timed_out:
             raise DeadlineExceeded(shown(step), step.timeout)
@@ -85,11 +86,11 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
     settings = resolved.settings
     vm = settings.vm
     isolation = job.isolation
-    judge_job(job, steps)
+    judge_job(job, steps, reference=str(reference))
     if not job.steps:
         raise VmFailed(job.failure or "the guest ran no step", job.console.decode("utf-8", "replace"))
     missing = ProbeOutput(None, b"", b"")
-    probes = [ProbeOutput(*_probe(outcome)) for outcome in job.steps[:2]]
+    probes = [ProbeOutput(*_probe(outcome, str(reference))) for outcome in job.steps[:2]]
     toolchain = toolchain_from_probe(probes[0], probes[1] if len(probes) > 1 else missing,
                                      reference=str(reference))
     if len(job.steps) < 3:
@@ -128,9 +129,9 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
     return report
 
 
-def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
+def _probe(outcome: VmOutcome, reference: str) -> tuple[int | None, bytes, bytes]:
     if outcome.exit is None:
-        raise ProbeFailed(f"`{shown(outcome.command)}` did not finish",
+        raise ProbeFailed(reference, f"`{shown(outcome.command)}` did not finish",
                           outcome.failure or outcome.stderr.decode("utf-8", "replace"))
     return outcome.exit, outcome.stdout, outcome.stderr
 

@@ -38,6 +38,7 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                                 Path("/src/r8/roteiro.toml")),
                                        ["/home/u9/.roteiro/config.toml", "/src/r8/roteiro.toml",
                                         "[lint]", 'image = "', "@sha256:<64 hex>",
+                                        "no default image on purpose", "what the report vouches for",
                                         "pylint-sandbox prefetch --analyzer clippy"]),
     errors.TagNotDigest: lambda: (errors.TagNotDigest("ghcr.io/acme/clippy:1.95", "flag --image"),
                                   ["ghcr.io/acme/clippy:1.95", "flag --image"]),
@@ -83,8 +84,8 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.ImageLacksLinter: lambda: (errors.ImageLacksLinter("r/x@" + D, "error: no such command: `clippy`"),
                                       ["r/x@" + D, "no such command", "Dockerfile.clippy",
                                        f"{errors.DOCKERFILE_LINES} lines"]),
-    errors.ProbeFailed: lambda: (errors.ProbeFailed("rustc -vV printed no host triple", "garbage-42"),
-                                 ["rustc -vV printed no host triple", "garbage-42"]),
+    errors.ProbeFailed: lambda: (errors.ProbeFailed("r/p@" + D, "rustc -vV printed no host triple", "garbage-42"),
+                                 ["the image r/p@" + D, "rustc -vV printed no host triple", "garbage-42"]),
     errors.ColdCache: lambda: (errors.ColdCache(Path("/t/tree-6"), "serde v1.0.219",
                                                 "error: no matching package named `serde` found"),
                                ["/t/tree-6", "serde v1.0.219", "no matching package",
@@ -237,3 +238,42 @@ def test_quotes_from_tools_are_bounded_at_the_stated_limit() -> None:
     line = "q" * (errors.QUOTE_LIMIT - 1) + "@#" + "%" * 5000
     text = errors.ColdCache(Path("/t"), None, line).guidance().render_text()
     assert "q" * (errors.QUOTE_LIMIT - 1) + "@." in text and "#" not in text and "%" not in text
+
+
+@pytest.mark.parametrize("cls", sorted(FACTORIES, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_every_refusal_says_once_that_no_report_was_made_and_nothing_ran_instead(
+        cls: type[errors.RoteiroError]) -> None:
+    """Issue 14: eight refusals (cold cache, no package cache, ...) did not say it. The
+    Refusal base says it for every class, in the first note; control: a usage error, an
+    internal error, does not claim it (a usage error may come from `config set`)."""
+    from rich.console import Console
+
+    error, _ = FACTORIES[cls]()
+    guidance = error.guidance()
+    text = guidance.render_text()
+    console = Console(record=True, width=400, color_system=None)
+    console.print(guidance.render_rich())
+    shown = console.export_text(styles=False)
+    expected = 1 if isinstance(error, errors.Refusal) else 0
+    assert text.count(errors.NOTHING_RAN) == expected, text
+    assert shown.count(errors.NOTHING_RAN) == expected, shown
+    if expected:
+        assert guidance.notes[0] == errors.NOTHING_RAN
+        # no class says it again in its own words
+        assert text.lower().count("no report was made") == 1, text
+        assert text.lower().count("nothing was run") == 0, text
+
+
+def test_a_refusal_written_later_says_the_promise_too() -> None:
+    class Later(errors.Refusal):
+        code = "later-test-only"
+
+        def guidance(self) -> Guidance:
+            return Guidance(summary="A later refusal.", notes=(errors.NOTHING_RAN, "Its own note."))
+
+    class Child(Later):
+        def guidance(self) -> Guidance:
+            return super().guidance()
+
+    for error in (Later(), Child()):
+        assert error.guidance().notes == (errors.NOTHING_RAN, "Its own note.")

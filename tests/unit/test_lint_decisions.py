@@ -105,11 +105,11 @@ def _job(steps: list[Command], outcomes: list[tuple[int | None, bool]], *, failu
 def test_a_step_past_its_deadline_is_refused_naming_it(tmp_path: Path) -> None:
     steps = [Command("cargo", ("clippy",), tmp_path, timeout=42.0)]
     with pytest.raises(DeadlineExceeded) as caught:
-        lint.judge_job(_job(steps, [(None, True)]), steps)
+        lint.judge_job(_job(steps, [(None, True)]), steps, reference=PIN)
     assert "42 s" in caught.value.guidance().render_text()
     with pytest.raises(DeadlineExceeded):
-        lint.judge_job(_job(steps, [], failure="killed at the deadline", completed=False), steps)
-    lint.judge_job(_job(steps, [(0, False)]), steps)  # control: a finished step passes
+        lint.judge_job(_job(steps, [], failure="killed at the deadline", completed=False), steps, reference=PIN)
+    lint.judge_job(_job(steps, [(0, False)]), steps, reference=PIN)  # control: a finished step passes
 
 
 def _request(tmp_path: Path, image: str | None, accel: str = "tcg") -> lint.LintRequest:
@@ -223,7 +223,7 @@ def test_a_probe_past_its_deadline_does_not_advise_raising_clippys_deadline(tmp_
              Command("rustc", ("-vV",), tmp_path, timeout=120.0),
              Command("cargo", ("clippy",), tmp_path, timeout=1800.0)]
     with pytest.raises(ProbeFailed) as caught:
-        lint.judge_job(_job(steps, [(None, True)]), steps)
+        lint.judge_job(_job(steps, [(None, True)]), steps, reference=PIN)
     text = caught.value.guidance().render_text()
     assert "120 s" in text and "--timeout 240" not in text
 
@@ -293,7 +293,7 @@ def test_a_pinned_step_is_named_by_its_program_not_the_wrapper(tmp_path: Path) -
     steps = lint.steps_for(tree, Settings(), {}, lint.clippy_command(Settings()))
     assert steps[2].argv[0] == "/bin/sh"  # control: the wrapper is what the guest runs
     with pytest.raises(DeadlineExceeded) as caught:
-        lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps)
+        lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps, reference=PIN)
     text = caught.value.guidance().render_text()
     assert "cargo-clippy clippy --message-format=json" in text and "sysroot" not in text
 

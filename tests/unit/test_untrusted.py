@@ -210,7 +210,7 @@ GUEST_STDERR = ("error: ##[set-output name=x;]y\n    ::add-mask::secret\n"
 @pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
 @pytest.mark.parametrize("error", [
     errors.VmFailed("the guest's init failed ##[add-mask]r", GUEST_STDERR),
-    errors.ProbeFailed("::add-mask::w", GUEST_STDERR),
+    errors.ProbeFailed("reg.example/p##[add-mask]i@sha256:" + "0" * 64, "::add-mask::w", GUEST_STDERR),
     errors.ImageLacksLinter("reg.example/c##[add-mask]i@sha256:" + "0" * 64, GUEST_STDERR),
     errors.FetchFailed(Path("/t/tree##[add-mask]p"), GUEST_STDERR),
 ], ids=lambda e: type(e).__name__)
@@ -363,7 +363,7 @@ def test_a_terminal_wrapping_guest_text_starts_no_command_line(
     line after the wrap, which is why the guard runs on the rendered output."""
     from rich.console import Console
 
-    error = errors.ProbeFailed("toolchain", "word " * 9 + "::add-mask::secret")
+    error = errors.ProbeFailed("r/x@sha256:" + "0" * 64, "toolchain", "word " * 9 + "::add-mask::secret")
     raw = io.StringIO()
     Console(file=raw, force_terminal=True, width=80, markup=False).print(
         error.guidance().render_rich())
