@@ -838,17 +838,23 @@ class VmFailed(Refusal):
 
 
 class OutputTooLarge(Refusal):
+    """The guest's output passed `[vm] output_limit_mib`, one cap for all of a run's step
+    streams together (vm/qemu/machine.py `Channels`); `stream` is the one that passed it
+    ("stdout", "stderr", or "output" when the VM did not say), `command` its step."""
+
     code = "output-too-large"
 
-    def __init__(self, stream: str, limit_bytes: int) -> None:
+    def __init__(self, stream: str, limit_bytes: int, command: str | None = None) -> None:
         super().__init__()
         self.stream = stream
         self.limit_bytes = limit_bytes
+        self.command = command
 
     def guidance(self) -> Guidance:
+        of = f" of `{_p(self.command)}`" if self.command else ""
         return Guidance(
-            summary=f"The guest's {_p(self.stream)} passed the limit of {self.limit_bytes} "
-            "bytes; the run was stopped.",
+            summary=f"The guest's output passed the limit of {self.limit_bytes} bytes (all "
+            f"streams together) on the {_p(self.stream)}{of}; the run was stopped.",
             notes=("Output from the guest is untrusted and bounded. Raise the limit with "
                    "`[vm] output_limit_mib` if the tree really produces that much.",),
         )

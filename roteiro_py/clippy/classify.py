@@ -75,7 +75,8 @@ class ClippyRun:
     """The clippy step's outcome as the process layer returned it.
 
     status:      the exit status, or None when killed by `signal_name`.
-    truncated:   True when an output stream reached `limit_bytes` and was cut.
+    truncated:   True when an output stream reached `limit_bytes` and was cut;
+                 `truncated_stream` names it ("stdout", "stderr", or "output": unknown).
     """
 
     command: Sequence[str]
@@ -86,7 +87,7 @@ class ClippyRun:
     limit_bytes: int
     signal_name: str | None = None
     truncated: bool = False
-    truncated_stream: str = "stdout"
+    truncated_stream: str = "output"
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,7 @@ def classify(
     """
     command = shlex.join(run.command)
     if run.truncated:
-        raise OutputTooLarge(run.truncated_stream, run.limit_bytes)
+        raise OutputTooLarge(run.truncated_stream, run.limit_bytes, command)
     has_errors_on_stderr = any(
         line.strip() and not _PROGRESS.match(line) for line in run.stderr.splitlines()
     )

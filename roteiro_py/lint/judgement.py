@@ -103,7 +103,7 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
         ClippyRun(command=unpinned(steps[2].argv), status=status, stdout=run.stdout,
                   stderr=run.stderr.decode("utf-8", "replace"), memory_mib=vm.memory_mib,
                   limit_bytes=limit_bytes, signal_name=killed,
-                  truncated=run.truncated, truncated_stream="stdout"),
+                  truncated=run.truncated, truncated_stream=_cut(run)),
         tree=tree.asked, image_reference=str(reference),
         layout=PathLayout(workspace=tree.layout_workspace,
                           guest_root=PurePosixPath(tree.repo_root.as_posix())),
@@ -136,6 +136,11 @@ def _probe(outcome: VmOutcome, reference: str) -> tuple[int | None, bytes, bytes
     return outcome.exit, outcome.stdout, outcome.stderr
 
 
+def _cut(outcome: VmOutcome) -> str:
+    """The stream(s) of a step that passed the output cap, as OutputTooLarge names them."""
+    return " and ".join(outcome.truncated_streams) or "output"
+
+
 def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int | None, str | None]:
     """The clippy step's status, or the refusal for a step the guest never reported on.
 
@@ -144,7 +149,7 @@ def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int 
     """
     if outcome.exit is None:
         if outcome.truncated:
-            raise OutputTooLarge("output (all streams together)", limit_bytes)
+            raise OutputTooLarge(_cut(outcome), limit_bytes, shown(outcome.command))
         raise VmFailed(outcome.failure or job.failure or "the guest reported no status for clippy",
                        job.console.decode("utf-8", "replace"))
     killed = _signal_of(outcome.exit)

@@ -45,6 +45,10 @@ class VmOutcome(Outcome):
     """An `Outcome` from inside a VM, with the isolation that run had."""
 
     isolation: Isolation | None = None
+    #: Which of the step's streams ("stdout", "stderr") passed the output cap, when
+    #: `truncated`: what errors.OutputTooLarge names. Empty when unknown (a step a VM
+    #: template ran records only that it was cut).
+    truncated_streams: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                       ["cargo clippy --locked", "321 s", "--timeout 642"]),
     errors.VmFailed: lambda: (errors.VmFailed("the guest's init failed: no root disk", "[ 0.1] Kernel panic 77"),
                               ["no root disk", "Kernel panic 77"]),
-    errors.OutputTooLarge: lambda: (errors.OutputTooLarge("stdout", 67108864),
-                                    ["stdout", "67108864"]),
+    errors.OutputTooLarge: lambda: (errors.OutputTooLarge("stderr", 67108864, "cargo-clippy clippy -q"),
+                                    ["on the stderr of `cargo-clippy clippy -q`", "67108864",
+                                     "all streams together"]),
     errors.TreeTooLarge: lambda: (errors.TreeTooLarge(Path("/t/tree-13"), "more than 77 files and "
                                                       "directories", "stage_max_files", 77),
                                   ["/t/tree-13", "more than 77 files", "[vm] stage_max_files",

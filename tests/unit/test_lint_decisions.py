@@ -185,12 +185,15 @@ def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> No
 
     steps = [Command("cargo", ("clippy",), tmp_path)]
     flooded = _job(steps, [(None, False)], failure="output limit")
-    flooded = JobOutcome(steps=(VmOutcome(**{**flooded.steps[0].__dict__, "truncated": True}),),
-                         isolation=flooded.isolation, completed=False, boot_seconds=1.0,
-                         failure="output limit", console=b"")
-    with pytest.raises(OutputTooLarge) as caught:
-        judgement._status(flooded.steps[0], flooded, 1 << 20)
-    assert str(1 << 20) in caught.value.guidance().render_text()
+    for cut in ("stderr", "stdout"):  # the stream that passed the cap is the one named
+        flooded = JobOutcome(steps=(VmOutcome(**{**flooded.steps[0].__dict__, "truncated": True,
+                                                 "truncated_streams": (cut,)}),),
+                             isolation=flooded.isolation, completed=False, boot_seconds=1.0,
+                             failure="output limit", console=b"")
+        with pytest.raises(OutputTooLarge) as caught:
+            judgement._status(flooded.steps[0], flooded, 1 << 20)
+        text = caught.value.guidance().render_text()
+        assert str(1 << 20) in text and f"on the {cut} of `cargo clippy`" in text
     died = _job(steps, [(None, False)], failure="the VM ended before the step finished", completed=False)
     with pytest.raises(VmFailed, match="ended before"):
         judgement._status(died.steps[0], died, 1 << 20)

@@ -356,7 +356,7 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
         began = starts[index]
         stdout = result.channels.get(f"stdout{index}", b"")
         stderr = result.channels.get(f"stderr{index}", b"")
-        truncated = bool({f"stdout{index}", f"stderr{index}"} & result.truncated)
+        cut = tuple(kind for kind in ("stdout", "stderr") if f"{kind}{index}" in result.truncated)
         if index in exits:
             at, status, timed_out = exits[index]
             code: int | None = None if timed_out else status
@@ -367,7 +367,7 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
             failure = result.failure or "the VM ended before the step finished"
         outcomes.append(VmOutcome(
             command=command, exit=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
-            truncated=truncated, duration=round(at - began, 3),
+            truncated=bool(cut), truncated_streams=cut, duration=round(at - began, 3),
             started=datetime.fromtimestamp(result.started_wall + began, UTC),
             ended=datetime.fromtimestamp(result.started_wall + at, UTC),
             failure=failure, isolation=isolation))

@@ -48,13 +48,13 @@ dependencies = [
 
 def judge(run: CargoRun | None = None, tree: Path = Path("/t"), *, status: int | None = None,
           stdout: bytes = b"", stderr: str = "", signal_name: str | None = None,
-          truncated: bool = False) -> LintResult:
+          truncated: bool = False, truncated_stream: str = "output") -> LintResult:
     if run is not None:
         status, stdout, stderr = run.status, run.stdout, run.stderr
     return classify(
         ClippyRun(command=run.argv if run else clippy_argv(ClippyOptions()), status=status,
                   stdout=stdout, stderr=stderr, memory_mib=1536, limit_bytes=64 << 20,
-                  signal_name=signal_name, truncated=truncated),
+                  signal_name=signal_name, truncated=truncated, truncated_stream=truncated_stream),
         tree=tree, image_reference=IMAGE, layout=PathLayout())
 
 
@@ -227,6 +227,9 @@ def test_usage_error_is_an_unexpected_status(demo_copy: Path, tmp_path: Path) ->
 def test_truncated_output_is_refused_before_parsing(demo_default: CargoRun) -> None:
     with pytest.raises(OutputTooLarge):
         judge(status=0, stdout=demo_default.stdout, truncated=True)
+    with pytest.raises(OutputTooLarge) as caught:
+        judge(status=0, stdout=demo_default.stdout, truncated=True, truncated_stream="stderr")
+    assert "on the stderr of `" in caught.value.guidance().render_text()
 
 
 def test_a_stream_without_build_finished_is_not_clean(demo_default: CargoRun) -> None:
