@@ -757,20 +757,37 @@ class TreeFileRefused(Refusal):
 
 
 class KilledBySignal(Refusal):
+    """The clippy step (or a compiler under it) died of a signal and explained nothing.
+
+    It is called an out-of-memory kill only with evidence: `oom_kills`, the processes the
+    guest kernel's OOM killer killed during the step, as the guest's init counted them
+    (guest_init.sh `oom_kills`). Status 137 alone is any SIGKILL, a build script's own
+    `kill -9` included, and more memory would not help that."""
+
     code = "killed-by-signal"
 
-    def __init__(self, signal_name: str, memory_mib: int, command: str) -> None:
+    def __init__(self, signal_name: str, memory_mib: int, command: str, oom_kills: int = 0) -> None:
         super().__init__()
         self.signal_name = signal_name
         self.memory_mib = memory_mib
         self.command = command
+        self.oom_kills = oom_kills
 
     def guidance(self) -> Guidance:
+        killed = f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest"
+        if self.oom_kills <= 0:
+            return Guidance(
+                summary=f"{killed}, and nothing explained why.",
+                notes=("The guest's kernel counted no out-of-memory kill during the step, so "
+                       "nothing shows that it ran out of memory: the build itself (a build "
+                       "script, a proc macro) or something it ran may have sent the signal.",),
+            )
         return Guidance(
-            summary=f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest, "
-            "with nothing on stderr.",
-            notes=(f"That is most likely the guest running out of memory: it has "
-                   f"{self.memory_mib} MiB. Raise it with --memory or `[vm] memory_mib`.",),
+            summary=f"{killed}: the guest ran out of memory.",
+            notes=(f"The guest's kernel killed {self.oom_kills} process"
+                   f"{'es' if self.oom_kills != 1 else ''} for lack of memory during the step; "
+                   f"the guest has {self.memory_mib} MiB. Raise it with --memory or "
+                   "`[vm] memory_mib`.",),
             commands=(f"pylint-sandbox lint clippy --memory {self.memory_mib * 2}",),
         )
 

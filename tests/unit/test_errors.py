@@ -97,8 +97,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.TreeFileRefused: lambda: (errors.TreeFileRefused(Path("/t/tree-8/Cargo.toml"),
                                                             "a symbolic link"),
                                      ["/t/tree-8/Cargo.toml", "a symbolic link", "run the same command"]),
-    errors.KilledBySignal: lambda: (errors.KilledBySignal("SIGKILL", 1536, "cargo clippy"),
-                                    ["SIGKILL", "1536 MiB", "--memory", "--memory 3072", "cargo clippy"]),
+    errors.KilledBySignal: lambda: (errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=3),
+                                    ["SIGKILL", "1536 MiB", "--memory", "--memory 3072", "cargo clippy",
+                                     "ran out of memory", "killed 3 processes"]),
     errors.UnexpectedStatus: lambda: (errors.UnexpectedStatus("cargo clippy --offline", 77, (0, 101),
                                                               "boom line\nlast line 3"),
                                       ["cargo clippy --offline", "status 77", "0 or 101", "last line 3"]),
@@ -159,6 +160,19 @@ def test_refusal_renders_its_subject(cls: type[errors.RoteiroError]) -> None:
     for subject in subjects:
         assert subject in text, f"{subject!r} missing from:\n{text}"
     assert text.startswith("error: ")
+
+
+def test_a_sigkill_is_called_out_of_memory_only_with_the_kernels_evidence() -> None:
+    """Status 137 is any SIGKILL; only the guest kernel's count of OOM kills during the
+    step (guest_init.sh) makes it one, and only then is more memory the way forward."""
+    bare = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy").guidance()
+    text = bare.render_text()
+    assert "`cargo clippy` was killed by SIGKILL in the guest" in text
+    assert "the guest ran out of memory" not in text and "--memory" not in text and not bare.commands
+    assert "counted no out-of-memory kill" in text
+    oom = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=1).guidance()
+    assert "the guest ran out of memory" in oom.summary and "killed 1 process for" in oom.render_text()
+    assert oom.commands == ("pylint-sandbox lint clippy --memory 3072",)
 
 
 def test_exit_codes_follow_the_documented_table() -> None:

@@ -143,6 +143,22 @@ def test_image_env_values_no_job_can_carry_are_dropped(tmp_path: Path) -> None:
     assert b"PATH=/opt/bin:/usr/bin" in archive_for(tmp_path, env=env)  # and the job is made
 
 
+def test_the_oom_kills_init_counted_reach_the_step_they_happened_in() -> None:
+    """guest_init.sh's "oom I N" is the only evidence a SIGKILL was for memory; a line of
+    another shape (too many digits, not digits) is no evidence. Control: step 0 had none."""
+    lines = ["ready", "start 0", "exit 0 0 0", "start 1", "oom 1 2", "exit 1 137 0",
+             "start 2", "oom 2 " + "9" * (backend.OOM_DIGITS + 1), "oom 2 x", "exit 2 137 0", "done"]
+    result = machine.MachineResult(
+        channels={"console": b"", "status": b""}, truncated=set(),
+        status=[(float(n), line) for n, line in enumerate(lines)], console=b"", qemu_output=b"",
+        qemu_exit=0, timed_out=False, failure=None, started_wall=datetime.now(UTC).timestamp(),
+        duration=5.0)
+    steps = [Command("cargo", (str(i),), Path("/w"), timeout=10) for i in range(3)]
+    outcome = backend._outcome(steps, result, backend.isolation_for("tcg"))
+    assert [step.oom_kills for step in outcome.steps] == [0, 2, 0]
+    assert [step.exit for step in outcome.steps] == [0, 137, 137]
+
+
 def test_the_stream_that_passed_the_cap_is_named() -> None:
     """The cap is one for all streams (Channels); the outcome says which one passed it, so
     OutputTooLarge can name it. Control: the step whose streams stayed under is not cut."""
