@@ -367,3 +367,64 @@ def test_the_template_detail_says_how_the_vm_started() -> None:
     assert lint.template_detail(restored, template=True) == f"the VM was restored from template {'k' * 16}"
     built = dataclasses.replace(restored, template_built_seconds=12.34)
     assert lint.template_detail(built, template=True).endswith(", built by this run in 12.3 s")
+
+
+def _judged(tmp_path: Path, isolation: Isolation, clippy: tuple[int | None, bytes],
+            **step: object) -> object:
+    """build_report (the code that decides what a report says) over a job as a VM backend
+    hands it back; only the VM run is made up (a real one: tests/integration)."""
+    import time
+
+    from roteiro_py import config
+    from roteiro_py.clippy.parse import Deadline
+
+    tmp_path.mkdir(exist_ok=True)
+    _workspace(tmp_path)
+    layers = config.read_layers(tmp_path, flags={"lint.image": (PIN, "--image")})
+    resolved = config.resolve(tmp_path, layers=layers)
+    tree = lint.Tree(asked=tmp_path, workspace=tmp_path, repo_root=tmp_path)
+    steps = lint.steps_for(tree, resolved.settings, {}, lint.clippy_command(resolved.settings))
+    now = datetime.now(UTC)
+    said = [(0, b"clippy 0.1.95 (59807616e1 2026-04-14)\n"),
+            (0, b"rustc 1.95.0 (59807616e 2026-04-14)\nbinary: rustc\nhost: x86_64-unknown-linux-gnu\n"
+                b"release: 1.95.0\n"), clippy]
+    outcomes = tuple(VmOutcome(**{"command": command, "exit": code, "stdout": out, "stderr": b"",
+                                  "timed_out": False, "truncated": False, "duration": 1.0,
+                                  "started": now, "ended": now, "isolation": isolation,
+                                  **(step if index == 2 else {})})  # type: ignore[arg-type]
+                     for index, (command, (code, out)) in enumerate(zip(steps, said, strict=True)))
+    job = JobOutcome(steps=outcomes, isolation=isolation, completed=True, boot_seconds=1.0,
+                     failure=None, console=b"")
+    image = SimpleNamespace(reference=PIN, manifest_digest=PIN.split("@")[1])
+    return judgement.build_report(job, steps, Deadline(time.monotonic() + 60, 60.0), tree, resolved,
+                                  lint.pinned_image(resolved, tmp_path), image, now, now)  # type: ignore[arg-type]
+
+
+CLEAN = (0, b'{"reason":"build-finished","success":true}\n')
+
+
+@pytest.mark.parametrize("accel", ["tcg", "kvm"])
+def test_the_reports_isolation_is_the_one_the_job_ran_with(tmp_path: Path, accel: str) -> None:
+    """Not a preflight guess: whatever the backend that ran the job says it had (lint()'s
+    preflight probe says only what -v prints)."""
+    from roteiro_py.vm.qemu.backend import isolation_for
+
+    report = _judged(tmp_path, isolation_for(accel), CLEAN)
+    assert report.isolation.model_dump() == dataclasses.asdict(isolation_for(accel))  # type: ignore[attr-defined]
+    assert report.isolation.hardware_isolated is (accel == "kvm")  # type: ignore[attr-defined]
+
+
+def test_the_judgement_passes_the_vms_evidence_to_the_refusals(tmp_path: Path) -> None:
+    """The stream that passed the cap and the kernel's OOM kills reach the refusal."""
+    from roteiro_py.errors import KilledBySignal, OutputTooLarge
+
+    tcg = Isolation("qemu", "tcg", False, "TCG")
+    with pytest.raises(KilledBySignal) as killed:
+        _judged(tmp_path / "a", tcg, (137, b""), oom_kills=2)
+    assert killed.value.oom_kills == 2 and killed.value.guidance().commands
+    with pytest.raises(KilledBySignal) as killed:
+        _judged(tmp_path / "b", tcg, (137, b""))
+    assert killed.value.oom_kills == 0 and not killed.value.guidance().commands  # control
+    with pytest.raises(OutputTooLarge) as flooded:
+        _judged(tmp_path / "c", tcg, (0, CLEAN[1]), truncated=True, truncated_streams=("stderr",))
+    assert flooded.value.stream == "stderr"
