@@ -19,7 +19,11 @@ for each package the lockfile pins, only:
   of the pinned revision only, when its HEAD is that full commit id.
 
 A tree whose lockfile pins nothing from a registry or git gets no view at all. A pinned
-package the host cache lacks is errors.NoPackageCache naming it. Files are copied
+package the host cache lacks is errors.NoPackageCache naming it (every pin is looked up
+before anything is copied, and the first few missing are named). A host whose cargo
+configuration replaces crates.io (a mirror) keeps the packages under the mirror's
+directories: cargo_sources.py follows the replacement and gives the guest the same
+`[source]` tables. Files are copied
 without following any link (O_NOFOLLOW on every open, directories walked through their
 own descriptors), regular files only (a link inside a crate is stored as a link, which
 the guest resolves inside its own filesystem), and within CARGO_VIEW_MAX_BYTES /
@@ -43,6 +47,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from roteiro_py import errors
+from roteiro_py.cargo_sources import HostSources, host_sources
 from roteiro_py.config import MAX_TIMEOUT_S
 from roteiro_py.deps import read_lockfile
 from roteiro_py.vm.mounts import cargo_views_root
@@ -149,16 +154,32 @@ def path_packages_in(lockfile: Path, data: dict[str, Any]) -> list[str]:
 _VIEW_KEY = re.compile(r"[0-9a-f]{32}")
 
 
-def view_key(pinned: list[Pin], cargo_home: Path) -> str:
+def view_key(pinned: list[Pin], cargo_home: Path, sources: str = "") -> str:
     """The view's name: the pinned set, and the cache it was copied from (a view is a view
-    of one cargo home; another CARGO_HOME that lacks a package is refused, not served)."""
+    of one cargo home; another CARGO_HOME that lacks a package is refused, not served),
+    and the host's source replacements it was found through (cargo_sources.HostSources.key:
+    the same pins behind a mirror live in other directories)."""
     material = json.dumps([str(cargo_home), sorted([p.name, p.version, p.url, p.checksum, p.rev]
-                                                   for p in pinned)])
+                                                   for p in pinned)] + ([sources] if sources else []))
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
+def replaced_sources(pinned: list[Pin], sources: HostSources, tree: Path) -> dict[str, str]:
+    """Each registry source the lockfile pins from, and the source whose cache directories
+    hold its packages (itself, or the end of the host's replacement chain for it); a
+    replacement the guest cannot follow is errors.SourceReplacementRefused, naming `tree`
+    in its way forward."""
+    try:
+        return {url: sources.cache_source(url)
+                for url in sorted({p.url for p in pinned if p.kind == "registry"})}
+    except errors.SourceReplacementRefused as refused:
+        refused.tree = tree
+        raise
+
+
 def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin] | None = None,
-               until: float | None = None, seconds: float = 0.0) -> Path | None:
+               until: float | None = None, seconds: float = 0.0,
+               sources: HostSources | None = None) -> Path | None:
     """The view for `lockfile` (built now unless cached), or None when it pins nothing to share.
 
     `pinned`: the lockfile's pins when the caller has read them already (the lockfile may
@@ -166,7 +187,10 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
     refusal tells the user to run fetch-deps on. `until` (time.monotonic()) is the run's
     deadline, `seconds` its length: waiting for another
     run's build of the same view and copying up to CARGO_VIEW_MAX_BYTES both stop there
-    (errors.DeadlineExceeded) rather than outlive `[vm] timeout_s`.
+    (errors.DeadlineExceeded) rather than outlive `[vm] timeout_s`. `sources`: the host's
+    `[source]` replacements (cargo_sources.py; read here when not given): a registry pin
+    is looked for in the cache directories of the source its replacement chain ends at,
+    and the chains followed are what the guest is then given (`sources.guest_args()`).
     """
     from roteiro_py.locks import acquire_within
 
@@ -174,8 +198,11 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
         pinned = pins(lockfile)
     if not pinned:
         return None
+    if sources is None:
+        sources = host_sources()
+    found_in = replaced_sources(pinned, sources, tree)
     root = cargo_views_root()
-    key = view_key(pinned, cargo_home)
+    key = view_key(pinned, cargo_home, sources.key())
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
     lock = acquire_within(root / f"{key}.lock", until=until, seconds=seconds,
@@ -189,7 +216,8 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
             shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
         try:
-            _build(pinned, cargo_home, staging, tree, _Budget(until, seconds))
+            _build(_located(pinned, found_in, cargo_home, tree), cargo_home, staging,
+                   _Budget(until, seconds))
             os.chmod(staging, 0o755)
             os.replace(staging, view)
         finally:
@@ -247,18 +275,45 @@ class _Budget:
                                              f"than {CARGO_VIEW_MAX_ENTRIES} entries")
 
 
-def _build(pinned: list[Pin], cargo_home: Path, view: Path, tree: Path, budget: _Budget) -> None:
-    for kind in sorted({p.kind for p in pinned}):
-        (view / kind).mkdir(mode=0o755)
-        (view / kind / "CACHEDIR.TAG").write_bytes(_CACHEDIR_TAG)
+def _located(pinned: list[Pin], found_in: dict[str, str], cargo_home: Path,
+             tree: Path) -> list[tuple[Pin, str]]:
+    """Each pin and the host cache directory holding it (`<prefix>-<hash>`), looked up
+    before anything is copied: a cold cache is refused naming the first
+    errors.MISSING_NAMED packages it lacks and counting the rest, where copying used to
+    stop at the first (and fetch-deps, then another lint, found the next)."""
+    located: list[tuple[Pin, str]] = []
+    missing: list[str] = []
+    lacking: set[str] = set()
     for pin in pinned:
         if pin.kind == "registry":
-            _place_registry(pin, cargo_home / "registry", view / "registry", tree, budget)
+            directory = _find_registry(pin, found_in[pin.url], cargo_home / "registry")
+            label = pin.label()
         else:
-            _place_git(pin, cargo_home / "git", view / "git", tree, budget)
-    for directory, subdirs, _ in os.walk(view):
+            directory = _find_git(pin, cargo_home / "git")
+            label = f"{pin.label()} (git {(pin.rev or '')[:12]})"
+        if directory is None:
+            missing.append(label)
+            lacking.add(pin.kind)
+        else:
+            located.append((pin, directory))
+    if missing:
+        where = cargo_home / lacking.pop() if len(lacking) == 1 else cargo_home
+        raise errors.NoPackageCache(where, tree, missing[:errors.MISSING_NAMED], len(missing))
+    return located
+
+
+def _build(located: list[tuple[Pin, str]], cargo_home: Path, view: Path, budget: _Budget) -> None:
+    for kind in sorted({p.kind for p, _ in located}):
+        (view / kind).mkdir(mode=0o755)
+        (view / kind / "CACHEDIR.TAG").write_bytes(_CACHEDIR_TAG)
+    for pin, directory in located:
+        if pin.kind == "registry":
+            _place_registry(pin, directory, cargo_home / "registry", view / "registry", budget)
+        else:
+            _place_git(pin, directory, cargo_home / "git", view / "git", budget)
+    for directory_name, subdirs, _ in os.walk(view):
         for sub in subdirs:
-            os.chmod(os.path.join(directory, sub), 0o755)
+            os.chmod(os.path.join(directory_name, sub), 0o755)
 
 
 def _candidates(parent: Path, prefix: str) -> list[str]:
@@ -303,25 +358,31 @@ def _sha256_of(path: Path) -> str | None:
         os.close(fd)
 
 
-def _place_registry(pin: Pin, host: Path, view: Path, tree: Path, budget: _Budget) -> None:
+def _find_registry(pin: Pin, source: str, host: Path) -> str | None:
+    """The cache directory (of `source`, the pin's or its replacement's) holding the pin:
+    its .crate hashing to the lockfile's checksum, its index entry and config.json, and
+    its unpacked source marked complete (`.cargo-ok`). None when no directory does."""
     crate = f"{pin.name}-{pin.version}"
-    for directory in _candidates(host / "cache", _registry_prefix(pin.url)):
-        crate_file = host / "cache" / directory / f"{crate}.crate"
-        digest = _sha256_of(crate_file)
+    for directory in _candidates(host / "cache", _registry_prefix(source)):
+        digest = _sha256_of(host / "cache" / directory / f"{crate}.crate")
         if digest is None or (pin.checksum is not None and digest != pin.checksum):
             continue
         index = host / "index" / directory
-        entry = index / ".cache" / index_path(pin.name)
-        unpacked = host / "src" / directory / crate
-        if not (entry.is_file() and (index / "config.json").is_file()
-                and (unpacked / ".cargo-ok").is_file()):
-            continue
-        _copy_file(crate_file, view / "cache" / directory / f"{crate}.crate", budget)
-        _copy_file(index / "config.json", view / "index" / directory / "config.json", budget)
-        _copy_file(entry, view / "index" / directory / ".cache" / index_path(pin.name), budget)
-        _copy_tree(unpacked, view / "src" / directory / crate, budget)
-        return
-    raise errors.NoPackageCache(host, tree, pin.label())
+        if ((index / ".cache" / index_path(pin.name)).is_file() and (index / "config.json").is_file()
+                and (host / "src" / directory / crate / ".cargo-ok").is_file()):
+            return directory
+    return None
+
+
+def _place_registry(pin: Pin, directory: str, host: Path, view: Path, budget: _Budget) -> None:
+    crate = f"{pin.name}-{pin.version}"
+    index = host / "index" / directory
+    entry = index / ".cache" / index_path(pin.name)
+    _copy_file(host / "cache" / directory / f"{crate}.crate",
+               view / "cache" / directory / f"{crate}.crate", budget)
+    _copy_file(index / "config.json", view / "index" / directory / "config.json", budget)
+    _copy_file(entry, view / "index" / directory / ".cache" / index_path(pin.name), budget)
+    _copy_tree(host / "src" / directory / crate, view / "src" / directory / crate, budget)
 
 
 def _git_ident(url: str) -> str:
@@ -373,22 +434,26 @@ def _database_is(database: Path, url: str) -> bool:
     return any(_same_url(line.split("\t")[-1].strip(), url) for line in lines if "\t" in line)
 
 
-def _place_git(pin: Pin, host: Path, view: Path, tree: Path, budget: _Budget) -> None:
+def _find_git(pin: Pin, host: Path) -> str | None:
+    """The git directory (`<ident>-<hash>`) whose checkout of the pinned commit is
+    complete and whose database was fetched from the pinned URL; None when none is."""
+    assert pin.rev is not None
+    for directory in _candidates(host / "checkouts", _git_ident(pin.url)):
+        checkout = host / "checkouts" / directory / pin.rev[:7]
+        if ((checkout / ".cargo-ok").is_file() and _checkout_is(checkout, pin.rev)
+                and _database_is(host / "db" / directory, pin.url)):
+            return directory
+    return None
+
+
+def _place_git(pin: Pin, directory: str, host: Path, view: Path, budget: _Budget) -> None:
     assert pin.rev is not None
     short = pin.rev[:7]
-    for directory in _candidates(host / "checkouts", _git_ident(pin.url)):
-        checkout = host / "checkouts" / directory / short
-        database = host / "db" / directory
-        if not ((checkout / ".cargo-ok").is_file() and _checkout_is(checkout, pin.rev)
-                and _database_is(database, pin.url)):
-            continue
-        target = view / "checkouts" / directory / short
-        if not target.exists():
-            _copy_tree(checkout, target, budget)
-        if not (view / "db" / directory).exists():
-            _copy_tree(database, view / "db" / directory, budget)
-        return
-    raise errors.NoPackageCache(host, tree, f"{pin.label()} (git {pin.rev[:12]})")
+    target = view / "checkouts" / directory / short
+    if not target.exists():
+        _copy_tree(host / "checkouts" / directory / short, target, budget)
+    if not (view / "db" / directory).exists():
+        _copy_tree(host / "db" / directory, view / "db" / directory, budget)
 
 
 def _copy_file(source: Path, target: Path, budget: _Budget) -> None:

@@ -65,6 +65,13 @@ Color = Literal["auto", "always", "never"]
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
+#: Where `prefetch --vm-assets` reads the guest kernel and busybox (vm/qemu/debian_archive.py):
+#: Debian's redirector, and a suite pinned by codename, not "stable", so a new Debian release
+#: does not change the guest kernel (and its module layout) under a user who did not ask.
+DEFAULT_DEBIAN_ARCHIVE = "http://deb.debian.org/debian"
+DEFAULT_DEBIAN_SUITE = "bookworm"
+
+
 #: The keys of each section, by name: what files, variables and flags may set. Stated here
 #: without the models (config_model.py), which only validation needs: reading the layers
 #: and the refusals that need no validation stay off pydantic (test_config checks the two
@@ -75,14 +82,16 @@ FIELDS: dict[str, tuple[str, ...]] = {
              "no_default_features", "packages", "workspace", "exclude", "targets", "target",
              "levels", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
-           "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template"),
+           "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template",
+           "debian_archive", "debian_suite"),
 }
 
 
 #: What a repository's roteiro.toml may set: what to lint and with which image. The
 #: repository is the code under review; a branch must not be able to weaken how it is
 #: confined or judged: the guest kernel and initramfs (host files booted as the guest's
-#: root), the accelerator (TCG is the user's opt-in), warm caches, resources, the
+#: root) and the Debian archive and suite they are provisioned from, the accelerator
+#: (TCG is the user's opt-in), warm caches, resources, the
 #: deadline, the exit-status threshold and which images a repository may choose
 #: (allowed_images) come only from the user's config, the environment or flags.
 REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from roteiro_py.config import (
     _IMAGE_PREFIX,
+    DEFAULT_DEBIAN_ARCHIVE,
+    DEFAULT_DEBIAN_SUITE,
     MAX_ALLOWED_IMAGES,
     MAX_TIMEOUT_S,
     Accel,
@@ -91,6 +93,11 @@ class VmSettings(BaseModel):
     kernel: str | None = Field(None, description="guest kernel to use instead of the provisioned one")
     initrd: str | None = Field(None, description="guest initramfs to use instead of the provisioned one")
     template: bool = Field(True, description="restore each run from a booted, probed VM template instead of booting")
+    debian_archive: str = Field(DEFAULT_DEBIAN_ARCHIVE, min_length=1, max_length=4096,
+                                description="Debian archive the VM assets are provisioned from: an http(s) "
+                                "or file URL, or a directory with the same dists/ and pool/ layout")
+    debian_suite: str = Field(DEFAULT_DEBIAN_SUITE, pattern=r"^[a-z][a-z0-9.-]{0,63}$",
+                              description="suite of that archive, by codename (read once, at prefetch)")
 
 
 class Settings(BaseModel):

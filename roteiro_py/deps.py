@@ -300,15 +300,27 @@ def unsafe_manifest_sources(manifest: dict[str, Any]) -> list[str]:
     return found
 
 
+def _follows_host_sources(root: Path, lockfile: dict[str, Any]) -> None:
+    """Refuse, before cargo runs, a host `[source]` replacement the lint could not give
+    the guest (cargo_sources.py): fetching through it would fill a cache no lint can use,
+    and the lint's "fetch the dependencies" would send the user back here."""
+    from roteiro_py.cargo_sources import host_sources
+    from roteiro_py.cargo_view import pins_in, replaced_sources
+
+    replaced_sources(pins_in(root / "Cargo.lock", lockfile), host_sources(), root)
+
+
 def fetch_deps(path: Path) -> tuple[Path, int]:
     """Fetch what `path`'s lockfile pins into the host cache; returns (workspace root, manifests)."""
     root = find_workspace_root(path)
     if not os.path.lexists(root / "Cargo.lock"):
         raise LockfileWouldBeWritten(root, f"{root / 'Cargo.lock'} does not exist")
-    refused = unsafe_sources(root / "Cargo.lock")
+    lockfile = read_lockfile(root / "Cargo.lock")
+    refused = unsafe_sources_in(lockfile)
     if refused:
         raise FetchFailed(root, f"the lockfile pins sources other than https: {', '.join(refused[:3])}; "
                           "fetch-deps fetches only over https", before_cargo=True)
+    _follows_host_sources(root, lockfile)
     scratch_parent = paths.roteiro_home() / "tmp"
     scratch_parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fetch-deps-", dir=scratch_parent) as scratch:

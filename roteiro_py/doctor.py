@@ -154,7 +154,7 @@ def checks(path: Path = Path(".")) -> list[Check]:
 
 def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     from roteiro_py.vm.qemu import probe
-    from roteiro_py.vm.qemu.assets import PROVISION_COMMAND, describe_assets, load_assets
+    from roteiro_py.vm.qemu.assets import PROVISION_COMMAND, describe_assets, load_assets, source_of_assets
 
     resolved, configuration = _configuration(path)
     found: list[Check] = [configuration]
@@ -175,6 +175,9 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
             found.append(Check(f"vm asset {asset.name}", True,
                                f"{asset.path} sha256:{asset.sha256[:16]}… ({asset.size} bytes)",
                                required=True))
+        if not (vm and (vm.kernel or vm.initrd)):
+            found.append(Check("vm assets source", True, printable(
+                source_of_assets() or "not recorded (provisioned by an older version)")))
     except RoteiroError as error:
         found.append(Check("vm assets", False, error.guidance().summary, PROVISION_COMMAND,
                            required=True))

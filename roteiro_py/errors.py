@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from roteiro_py.guidance import Guidance, printable
+from roteiro_py.invocation import Invocation
+from roteiro_py.shipped import LOCAL_TAG, build_command, dockerfile_command, docs_command, prefetch_from_docker_command
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -45,9 +47,9 @@ EXIT_REFUSED = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
-#: The number of lines of `Dockerfile.clippy`, stated here and nowhere else; a test
-#: checks it against the file and against the first dockerfile block of
-#: SANDBOXED_LINTING.md.
+#: The number of lines of `Dockerfile.clippy` (the one `pylint-sandbox dockerfile clippy`
+#: prints), stated here and nowhere else; a test checks it against the file, the package's
+#: copy and the first dockerfile block of SANDBOXED_LINTING.md.
 DOCKERFILE_LINES = 2
 
 _DIGEST_PLACEHOLDER = "sha256:<64 hex>"
@@ -81,8 +83,25 @@ def prefetch_command(reference: str | None = None) -> str:
     return f"pylint-sandbox prefetch --analyzer clippy --image {_q(reference)} --allow-download"
 
 
+def target_build_command(triple: str) -> str:
+    """The shipped Dockerfile plus one `RUN rustup target add`, built as `build_command()`
+    builds it (same tag, so `prefetch_from_docker_command()` pins it)."""
+    line = shlex.quote(f"RUN rustup target add {printable(triple)}")
+    return (f"{{ {dockerfile_command()}; printf '%s\\n' {line}; }} | docker build -t {LOCAL_TAG} -")
+
+
 def fetch_deps_command(tree: Path) -> str:
     return f"pylint-sandbox fetch-deps {_q(tree)}"
+
+
+def _rerun(error: RoteiroError, option: str, value: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(notes, commands) suggesting the user's own command again with `option value`: the
+    whole line when the boundary recorded it, else a note naming the option (a bare
+    `pylint-sandbox lint clippy --memory N` would lint the current directory instead)."""
+    line = error.invocation.with_option(option, str(value)) if error.invocation else None
+    if line is not None:
+        return (), (line,)
+    return (f"Run the same command again with `{option} {value}`.",), ()
 
 
 class RoteiroError(Exception):
@@ -91,6 +110,9 @@ class RoteiroError(Exception):
     exit_code: ClassVar[int] = EXIT_INTERNAL
     #: A stable identifier for machines (JSON output, tests); never reworded.
     code: ClassVar[str] = "internal"
+    #: The command line the user ran, when the command line's boundary knows it (cli/app.py
+    #: sets it for `lint clippy`): a suggested rerun repeats it (`rerun()`).
+    invocation: Invocation | None = None
 
     def guidance(self) -> Guidance:
         return Guidance(summary=_sentence(_p(Exception.__str__(self)) or type(self).__name__))
@@ -212,7 +234,7 @@ class BaselineUnusable(RoteiroError):
             summary=f"--baseline {_p(self.path)} cannot be used: {_p(self.problem).rstrip('.')}.",
             notes=("A baseline is the JSON report of an earlier run (`--format json`), a regular "
                    "file (not a link) within the stated size; make it again on the base branch "
-                   "(docs/ADOPTING.md).",),
+                   f"(`{docs_command('adopting')}`).",),
             commands=("pylint-sandbox lint clippy . --format json --output clippy-baseline.json",),
         )
 
@@ -235,7 +257,7 @@ class DiffUnusable(RoteiroError):
             summary=f"--diff {_p(self.path)}{where} cannot be used: {_p(self.problem).rstrip('.')}.",
             notes=("A diff is git's unified diff of the change, with paths relative to the "
                    "repository root and git's a/ and b/ prefixes, written to a regular file "
-                   "(docs/ADOPTING.md).",),
+                   f"(`{docs_command('adopting')}`).",),
             commands=("git diff --no-color --no-ext-diff --no-relative --src-prefix=a/ --dst-prefix=b/ "
                       "origin/main...HEAD > pr.diff",),
         )
@@ -366,13 +388,16 @@ class NoImageConfigured(Refusal):
             summary="No linter image is configured: `[lint] image` is not set.",
             notes=(
                 where, pinned,
-                f"To build one: `docker build -f Dockerfile.clippy` (a {DOCKERFILE_LINES}-line "
-                "Dockerfile, see SANDBOXED_LINTING.md), then `pylint-sandbox prefetch "
-                "--analyzer clippy --from docker --image <tag>` prints the pinned reference.",
+                f"To build one from the {DOCKERFILE_LINES}-line Dockerfile this package carries "
+                f"(`{dockerfile_command()}` prints it), run the commands below: the second "
+                "prints the pinned reference and the `config set` that makes it yours.",
+                "For an image in a registry, name it as below and provision it with "
+                f"`{prefetch_command()}`; `{docs_command('threat-model')}` says what the image "
+                "is trusted with.",
             ),
-            snippet_title=f"add to {_p(self.repo_config)}",
+            snippet_title=f"or add to {_p(self.repo_config)}",
             snippet=f'[lint]\nimage = "registry.example/team/clippy@{_DIGEST_PLACEHOLDER}"',
-            commands=(prefetch_command(),),
+            commands=(build_command(), prefetch_from_docker_command()),
         )
 
 
@@ -457,8 +482,9 @@ class VmAssetsMissing(Refusal):
         return Guidance(
             summary=f"The VM's {_p(self.what)} is not provisioned at {_p(self.path)}.",
             notes=("Assets are provisioned ahead of time and verified by digest; a run never "
-                   "downloads them. Hosts that are not Debian-like can point `[vm] kernel` "
-                   "at their own.",),
+                   "downloads them, from a Debian archive (`[vm] debian_archive`: a mirror or "
+                   "a local copy). A host that reaches none can point `[vm] kernel` and "
+                   "`[vm] initrd` at its own.",),
             commands=("pylint-sandbox prefetch --vm-assets --allow-download",),
         )
 
@@ -488,18 +514,19 @@ class ImageNotProvisioned(Refusal):
 class DownloadNotAllowed(Refusal):
     code = "download-not-allowed"
 
-    def __init__(self, reference: str, source: str, what: str) -> None:
+    def __init__(self, reference: str, source: str, what: str, *, command: str | None = None) -> None:
         super().__init__()
         self.reference = reference
         self.source = source
         self.what = what
+        self.command = command  # the command that allows it, when it is not an image's prefetch
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Prefetch would download {_p(self.what)} from {_p(self.source)}; "
             "downloading was not allowed.",
-            notes=(f"Image: {_p(self.reference)}.",),
-            commands=(prefetch_command(self.reference),),
+            notes=(f"{'For' if self.command else 'Image'}: {_p(self.reference)}.",),
+            commands=(self.command or prefetch_command(self.reference),),
         )
 
 
@@ -517,6 +544,31 @@ class PrefetchFailed(Refusal):
             summary=f"Could not provision {_p(self.reference)} from {_p(self.source)}: "
             f"{_p(self.reason).rstrip('.')}.",
             notes=("Nothing partial was left in the store: the reference is not present.",),
+        )
+
+
+class ArchiveRefused(Refusal):
+    """A Debian archive whose index or packages did not verify: nothing was provisioned."""
+
+    code = "archive-refused"
+
+    def __init__(self, archive: str, suite: str, reason: str) -> None:
+        super().__init__()
+        self.archive = archive
+        self.suite = suite
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Refused the Debian archive {_p(self.archive)} (suite {_p(self.suite)}): "
+            f"{_p(self.reason).rstrip('.')}.",
+            notes=("Its InRelease must be signed by a pinned Debian archive key, and Packages "
+                   "and each .deb must match the digests it lists; nothing was provisioned.",
+                   "Check the mirror (a proxy or a partial copy can alter files), point "
+                   "`[vm] debian_archive` at another mirror or a local copy, or set "
+                   "`[vm] kernel` and `[vm] initrd` to files of your own."),
+            commands=("pylint-sandbox config set vm.debian_archive MIRROR-URL-OR-DIRECTORY",
+                      "pylint-sandbox prefetch --vm-assets --allow-download"),
         )
 
 
@@ -564,23 +616,62 @@ class HostToolMissing(Refusal):
 class NoPackageCache(Refusal):
     code = "no-package-cache"
 
-    def __init__(self, path: Path, tree: Path, missing: str | None = None) -> None:
+    def __init__(self, path: Path, tree: Path, missing: str | Sequence[str] | None = None,
+                 total: int | None = None) -> None:
         super().__init__()
         self.path = path
         self.tree = tree
-        #: The pinned package the cache lacks ("itoa 1.0.15"), when one was looked for.
-        self.missing = missing
+        #: The pinned packages the cache lacks ("itoa 1.0.15"), the first MISSING_NAMED of
+        #: them, when they were looked for.
+        self.missing = ((missing,) if isinstance(missing, str) else tuple(missing or ()))[:MISSING_NAMED]
+        #: How many pinned packages the cache lacks in all.
+        self.total = max(total or 0, len(self.missing))
 
     def guidance(self) -> Guidance:
-        summary = (f"The cargo package cache at {_p(self.path)} lacks {_p(self.missing)}, "
-                   "which the lockfile pins." if self.missing is not None
-                   else f"No cargo package cache at {_p(self.path)}.")
+        named = ", ".join(_p(m) for m in self.missing)
+        more = self.total - len(self.missing)
+        if more:
+            named += f" and {more} more"
+        summary = (f"The cargo package cache at {_p(self.path)} lacks {named}, which the "
+                   f"lockfile pins." if self.missing else f"No cargo package cache at {_p(self.path)}.")
         return Guidance(
             summary=summary,
             notes=("The VM has no network: the crates the tree depends on come from the "
                    "host's cargo cache; the guest sees only the packages the lockfile pins.",
                    "`pylint-sandbox fetch-deps` fills it without running the tree's code or configuration.",),
             commands=(fetch_deps_command(self.tree),),
+        )
+
+
+#: How many missing packages a NoPackageCache names (the rest are counted).
+MISSING_NAMED = 5
+
+
+class SourceReplacementRefused(Refusal):
+    """A host cargo `[source]` replacement that the guest cannot be given (cargo_sources.py)."""
+
+    code = "source-replacement-refused"
+
+    def __init__(self, file: Path, key: str, why: str, tree: Path | None = None) -> None:
+        super().__init__()
+        self.file = file
+        self.key = key
+        self.why = why
+        #: The tree whose lockfile needed the source, for the command to run once fixed.
+        self.tree = tree
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The host's cargo configuration {_p(self.file)} replaces a source the "
+            f"lockfile uses in a way the guest cannot follow: {_p(self.key)}: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=("The VM has no network and never reads the host's cargo configuration: "
+                   "it is given only the [source] tables the lockfile needs (replace-with, "
+                   "and a sparse registry's URL), so that it finds the packages fetch-deps "
+                   "put in the cache under the replacement's name.",
+                   f"Change or remove {_p(self.key)} in {_p(self.file)} (a registry mirror "
+                   "works when it is named by its sparse+https:// URL), then fetch again.",),
+            commands=(fetch_deps_command(self.tree or Path("PATH")),),
         )
 
 
@@ -659,8 +750,10 @@ class ImageLacksLinter(Refusal):
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
             notes=(_said(f"`{_p(self.probe)}` in the guest said", self.output),
-                   f"Build the image from Dockerfile.clippy ({DOCKERFILE_LINES} lines: a Rust "
-                   "base plus `rustup component add clippy`) and pin the new digest.",),
+                   f"Build the image from the {DOCKERFILE_LINES}-line Dockerfile this package "
+                   f"carries (`{dockerfile_command()}`: a Rust base plus `rustup component add "
+                   "clippy`) and pin the new digest, as below.",),
+            commands=(build_command(), prefetch_from_docker_command()),
         )
 
 
@@ -782,13 +875,14 @@ class KilledBySignal(Refusal):
                        "nothing shows that it ran out of memory: the build itself (a build "
                        "script, a proc macro) or something it ran may have sent the signal.",),
             )
+        notes, commands = _rerun(self, "--memory", self.memory_mib * 2)
         return Guidance(
             summary=f"{killed}: the guest ran out of memory.",
             notes=(f"The guest's kernel killed {self.oom_kills} process"
                    f"{'es' if self.oom_kills != 1 else ''} for lack of memory during the step; "
                    f"the guest has {self.memory_mib} MiB. Raise it with --memory or "
-                   "`[vm] memory_mib`.",),
-            commands=(f"pylint-sandbox lint clippy --memory {self.memory_mib * 2}",),
+                   "`[vm] memory_mib`.", *notes),
+            commands=commands,
         )
 
 
@@ -826,13 +920,14 @@ class DeadlineExceeded(Refusal):
         self.stopped = stopped
 
     def guidance(self) -> Guidance:
+        notes, commands = _rerun(self, "--timeout", max(1, int(self.seconds * 2)))
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "
             f"{self.seconds:g} s; {_p(self.stopped)}.",
             notes=("A build cut short is never reported as a clean tree.",
                    "Raise the deadline with --timeout or `[vm] timeout_s` if the tree needs "
-                   "longer (software emulation is 10 to 40 times slower than the host).",),
-            commands=(f"pylint-sandbox lint clippy --timeout {int(self.seconds * 2)}",),
+                   "longer (software emulation is 10 to 40 times slower than the host).", *notes),
+            commands=commands,
         )
 
 
@@ -962,10 +1057,11 @@ class TargetNotInImage(Refusal):
                     f"{_p(self.triple)}.",
             notes=("A lint never downloads anything, in the guest least of all: the target's "
                    "standard library must be in the image.",
-                   "Add it where the image is built (Dockerfile.clippy), provision the new "
-                   "image, and pin it; or lint without --target.",
+                   "Add it where the image is built (below: the Dockerfile "
+                   f"`{dockerfile_command()}` prints, plus `rustup target add`), provision the "
+                   "new image, and pin it; or lint without --target.",
                    "A build that could not start is never reported as a clean tree."),
-            commands=(f"RUN rustup target add {_p(self.triple)}   # in Dockerfile.clippy",),
+            commands=(target_build_command(self.triple), prefetch_from_docker_command()),
         )
 
 

@@ -73,7 +73,9 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
     if vm_assets:
         from roteiro_py.vm.qemu.assets import provision_assets
 
-        files = provision_assets(allow_download, progress=_say)
+        vm = config.resolve(path).settings.vm
+        files = provision_assets(allow_download, progress=_say, archive=vm.debian_archive,
+                                 suite=vm.debian_suite)
         for asset in files:
             sys.stdout.write(f"{asset.name}  {asset.sha256}  {printable(str(asset.path))}\n")
     if analyzer is not None:

@@ -16,11 +16,14 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from roteiro_py import __version__
+
+if TYPE_CHECKING:
+    from roteiro_py.invocation import Invocation
 
 app = typer.Typer(
     name="pylint-sandbox",
@@ -43,6 +46,9 @@ app.add_typer(config_app, name="config")
 app.add_typer(cache_app, name="cache")
 
 _state = {"debug": False}
+#: The words after the program name, as `main()` was given them: a suggested rerun
+#: repeats them (roteiro_py/invocation.py); empty when the app was called another way.
+_argv: list[tuple[str, ...]] = []
 
 
 #: `--format`'s help: the formats are checked by the core (lint/output.py), since
@@ -80,6 +86,13 @@ class Analyzer(StrEnum):
 class ListFormat(StrEnum):
     human = "human"
     json = "json"
+
+
+class DocTopic(StrEnum):
+    """shipped.DOCS, by name (a test checks they are the same)."""
+
+    threat_model = "threat-model"
+    adopting = "adopting"
 
 
 class CacheKind(StrEnum):
@@ -211,7 +224,8 @@ def lint_clippy(
     _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output,
                                                 baseline=baseline, diff=diff,
                                                 formats=tuple(format or ()), category=category,
-                                                verbose=verbose)))
+                                                verbose=verbose)),
+           invocation=_invocation(ctx))
 
 
 @app.command("render")
@@ -303,6 +317,26 @@ def cache_prune(
 
     _guard(lambda: run_prune(older_than_days=older_than, max_size_mib=max_size,
                              kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
+
+
+@app.command("docs")
+def docs(
+    topic: Annotated[DocTopic | None, typer.Argument(help="What to print; without it, the list.")] = None,
+) -> None:
+    """Print a document the package carries (the threat model, adopting on an existing repository)."""
+    from roteiro_py.shipped import run_docs
+
+    _guard(lambda: run_docs(topic.value if topic else None))
+
+
+@app.command("dockerfile")
+def dockerfile(
+    analyzer: Annotated[Analyzer, typer.Argument(help="The analyzer whose linter image to describe.")],
+) -> None:
+    """Print the Dockerfile of the linter image on stdout, and on stderr how to build and pin it."""
+    from roteiro_py.shipped import run_dockerfile
+
+    _guard(lambda: run_dockerfile(analyzer.value))
 
 
 def _usage(message: str) -> int:
@@ -422,8 +456,27 @@ def _raise_terminated(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def _guard(call: Callable[[], int]) -> NoReturn:
-    """Run one command's core and exit with its code; the one place errors become codes."""
+def _invocation(ctx: typer.Context) -> Invocation | None:
+    """What the user ran, with the grammar of `ctx`'s command, for a rerun to repeat."""
+    from roteiro_py.invocation import Invocation
+
+    if not _argv:
+        return None
+    # typer carries its own click: its options are told by their kind's name.
+    options = [param for param in ctx.command.params if param.param_type_name == "option"]
+    return Invocation(
+        words=_argv[-1],
+        options=frozenset(name for param in options for name in (*param.opts, *param.secondary_opts)),
+        takes_value=frozenset(name for param in options
+                              if not getattr(param, "is_flag", False) and not getattr(param, "count", False)
+                              for name in param.opts),
+    )
+
+
+def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> NoReturn:
+    """Run one command's core and exit with its code; the one place errors become codes.
+
+    `invocation`: the command line, given to the error so its rerun repeats it."""
     import signal
 
     from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, RoteiroError
@@ -439,6 +492,8 @@ def _guard(call: Callable[[], int]) -> NoReturn:
         sys.stderr.write(f"terminated by {signal.Signals(stop.signum).name}; the VM was stopped\n")
         code = 128 + stop.signum
     except RoteiroError as error:
+        if invocation is not None:
+            error.invocation = invocation
         _print_error(error)
         if _state["debug"]:
             import traceback
@@ -464,10 +519,13 @@ def _guard(call: Callable[[], int]) -> NoReturn:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: Typer parses (usage errors exit 2), commands exit through `_guard`."""
     args = sys.argv[1:] if argv is None else argv
+    _argv.append(tuple(args))
     try:
         app(args=args, prog_name="pylint-sandbox")
     except SystemExit as exit_:
         if exit_.code is None:
             return 0
         return exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        _argv.pop()
     return 0

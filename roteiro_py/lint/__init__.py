@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
 from roteiro_py.compare import compare, load_against
-from roteiro_py.lint.caches import package_cache, root_filesystem, scratch_disk, scratch_key
+from roteiro_py.lint.caches import (
+    guest_cargo,
+    package_cache,
+    root_filesystem,
+    scratch_disk,
+    scratch_key,
+)
 from roteiro_py.lint.dep_cache import attached, dependency_cache
 from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
 from roteiro_py.lint.output import (
@@ -67,6 +73,7 @@ from roteiro_py.lint.run import (
     guest_env,
     run_job,
     steps_for,
+    with_config,
 )
 from roteiro_py.lint.staging import report_left_out
 from roteiro_py.progress import (
@@ -164,7 +171,9 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
                     f"manifest {image.manifest_digest}")
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     progress.stage(CARGO_VIEW)
-    registry, git = package_cache(tree, deadline)                          # 5
+    cargo = guest_cargo(tree, deadline)                                    # 5
+    registry, git = cargo.registry, cargo.git
+    argv = with_config(argv, cargo.config_args)  # the host's [source] replacements, if any
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(argv)}")

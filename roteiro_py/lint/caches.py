@@ -34,30 +34,54 @@ if TYPE_CHECKING:
     from roteiro_py.vm.stamps import StampBook
 
 
+@dataclass(frozen=True)
+class GuestCargo:
+    """What the guest's cargo is given of the host's: the view's registry/ and git/ (None
+    when the lockfile pins nothing from there), and the `--config` arguments carrying the
+    host's `[source]` replacements that the lockfile's packages went through
+    (roteiro_py/cargo_sources.py; empty without a replacement)."""
+
+    registry: Path | None
+    git: Path | None
+    config_args: tuple[str, ...] = ()
+
+
 def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | None, Path | None]:
+    """`guest_cargo`'s view: (view registry/, view git/)."""
+    cargo = guest_cargo(tree, deadline)
+    return cargo.registry, cargo.git
+
+
+def guest_cargo(tree: Tree, deadline: Deadline | None = None) -> GuestCargo:
     """Step 5: the tree has a lockfile, and the guest's view of the cargo cache holds
-    exactly what it pins (roteiro_py/cargo_view.py): (view registry/, view git/).
+    exactly what it pins (roteiro_py/cargo_view.py), found through the host's source
+    replacements, which the guest is given too.
 
     A tree whose lockfile pins nothing from a registry or git (only path dependencies)
-    gets no view at all. A pinned package the host cache lacks is NoPackageCache naming it.
+    gets no view at all. Pinned packages the host cache lacks are NoPackageCache naming
+    them, before anything is copied or booted.
     """
-    from roteiro_py.cargo_view import cargo_view, pins
+    from roteiro_py.cargo_sources import host_sources
+    from roteiro_py.cargo_view import cargo_view, pins, replaced_sources
 
     lockfile = tree.workspace / "Cargo.lock"
     if not os.path.lexists(lockfile):
         raise LockfileWouldBeWritten(tree.workspace, f"{lockfile} does not exist")
     cargo_home = paths.cargo_home().resolve()
     pinned = pins(lockfile)
+    sources = host_sources()
+    replaced_sources(pinned, sources, tree.asked)  # a replacement the guest cannot follow: first
     for kind in sorted({pin.kind for pin in pinned}):
         if not (cargo_home / kind).is_dir():
             raise NoPackageCache(cargo_home / kind, tree.asked)
     view = cargo_view(lockfile, cargo_home, tree.asked, pinned=pinned,
                       until=deadline.at if deadline else None,
-                      seconds=deadline.seconds if deadline else 0.0)
+                      seconds=deadline.seconds if deadline else 0.0, sources=sources)
     if view is None:
-        return None, None
+        return GuestCargo(None, None)
     registry, git = view / "registry", view / "git"
-    return (registry if registry.is_dir() else None), (git if git.is_dir() else None)
+    return GuestCargo(registry if registry.is_dir() else None, git if git.is_dir() else None,
+                      tuple(sources.guest_args()))
 
 
 def scratch_key(tree: Tree, manifest_digest: str, features: list[str],

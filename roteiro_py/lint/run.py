@@ -124,6 +124,17 @@ def clippy_command(settings: config.Settings, member: str | None = None) -> list
         targets=tuple(lint.targets), target=lint.target, levels=lint_levels(lint.levels)))
 
 
+def with_config(argv: list[str], config_args: tuple[str, ...]) -> list[str]:
+    """The clippy argv with `--config` arguments (cargo_sources.HostSources.guest_args)
+    right after the subcommand, before the part that shapes the build ends: cargo-clippy
+    hands them to `cargo check`, and the dependency cache is keyed by them too."""
+    if not config_args:
+        return argv
+    if argv[:2] != ["cargo-clippy", "clippy"]:
+        raise ValueError(f"{argv[:2]!r} is not the clippy argv")
+    return [*argv[:2], *config_args, *argv[2:]]
+
+
 def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
     """The probes, run outside the tree (command.PROBE_CWD), then the lint in the workspace,
     each run by the toolchain the image pins, never one a tree toolchain file names."""

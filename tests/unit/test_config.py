@@ -89,6 +89,7 @@ VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache"
           "vm.output_limit_mib": "4096", "vm.scratch_mib": "4194304", "vm.kernel": '"tree/vmlinux"',
           "vm.initrd": '"/root/.cargo/credentials.toml"', "vm.stage_max_mib": "1048576",
           "vm.stage_max_files": "100000000", "vm.stage_max_depth": "400", "vm.template": "false",
+          "vm.debian_archive": '"/srv/mirror-7/debian"', "vm.debian_suite": '"trixie"',
           "lint.allowed_images": '["evil.example/"]', "lint.levels": '["-A", "warnings"]'}
 
 

@@ -30,16 +30,19 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                         ["reg.example/x@sha256:zz", "2 hex digits"]),
     errors.BaselineUnusable: lambda: (errors.BaselineUnusable(Path("/ci/base-31.json"), "it is larger than 9 bytes"),
                                       ["--baseline /ci/base-31.json", "larger than 9 bytes", "--format json",
-                                       "docs/ADOPTING.md"]),
+                                       "pylint-sandbox docs adopting"]),
     errors.DiffUnusable: lambda: (errors.DiffUnusable(Path("/ci/pr-32.diff"), "a hunk ends early", 77),
                                   ["--diff /ci/pr-32.diff, line 77", "a hunk ends early", "git diff --no-color",
-                                   "docs/ADOPTING.md"]),
+                                   "pylint-sandbox docs adopting"]),
     errors.NoImageConfigured: lambda: (errors.NoImageConfigured(Path("/home/u9/.roteiro/config.toml"),
                                                                 Path("/src/r8/roteiro.toml")),
                                        ["/home/u9/.roteiro/config.toml", "/src/r8/roteiro.toml",
                                         "[lint]", 'image = "', "@sha256:<64 hex>",
                                         "no default image on purpose", "what the report vouches for",
-                                        "pylint-sandbox prefetch --analyzer clippy"]),
+                                        "pylint-sandbox prefetch --analyzer clippy",
+                                        "pylint-sandbox dockerfile clippy | docker build -t roteiro-clippy:local -",
+                                        "--from docker --image roteiro-clippy:local",
+                                        "pylint-sandbox docs threat-model"]),
     errors.TagNotDigest: lambda: (errors.TagNotDigest("ghcr.io/acme/clippy:1.95", "flag --image"),
                                   ["ghcr.io/acme/clippy:1.95", "flag --image"]),
     errors.ImageNotAllowed: lambda: (errors.ImageNotAllowed(
@@ -65,6 +68,11 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.PrefetchFailed: lambda: (errors.PrefetchFailed("r.example/b@" + D, "registry r.example",
                                                           "manifest digest sha256:0f mismatch"),
                                     ["r.example/b@" + D, "registry r.example", "sha256:0f"]),
+    errors.ArchiveRefused: lambda: (errors.ArchiveRefused("file:///srv/mirror-5", "bookworm-9",
+                                                          "Packages.xz does not match the SHA256"),
+                                    ["file:///srv/mirror-5", "bookworm-9", "does not match the SHA256",
+                                     "[vm] debian_archive", "[vm] kernel", "config set vm.debian_archive",
+                                     "prefetch --vm-assets --allow-download"]),
     errors.UnsafeImageLayer: lambda: (errors.UnsafeImageLayer("sha256:feed01", "../../etc/x", "`..` in member name"),
                                       ["sha256:feed01", "../../etc/x", "`..` in member name"]),
     errors.HostToolMissing: lambda: (errors.HostToolMissing("mkfs.ext4", "e2fsprogs-x",
@@ -74,6 +82,10 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                           "itoa-77 1.0.15"),
                                     ["/c/.cargo/registry", "itoa-77 1.0.15",
                                      "pylint-sandbox fetch-deps /t/tree-5"]),
+    errors.SourceReplacementRefused: lambda: (errors.SourceReplacementRefused(
+        Path("/h/.cargo/config-3.toml"), "source.vendored-9.directory", "it is a path on this host",
+        Path("/t/tree-13")), ["/h/.cargo/config-3.toml", "source.vendored-9.directory",
+                              "a path on this host", "pylint-sandbox fetch-deps /t/tree-13"]),
     errors.PackageCacheRefused: lambda: (errors.PackageCacheRefused(
         Path("/c/.cargo/registry/src/i-1/evil-3.0.0"), "it is nested more than 64 directories deep"),
         ["/c/.cargo/registry/src/i-1/evil-3.0.0", "more than 64 directories", "fetch-deps"]),
@@ -82,8 +94,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.ScratchUnavailable: lambda: (errors.ScratchUnavailable(Path("/h/scratch-9.img"), "No space left"),
                                         ["/h/scratch-9.img", "No space left"]),
     errors.ImageLacksLinter: lambda: (errors.ImageLacksLinter("r/x@" + D, "error: no such command: `clippy`"),
-                                      ["r/x@" + D, "no such command", "Dockerfile.clippy",
-                                       f"{errors.DOCKERFILE_LINES} lines"]),
+                                      ["r/x@" + D, "no such command", "pylint-sandbox dockerfile clippy",
+                                       f"{errors.DOCKERFILE_LINES}-line",
+                                       "pylint-sandbox dockerfile clippy | docker build -t roteiro-clippy:local -"]),
     errors.ProbeFailed: lambda: (errors.ProbeFailed("r/p@" + D, "rustc -vV printed no host triple", "garbage-42"),
                                  ["the image r/p@" + D, "rustc -vV printed no host triple", "garbage-42"]),
     errors.ColdCache: lambda: (errors.ColdCache(Path("/t/tree-6"), "serde v1.0.219",
@@ -172,7 +185,7 @@ def test_a_sigkill_is_called_out_of_memory_only_with_the_kernels_evidence() -> N
     assert "counted no out-of-memory kill" in text
     oom = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=1).guidance()
     assert "the guest ran out of memory" in oom.summary and "killed 1 process for" in oom.render_text()
-    assert oom.commands == ("pylint-sandbox lint clippy --memory 3072",)
+    assert "`--memory 3072`" in oom.render_text()  # a rerun (tests/unit/test_rerun.py: the whole line)
 
 
 def test_exit_codes_follow_the_documented_table() -> None:

@@ -6,17 +6,22 @@ Guarantees:
   `errors.VmAssetsMissing`, whose guidance names `pylint-sandbox prefetch --vm-assets
   --allow-download`. Nothing here downloads unless `provision_assets(allow_download=True)`.
 - The kernel is Debian's generic `linux-image-*-amd64` (it has 9p, ext4, overlay and
-  virtio as modules; the cloud flavour lacks 9p), fetched with `apt-get download` and
-  unpacked with `dpkg-deb -x`: no package is installed and nothing runs as a maintainer
-  script. What is booted is the uncompressed ELF `vmlinux` extracted from the bzImage:
+  virtio as modules; the cloud flavour lacks 9p), with busybox from `busybox-static`,
+  fetched from a Debian archive without apt (debian_archive.py: signed InRelease, then
+  Packages by its digest, then each .deb by its digest) and read in memory (debpkg.py):
+  no package is installed, nothing runs as a maintainer script, and the host needs no
+  apt, dpkg or kmod, so a GitHub-hosted Ubuntu runner provisions the same files a
+  Debian host does. What is booted is the uncompressed ELF `vmlinux` extracted from the bzImage:
   the guest would otherwise spend ~2.5 s per boot decompressing xz under TCG (VM_NOTES:
   a minimal boot went from 4.0 s to 1.5 s).
-- The modules the mounts need are loaded in dependency order computed from the
-  `modules.dep` that `depmod -b` writes for the unpacked tree (the .deb ships none).
+- The modules the mounts need are loaded in dependency order computed from each module's
+  `.modinfo` `depends=` (what depmod reads to write modules.dep; the .deb ships none).
   `crc32c_generic` is listed explicitly: it is only a soft dependency of ext4, but
   mkfs.ext4 turns on metadata_csum and the mount fails without it (VM_NOTES).
-- `[vm] kernel` / `[vm] initrd` in the configuration override the provisioned files
-  (hosts that are not Debian-like); such files are hashed, not checked against a manifest.
+- `[vm] debian_archive` / `[vm] debian_suite` choose the archive (a mirror, or a local
+  directory for an air-gapped host); `[vm] kernel` / `[vm] initrd` override the
+  provisioned files altogether (a host that can reach no Debian archive); such files
+  are hashed, not checked against a manifest.
 """
 
 from __future__ import annotations
@@ -26,9 +31,8 @@ import json
 import lzma
 import os
 import re
-import shutil
-import subprocess
 import tempfile
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from roteiro_py import errors, paths
+from roteiro_py.vm.qemu import debian_archive, debpkg
 from roteiro_py.vm.qemu.initramfs import Entry, write_newc
 
 KERNEL_META_PACKAGE = "linux-image-amd64"
@@ -202,26 +207,18 @@ def describe_assets() -> list[AssetFile]:
 # -- provisioning ------------------------------------------------------------------------
 
 
-def _run(argv: list[str], cwd: Path | None = None) -> str:
-    try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False,
-                              timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise errors.PrefetchFailed("VM assets", argv[0], str(exc)) from exc
-    if done.returncode != 0:
-        raise errors.PrefetchFailed("VM assets", " ".join(argv[:2]),
-                                    (done.stderr or done.stdout).strip()[-400:])
-    return done.stdout
-
-
-def resolve_kernel_package() -> str:
-    """The versioned package the meta-package depends on (e.g. linux-image-6.1.0-57-amd64)."""
-    text = _run(["apt-cache", "depends", KERNEL_META_PACKAGE])
-    match = re.search(r"Depends:\s*(linux-image-[0-9][^\s]*-amd64)\b", text)
-    if not match:
-        raise errors.PrefetchFailed("VM assets", "apt-cache",
-                                    f"{KERNEL_META_PACKAGE} depends on no versioned kernel")
-    return match.group(1)
+def source_of_assets() -> str | None:
+    """Where the provisioned assets came from, for `doctor`: archive, suite, index date,
+    signing key and packages, as the manifest records them; None if it records none."""
+    manifest = _read_manifest(paths.vm_assets_root()) or {}
+    archive, suite = manifest.get("archive"), manifest.get("suite")
+    packages = manifest.get("packages")
+    if not isinstance(archive, str) or not isinstance(suite, str) or not isinstance(packages, dict):
+        return None
+    listed = ", ".join(f"{name} {entry.get('version')}" for name, entry in sorted(packages.items())
+                       if isinstance(entry, dict))
+    return (f"{archive} {suite} (InRelease of {manifest.get('inrelease_date')}, signed by "
+            f"{manifest.get('signing_key')}): {listed}")
 
 
 def extract_vmlinux(bzimage: bytes) -> bytes:
@@ -294,13 +291,56 @@ def build_base_initrd(busybox: bytes, modules: list[tuple[str, bytes]]) -> bytes
     return write_newc(entries)
 
 
-def provision_assets(allow_download: bool, progress: Progress | None = None) -> list[AssetFile]:
+def _refused(archive: str, suite: str, exc: Exception) -> errors.RoteiroError:
+    if isinstance(exc, debian_archive.ArchiveError) and not exc.refused:
+        return errors.PrefetchFailed("VM assets", f"the Debian archive {archive}", str(exc))
+    return errors.ArchiveRefused(archive, suite, str(exc))
+
+
+def _kernel_contents(deb: Path, release: str) -> tuple[bytes, list[tuple[str, bytes]], list[str]]:
+    """The bzImage and the wanted modules (dependencies first) read out of the kernel .deb.
+
+    Two passes over the package: the first reads every module's .modinfo (the package holds
+    ~4000 modules, ~400 MB, that are not kept), the second keeps only the modules the load
+    order names.
+    """
+    boot = f"boot/vmlinuz-{release}"
+    moddir = f"lib/modules/{release}/"
+
+    def is_module(name: str) -> bool:
+        return name.startswith(moddir) and re.search(r"\.ko(\.xz|\.gz|\.zst)?$", name) is not None
+
+    bzimage = b""
+    infos: dict[str, dict[str, str]] = {}
+    for name, data in debpkg.read_members(deb, lambda n: n == boot or is_module(n)):
+        if name == boot:
+            bzimage = data
+        else:
+            infos[name.removeprefix(moddir)] = debpkg.modinfo(debpkg.module_bytes(name, data))
+    if not bzimage:
+        raise debpkg.DebError(f"the kernel package has no {boot}")
+    order = module_load_order(debpkg.modules_dep(infos), WANTED_MODULES)
+    wanted = {moddir + rel for rel in order}
+    found = {name.removeprefix(moddir): debpkg.module_bytes(name, data)
+             for name, data in debpkg.read_members(deb, wanted.__contains__)}
+    modules = [(re.sub(r"\.ko(\.xz|\.gz|\.zst)?$", ".ko", Path(rel).name), found[rel]) for rel in order]
+    return bzimage, modules, order
+
+
+def provision_assets(allow_download: bool, progress: Progress | None = None,
+                     archive: str = debian_archive.DEFAULT_ARCHIVE,
+                     suite: str = debian_archive.DEFAULT_SUITE) -> list[AssetFile]:
     """Fill `paths.vm_assets_root()` (idempotent), and return the files with their digests.
 
     Already provisioned and intact -> nothing is downloaded. Otherwise downloading must be
-    allowed (errors.DownloadNotAllowed). Runs under a lock so two prefetches cannot
-    interleave; each file is written to a temporary name and renamed, and the manifest is
-    written last, so a reader sees either the old manifest or files that match the new one.
+    allowed (errors.DownloadNotAllowed), and the packages come from the Debian `archive`
+    (a URL or a local directory), verified down from its signed InRelease
+    (debian_archive.py); any mismatch is errors.ArchiveRefused and nothing is written.
+    An InRelease dated before the one the previous provisioning of the same archive and
+    suite recorded is refused too (a mirror replaying an old index to pin an old kernel).
+    Runs under a lock so two prefetches cannot interleave; each file is written to a
+    temporary name and renamed, and the manifest is written last, so a reader sees either
+    the old manifest or files that match the new one.
     """
     say = progress or (lambda _message: None)
     root = paths.vm_assets_root()
@@ -317,53 +357,78 @@ def provision_assets(allow_download: bool, progress: Progress | None = None) -> 
                 say("VM assets incomplete or altered: provisioning again")
         if not allow_download:
             raise errors.DownloadNotAllowed(
-                "VM assets", "Debian apt (apt-get download)",
-                f"{KERNEL_META_PACKAGE} and {BUSYBOX_PACKAGE}")
-        for tool in ("apt-get", "apt-cache", "dpkg-deb", "depmod"):
-            if shutil.which(tool) is None:
-                raise errors.PrefetchFailed(
-                    "VM assets", tool, f"{tool} is not installed; on hosts that are not "
-                    "Debian-like set `[vm] kernel` and `[vm] initrd`")
-        with tempfile.TemporaryDirectory(prefix="vm-assets-", dir=root) as tmp_name:
-            tmp = Path(tmp_name)
-            os.chmod(tmp, 0o755)  # apt drops to the _apt user to write the download
-            package = resolve_kernel_package()
-            say(f"downloading {package} and {BUSYBOX_PACKAGE} (apt-get download)")
-            _run(["apt-get", "download", "-q", package, BUSYBOX_PACKAGE], cwd=tmp)
-            debs = {p.name.split("_")[0]: p for p in tmp.glob("*.deb")}
-            unpacked = tmp / "unpacked"
-            for name in (package, BUSYBOX_PACKAGE):
-                if name not in debs:
-                    raise errors.PrefetchFailed("VM assets", "apt-get", f"{name} not downloaded")
-                say(f"unpacking {debs[name].name}")
-                _run(["dpkg-deb", "-x", str(debs[name]), str(unpacked)])
-            release = package.removeprefix("linux-image-")
-            bzimage = unpacked / "boot" / f"vmlinuz-{release}"
-            say("extracting the uncompressed vmlinux")
-            vmlinux = extract_vmlinux(bzimage.read_bytes())
-            _run(["depmod", "-b", str(unpacked), release])
-            moddir = unpacked / "lib" / "modules" / release
-            order = module_load_order((moddir / "modules.dep").read_text(), WANTED_MODULES)
-            busybox = (unpacked / "bin" / "busybox").read_bytes()
-            modules = [(Path(rel).name, (moddir / rel).read_bytes()) for rel in order]
-            say(f"building the base initramfs ({len(modules)} modules)")
-            initrd = build_base_initrd(busybox, modules)
-            files: dict[str, dict[str, object]] = {}
-            for name, data in ((KERNEL_FILE, vmlinux), (INITRD_FILE, initrd),
-                               (BUSYBOX_FILE, busybox)):
-                staged = root / f".{name}.tmp"
-                staged.write_bytes(data)
-                os.replace(staged, root / name)
-                files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-            document = {
-                "kernel_package": package,
-                "kernel_release": release,
-                "busybox_package": BUSYBOX_PACKAGE,
-                "modules": [Path(rel).name for rel in order],
-                "files": files,
-            }
-            staged = root / f".{MANIFEST}.tmp"
-            staged.write_text(json.dumps(document, indent=2) + "\n")
-            os.replace(staged, root / MANIFEST)
+                "VM assets", f"the Debian archive {archive} ({suite})",
+                f"{KERNEL_META_PACKAGE} and {BUSYBOX_PACKAGE}", command=PROVISION_COMMAND)
+        try:
+            say(f"reading dists/{suite}/InRelease from {archive}")
+            release = debian_archive.read_release(archive, suite, time.time())
+            previous = manifest or {}
+            if (previous.get("archive"), previous.get("suite")) == (archive, suite):
+                recorded = previous.get("inrelease_epoch")
+                if isinstance(recorded, int) and release.date < recorded:
+                    raise debian_archive.ArchiveError(
+                        f"InRelease is dated {_when(release.date)}, before the "
+                        f"{_when(recorded)} this host already provisioned from: an old index "
+                        "replayed", refused=True)
+            packages = debian_archive.read_packages(
+                release, lambda n: n in (KERNEL_META_PACKAGE, BUSYBOX_PACKAGE)
+                or n.startswith("linux-image-"))
+            for name in (KERNEL_META_PACKAGE, BUSYBOX_PACKAGE):
+                if name not in packages:
+                    raise debian_archive.ArchiveError(f"the package index has no {name}", refused=True)
+            kernel_name = debian_archive.versioned_dependency(
+                packages[KERNEL_META_PACKAGE], r"linux-image-[0-9][^\s]*-amd64")
+            if kernel_name not in packages:
+                raise debian_archive.ArchiveError(f"the package index has no {kernel_name}",
+                                                  refused=True)
+            chosen = (packages[kernel_name], packages[BUSYBOX_PACKAGE])
+            kernel_release = kernel_name.removeprefix("linux-image-")
+            with tempfile.TemporaryDirectory(prefix="vm-assets-", dir=root) as tmp_name:
+                tmp = Path(tmp_name)
+                debs = {}
+                for package in chosen:
+                    say(f"downloading {package.name} {package.version} ({package.size} bytes)")
+                    debs[package.name] = tmp / f"{package.name}.deb"
+                    debian_archive.download(archive, package, debs[package.name])
+                say(f"reading {kernel_name}")
+                bzimage, modules, order = _kernel_contents(debs[kernel_name], kernel_release)
+                busybox = dict(debpkg.read_members(debs[BUSYBOX_PACKAGE],
+                                                   lambda n: n == "bin/busybox")).get("bin/busybox")
+                if busybox is None:
+                    raise debpkg.DebError(f"{BUSYBOX_PACKAGE} has no bin/busybox")
+                say("extracting the uncompressed vmlinux")
+                vmlinux = extract_vmlinux(bzimage)
+        except (debian_archive.ArchiveError, debpkg.DebError, ValueError) as exc:
+            raise _refused(archive, suite, exc) from exc
+        say(f"building the base initramfs ({len(modules)} modules)")
+        initrd = build_base_initrd(busybox, modules)
+        files: dict[str, dict[str, object]] = {}
+        for name, data in ((KERNEL_FILE, vmlinux), (INITRD_FILE, initrd), (BUSYBOX_FILE, busybox)):
+            staged = root / f".{name}.tmp"
+            staged.write_bytes(data)
+            os.replace(staged, root / name)
+            files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        document = {
+            "archive": archive,
+            "suite": suite,
+            "inrelease_date": _when(release.date),
+            "inrelease_epoch": release.date,
+            "signing_key": release.fingerprint,
+            "packages": {p.name: {"version": p.version, "filename": p.filename,
+                                  "sha256": p.sha256, "size": p.size} for p in chosen},
+            "kernel_package": kernel_name,
+            "kernel_release": kernel_release,
+            "busybox_package": BUSYBOX_PACKAGE,
+            "modules": [name for name, _data in modules],
+            "module_paths": order,
+            "files": files,
+        }
+        staged = root / f".{MANIFEST}.tmp"
+        staged.write_text(json.dumps(document, indent=2) + "\n")
+        os.replace(staged, root / MANIFEST)
         say(f"VM assets provisioned in {root}")
         return describe_assets()
+
+
+def _when(epoch: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))

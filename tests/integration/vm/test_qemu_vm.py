@@ -31,6 +31,9 @@ def tree_hashes(root: Path) -> dict[str, str]:
 
 
 def qemu_processes(marker: str) -> list[str]:
+    """The qemu processes whose command line holds `marker`: a test passes its own scratch
+    disk's path (under its tmp_path), so another run's qemu booting the same provisioned
+    kernel at the same time is not counted as this test's leftover."""
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -183,7 +186,7 @@ def test_deadlines_kill_on_time_keep_partial_output_and_leave_nothing(world: Wor
     assert second.timed_out and second.exit is None and second.stdout == b"second\n"
     assert not job.completed and "deadline" in (job.failure or "")
     assert 19.5 < elapsed < 23.0, elapsed
-    assert qemu_processes(str(assets.load_assets().kernel)) == []
+    assert qemu_processes(str(backend.scratch)) == []
 
 
 #: Every way the probe words "this accelerator cannot run our guest" (probe.py).
@@ -233,7 +236,7 @@ def test_auto_runs_under_kvm_where_its_probe_boots_and_refuses_elsewhere(world: 
     assert refused.value.accel == "auto" and f"kvm: {kvm.reason}" in refused.value.findings
     assert refused.value.tcg_possible, refused.value.findings  # TCG boots here (this module's other tests)
     assert "--accel tcg" in refused.value.guidance().render_text()
-    assert qemu_processes(str(found.kernel)) == []
+    assert qemu_processes(str(disk)) == []
 
 
 @pytest.mark.timeout(120)
@@ -257,7 +260,7 @@ def test_a_step_past_the_output_cap_is_truncated_and_stops_the_vm(world: World) 
     assert flood.stdout.startswith(b"flood\nflood\n")
     assert not job.completed and f"passed the limit of {limit} bytes" in (job.failure or "")
     assert elapsed < 40, elapsed  # stopped at the cap, not at the 60 s deadline
-    assert qemu_processes(str(assets.load_assets().kernel)) == []
+    assert qemu_processes(str(capped.scratch)) == []
 
 
 @pytest.mark.timeout(120)

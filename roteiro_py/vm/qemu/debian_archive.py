@@ -1,0 +1,346 @@
+"""Packages from a Debian archive, without apt: signed index, then digests down to each .deb.
+
+Guarantees:
+- `read_release` fetches `dists/SUITE/InRelease` (at most `MAX_INRELEASE_BYTES`) and
+  returns its fields only if a signature by a key shipped in `roteiro_py/data/` and pinned
+  by fingerprint in `PINNED_KEYS` verifies (`openpgp.verify_cleartext`), the file names
+  the suite that was asked for (a validly signed InRelease of another suite is refused),
+  its `Date` is not in the future and its `Valid-Until`, when there is one, has not
+  passed. `Date` is returned so the caller can refuse an index older than one it already
+  used (a replayed old InRelease is a downgrade: assets.py records it in its manifest).
+- `read_packages` fetches `COMPONENT/binary-ARCH/Packages.xz` (or `.gz`) and accepts it
+  only if its size and SHA-256 are the ones the verified InRelease lists; it is parsed as
+  RFC 822 stanzas with every size bounded (`MAX_PACKAGES_BYTES` decompressed,
+  `MAX_STANZA_BYTES` per stanza), keeping only the stanzas asked for.
+- `download` fetches a package's `Filename` (validated: under `pool/`, no `..`) reading at
+  most its `Size` bytes, and keeps the file only if its SHA-256 is the one in Packages.
+- The archive is a URL (http, https, file) or a local directory with the same
+  `dists/` and `pool/` layout (an air-gapped host's copy of a mirror).
+
+One suite is read: the pinned `bookworm` by default, whose point releases (every two
+months or so) carry the kernel security updates; `bookworm-security` lives in another
+archive (security.debian.org) and is not read. The guest kernel is not what confines the
+tree: the hypervisor is, and everything the guest says is treated as hostile, so a kernel
+that lags the security archive by weeks does not weaken the sandbox. A user who wants it
+can point `[vm] debian_archive` at a mirror that merges it, or set `[vm] kernel`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import hashlib
+import io
+import lzma
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import BinaryIO
+
+from roteiro_py.config import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SUITE
+from roteiro_py.vm.qemu import openpgp
+
+DEFAULT_ARCHIVE = DEFAULT_DEBIAN_ARCHIVE
+DEFAULT_SUITE = DEFAULT_DEBIAN_SUITE
+COMPONENT = "main"
+ARCH = "amd64"
+
+#: The keys whose signatures an InRelease is accepted with, by v4 fingerprint; the key
+#: material is the keyring files of the same name in roteiro_py/data/ (exported from
+#: Debian's debian-archive-keyring). Subkeys sign; each is pinned in its own right.
+PINNED_KEYS: dict[str, str] = {
+    "B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8": "debian-archive-bookworm-automatic",
+    "4CB50190207B4758A3F73A796ED0E7B82643E131": "debian-archive-bookworm-automatic",
+    "05AB90340C0C5E797F44A8C8254CF3B5AEC0A8F0": "debian-archive-bookworm-security-automatic",
+    "B0CAB9266E8C3929798B3EEEBDE6D2B9216EC7A8": "debian-archive-bookworm-security-automatic",
+    "4D64FEC119C2029067D6E791F8D2585B8783D481": "debian-archive-bookworm-stable",
+    "04B54C3CDCA79751B16BC6B5225629DF75B188BD": "debian-archive-trixie-automatic",
+    "B8E5F13176D2A7A75220028078DBA3BC47EF2265": "debian-archive-trixie-automatic",
+    "5E04A1E3223A19A20706E20F9904613D4CCE68C6": "debian-archive-trixie-security-automatic",
+    "89C87ACEA5DD6B8E6A7068808E9F831205B4BA95": "debian-archive-trixie-security-automatic",
+    "41587F7DB8C774BCCF131416762F67A0B2C39DE4": "debian-archive-trixie-stable",
+}
+
+#: bookworm's InRelease is ~150 KB.
+MAX_INRELEASE_BYTES = 4 << 20
+#: bookworm's main/binary-amd64/Packages.xz is ~9 MB, ~45 MB decompressed.
+MAX_PACKAGES_COMPRESSED_BYTES = 64 << 20
+MAX_PACKAGES_BYTES = 512 << 20
+MAX_STANZA_BYTES = 256 << 10
+#: A .deb larger than this is refused whatever Packages says (the kernel is ~70 MB).
+MAX_DEB_BYTES = 1 << 30
+#: Seconds one network read may stall.
+NETWORK_TIMEOUT_S = 60
+_CHUNK = 1 << 20
+
+_FILENAME = re.compile(r"pool/[A-Za-z0-9+._~%-]+(/[A-Za-z0-9+._~%-]+)*\.deb")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+Progress = Callable[[str, int, int], None]
+
+
+class ArchiveError(Exception):
+    """What went wrong, and whether it is a refusal of the archive's content (`refused`)
+    or a failure to reach it."""
+
+    def __init__(self, message: str, *, refused: bool) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+@dataclass(frozen=True)
+class Release:
+    archive: str
+    suite: str
+    date: int  # seconds since the epoch, from the signed Date field
+    fingerprint: str  # of the key whose signature verified
+    sha256: dict[str, tuple[str, int]]  # path under dists/SUITE -> (digest, size)
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    filename: str
+    sha256: str
+    size: int
+    depends: str
+
+
+# -- reading from the archive ----------------------------------------------------------------
+
+
+def local_root(archive: str) -> Path | None:
+    """The directory a file:// URL or a plain path names; None for http(s)."""
+    parsed = urllib.parse.urlparse(archive)
+    if parsed.scheme == "file":
+        return Path(urllib.parse.unquote(parsed.path))
+    if parsed.scheme in ("http", "https"):
+        return None
+    if parsed.scheme:
+        raise ArchiveError(f"the archive {archive} is neither an http(s) or file URL nor a "
+                           "directory", refused=False)
+    return Path(archive).expanduser()
+
+
+def _open(archive: str, path: str) -> BinaryIO:
+    root = local_root(archive)
+    try:
+        if root is not None:
+            return (root / path).open("rb")
+        url = archive.rstrip("/") + "/" + urllib.parse.quote(path)
+        request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox"})
+        response: BinaryIO = urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT_S)  # noqa: S310
+        return response
+    except urllib.error.HTTPError as exc:
+        raise ArchiveError(f"{path}: HTTP {exc.code}", refused=False) from exc
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        raise ArchiveError(f"{path}: {exc}", refused=False) from exc
+
+
+def fetch(archive: str, path: str, limit: int, sink: Callable[[bytes], object] | None = None,
+          progress: Progress | None = None) -> bytes:
+    """At most `limit` bytes of `path` (more is refused); written to `sink` if given, else
+    returned."""
+    kept = bytearray()
+    done = 0
+    with _open(archive, path) as handle:
+        while True:
+            try:
+                chunk = handle.read(min(_CHUNK, limit + 1 - done))
+            except OSError as exc:
+                raise ArchiveError(f"{path}: {exc}", refused=False) from exc
+            if not chunk:
+                break
+            done += len(chunk)
+            if done > limit:
+                raise ArchiveError(f"{path} is larger than {limit} bytes", refused=True)
+            if sink is None:
+                kept += chunk
+            else:
+                sink(chunk)
+            if progress is not None:
+                progress(path, done, limit)
+            if done == limit:
+                if handle.read(1):
+                    raise ArchiveError(f"{path} is larger than {limit} bytes", refused=True)
+                break
+    return bytes(kept)
+
+
+# -- the signed index ------------------------------------------------------------------------
+
+
+def pinned_keys() -> list[openpgp.PublicKey]:
+    keys: list[openpgp.PublicKey] = []
+    data = resources.files("roteiro_py") / "data"
+    for name in sorted(set(PINNED_KEYS.values())):
+        keys += openpgp.load_keyring((data / f"{name}.gpg").read_bytes(), PINNED_KEYS)
+    return keys
+
+
+def _fields(stanza: str) -> dict[str, str]:
+    """One RFC 822 stanza: field -> value, continuation lines joined with "\n"."""
+    out: dict[str, str] = {}
+    last = None
+    for line in stanza.split("\n"):
+        if line[:1] in (" ", "\t"):
+            if last is not None:
+                out[last] += "\n" + line.strip()
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or " " in name:
+            raise ArchiveError(f"a line that is not a field: {line[:80]!r}", refused=True)
+        last = name
+        out[name] = value.strip()
+    return out
+
+
+def _date(value: str, what: str) -> int:
+    try:
+        return int(email.utils.parsedate_to_datetime(value).timestamp())
+    except (TypeError, ValueError) as exc:
+        raise ArchiveError(f"InRelease has no readable {what} ({value[:60]!r})", refused=True) from exc
+
+
+def parse_release(archive: str, suite: str, verified: openpgp.Verified, now: float) -> Release:
+    fields = _fields(verified.text.split("\n\n", 1)[0].strip("\n"))
+    if suite not in (fields.get("Codename"), fields.get("Suite")):
+        raise ArchiveError(f"InRelease is signed but for suite {fields.get('Codename')!r}, "
+                           f"not {suite!r}", refused=True)
+    date = _date(fields.get("Date", ""), "Date")
+    if date > now + openpgp.MAX_CLOCK_SKEW_S:
+        raise ArchiveError(f"InRelease is dated in the future ({fields['Date']})", refused=True)
+    if "Valid-Until" in fields and _date(fields["Valid-Until"], "Valid-Until") < now:
+        raise ArchiveError(f"InRelease expired at {fields['Valid-Until']} (Valid-Until): the "
+                           "mirror is stale or replays an old index", refused=True)
+    sums: dict[str, tuple[str, int]] = {}
+    for line in fields.get("SHA256", "").split("\n"):
+        parts = line.split()
+        if len(parts) == 3 and _SHA256.fullmatch(parts[0]) and parts[1].isdigit():
+            sums[parts[2]] = (parts[0], int(parts[1]))
+    return Release(archive, suite, date, verified.fingerprint, sums)
+
+
+def read_release(archive: str, suite: str, now: float) -> Release:
+    data = fetch(archive, f"dists/{suite}/InRelease", MAX_INRELEASE_BYTES)
+    try:
+        verified = openpgp.verify_cleartext(data, pinned_keys(), now)
+    except openpgp.Unverified as exc:
+        raise ArchiveError(f"dists/{suite}/InRelease: {exc}", refused=True) from exc
+    return parse_release(archive, suite, verified, now)
+
+
+# -- the package index -----------------------------------------------------------------------
+
+
+def _decompress(data: bytes, kind: str) -> bytes:
+    """At most MAX_PACKAGES_BYTES of the decompressed index (a bomb is refused)."""
+    try:
+        if kind == "xz":
+            decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+            out = decompressor.decompress(data, MAX_PACKAGES_BYTES + 1)
+            whole = decompressor.eof
+        else:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+                out = handle.read(MAX_PACKAGES_BYTES + 1)
+                whole = not handle.read(1)
+    except (lzma.LZMAError, OSError, EOFError) as exc:
+        raise ArchiveError(f"the package index does not decompress: {exc}", refused=True) from exc
+    if len(out) > MAX_PACKAGES_BYTES:
+        raise ArchiveError(f"the package index is larger than {MAX_PACKAGES_BYTES} bytes "
+                           "decompressed", refused=True)
+    if not whole:
+        raise ArchiveError("the package index is truncated", refused=True)
+    return out
+
+
+def parse_packages(text: bytes, wanted: Callable[[str], bool]) -> dict[str, Package]:
+    """The stanzas of a Packages file whose Package field `wanted` accepts, by name.
+
+    Every stanza is bounded by MAX_STANZA_BYTES; a name listed twice is refused (one suite
+    carries one version of a package).
+    """
+    out: dict[str, Package] = {}
+    for raw in re.split(rb"\n\n+", text):
+        if not raw.strip():
+            continue
+        if len(raw) > MAX_STANZA_BYTES:
+            raise ArchiveError(f"a stanza of the package index is larger than {MAX_STANZA_BYTES} "
+                               "bytes", refused=True)
+        head = re.match(rb"Package: *([^\n]*)", raw.lstrip(b"\n"))
+        if head is None:
+            raise ArchiveError("a stanza of the package index has no Package field first", refused=True)
+        name = head.group(1).decode("utf-8", "replace").strip()
+        if not wanted(name):
+            continue
+        fields = _fields(raw.decode("utf-8", "replace").strip("\n"))
+        if name in out:
+            raise ArchiveError(f"the package index lists {name} twice", refused=True)
+        filename, digest, size = fields.get("Filename", ""), fields.get("SHA256", ""), fields.get("Size", "")
+        if not _FILENAME.fullmatch(filename) or "/../" in f"/{filename}/" or "/./" in f"/{filename}/":
+            raise ArchiveError(f"{name} has an unusable Filename {filename[:120]!r}", refused=True)
+        if not _SHA256.fullmatch(digest) or not size.isdigit() or not 0 < int(size) <= MAX_DEB_BYTES:
+            raise ArchiveError(f"{name} has no usable SHA256 or Size", refused=True)
+        out[name] = Package(name, fields.get("Version", ""), filename, digest, int(size),
+                            fields.get("Depends", ""))
+    return out
+
+
+def read_packages(release: Release, wanted: Callable[[str], bool]) -> dict[str, Package]:
+    base = f"{COMPONENT}/binary-{ARCH}/Packages"
+    for suffix, kind in ((".xz", "xz"), (".gz", "gz")):
+        listed = release.sha256.get(base + suffix)
+        if listed is None:
+            continue
+        digest, size = listed
+        if size > MAX_PACKAGES_COMPRESSED_BYTES:
+            raise ArchiveError(f"{base + suffix} is listed at {size} bytes, more than "
+                               f"{MAX_PACKAGES_COMPRESSED_BYTES}", refused=True)
+        path = f"dists/{release.suite}/{base}{suffix}"
+        data = fetch(release.archive, path, size)
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            raise ArchiveError(f"{path} does not match the SHA256 and size the signed InRelease "
+                               "lists (the mirror is corrupt or was tampered with)", refused=True)
+        return parse_packages(_decompress(data, kind), wanted)
+    raise ArchiveError(f"the signed InRelease lists no {base}.xz or .gz", refused=True)
+
+
+def versioned_dependency(package: Package, pattern: str) -> str:
+    """The first name in `package`'s Depends that matches `pattern` (the meta-package's
+    linux-image-<version>-amd64)."""
+    for alternative in re.split(r"[,|]", package.depends):
+        name = alternative.split("(")[0].strip()
+        if re.fullmatch(pattern, name):
+            return name
+    raise ArchiveError(f"{package.name} depends on nothing that matches {pattern}", refused=True)
+
+
+def download(archive: str, package: Package, dest: Path, progress: Progress | None = None) -> None:
+    """`package`'s .deb into `dest`, at most its listed Size, kept only if its SHA256 matches."""
+    digest = hashlib.sha256()
+    try:
+        with dest.open("wb") as handle:
+
+            def sink(chunk: bytes) -> None:
+                digest.update(chunk)
+                handle.write(chunk)
+
+            fetch(archive, package.filename, package.size, sink, progress)
+            written = handle.tell()
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    if written != package.size or digest.hexdigest() != package.sha256:
+        dest.unlink()
+        raise ArchiveError(f"{package.filename} does not match the SHA256 and size in the "
+                           "package index (the mirror is corrupt or was tampered with)", refused=True)
+
+
+def names(packages: Iterable[Package]) -> str:
+    return ", ".join(f"{p.name} {p.version}" for p in packages)

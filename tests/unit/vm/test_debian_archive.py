@@ -1,0 +1,338 @@
+"""The apt-free path to the VM assets: the InRelease verifier (cross-checked with gpgv, on a
+key of the test's own), Packages parsing, the .deb reader and modinfo, bounded downloads."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import lzma
+import os
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from roteiro_py.vm.qemu import assets, debian_archive, debpkg, openpgp
+
+NOW = time.time()
+
+
+# -- a signing key of the test's own, made with gpg in a temporary GNUPGHOME ----------------
+
+
+class Gpg:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def run(self, *args: str, data: bytes | None = None) -> bytes:
+        done = subprocess.run(["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback",
+                               "--passphrase", "", *args], input=data, capture_output=True,
+                              env={"GNUPGHOME": str(self.home), "PATH": os.environ["PATH"]},
+                              check=True, timeout=60)
+        return done.stdout
+
+    def fingerprint(self, uid: str) -> str:
+        for line in self.run("--with-colons", "--list-keys", uid).decode().splitlines():
+            if line.startswith("fpr:"):
+                return line.split(":")[9]
+        raise AssertionError(uid)
+
+
+@pytest.fixture(scope="module")
+def gpg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gpg]:
+    home = tmp_path_factory.mktemp("gnupg")
+    os.chmod(home, 0o700)
+    tool = Gpg(home)
+    tool.run("--quick-gen-key", "Test Archive <a@example.org>", "ed25519", "sign", "never")
+    tool.run("--quick-gen-key", "Test RSA <r@example.org>", "rsa2048", "sign", "never")
+    tool.run("--quick-gen-key", "Stranger <s@example.org>", "ed25519", "sign", "never")
+    yield tool
+    subprocess.run(["gpgconf", "--kill", "all"], env={"GNUPGHOME": str(home), "PATH": os.environ["PATH"]},
+                   check=False, timeout=30)
+
+
+BODY = ("Origin: Test\nSuite: stable\nCodename: bookworm\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n"
+        "-----BEGIN PGP SIGNATURE----- inside the body\n- a dash line\nTrailing blanks   \t\n"
+        "SHA256:\n " + "a" * 64 + " 12 main/binary-amd64/Packages.xz\n")
+
+
+def signed(gpg: Gpg, uid: str, body: str = BODY) -> bytes:
+    return gpg.run("--local-user", uid, "--digest-algo", "SHA256", "--clearsign", data=body.encode())
+
+
+def keys_of(gpg: Gpg, uid: str, pins: list[str]) -> list[openpgp.PublicKey]:
+    return openpgp.load_keyring(gpg.run("--export", uid), pins)
+
+
+def gpgv_accepts(gpg: Gpg, uid: str, message: bytes, tmp: Path) -> bool:
+    (tmp / "ring.gpg").write_bytes(gpg.run("--export", uid))
+    (tmp / "msg.asc").write_bytes(message)
+    return subprocess.run(["gpgv", "--keyring", str(tmp / "ring.gpg"), str(tmp / "msg.asc")],
+                          capture_output=True, timeout=60, check=False).returncode == 0
+
+
+@pytest.mark.parametrize("uid", ["a@example.org", "r@example.org"])
+def test_a_good_signature_verifies_as_gpgv_says_and_returns_the_signed_text(
+        gpg: Gpg, uid: str, tmp_path: Path) -> None:
+    message = signed(gpg, uid)
+    assert b"\n- -----BEGIN PGP SIGNATURE----- inside" in message  # gpg dash-escaped it
+    fpr = gpg.fingerprint(uid)
+    verified = openpgp.verify_cleartext(message, keys_of(gpg, uid, [fpr]), NOW)
+    assert gpgv_accepts(gpg, uid, message, tmp_path)
+    assert verified.fingerprint == fpr
+    assert verified.text == "\n".join(line.rstrip(" \t") for line in BODY.rstrip("\n").split("\n"))
+    assert "-----BEGIN PGP SIGNATURE----- inside the body" in verified.text.split("\n")
+
+
+def test_a_tampered_body_is_refused_by_both(gpg: Gpg, tmp_path: Path) -> None:
+    fpr = gpg.fingerprint("a@example.org")
+    message = signed(gpg, "a@example.org")
+    tampered = message.replace(b"Codename: bookworm", b"Codename: bookwore")
+    assert tampered != message
+    assert not gpgv_accepts(gpg, "a@example.org", tampered, tmp_path)
+    with pytest.raises(openpgp.Unverified, match="altered"):
+        openpgp.verify_cleartext(tampered, keys_of(gpg, "a@example.org", [fpr]), NOW)
+    # A line added with only trailing blanks changed is the same canonical text (RFC 4880 7.1).
+    blanks = message.replace(b"Origin: Test\n", b"Origin: Test  \n")
+    assert openpgp.verify_cleartext(blanks, keys_of(gpg, "a@example.org", [fpr]), NOW).fingerprint == fpr
+
+
+def _signature_block(message: bytes) -> tuple[bytes, bytes, bytes]:
+    head, rest = message.split(b"-----BEGIN PGP SIGNATURE-----\n", 1)
+    armor, tail = rest.split(b"-----END PGP SIGNATURE-----", 1)
+    lines = [line for line in armor.split(b"\n") if line and not line.startswith(b"=")
+             and b":" not in line]
+    return head, base64.b64decode(b"".join(lines)), tail
+
+
+@pytest.mark.parametrize("uid", ["a@example.org", "r@example.org"])
+def test_a_tampered_signature_is_refused_even_with_a_fresh_checksum(gpg: Gpg, uid: str, tmp_path: Path) -> None:
+    fpr = gpg.fingerprint(uid)
+    message = signed(gpg, uid)
+    head, packets, tail = _signature_block(message)
+    flipped = packets[:-5] + bytes([packets[-5] ^ 0x01]) + packets[-4:]
+    rearmored = (head + b"-----BEGIN PGP SIGNATURE-----\n\n" + base64.b64encode(flipped) + b"\n="
+                 + base64.b64encode(openpgp._crc24(flipped)) + b"\n-----END PGP SIGNATURE-----" + tail)
+    assert not gpgv_accepts(gpg, uid, rearmored, tmp_path)
+    with pytest.raises(openpgp.Unverified, match="does not verify"):
+        openpgp.verify_cleartext(rearmored, keys_of(gpg, uid, [fpr]), NOW)
+    # Control: the same re-armoring of the untouched packets verifies.
+    control = (head + b"-----BEGIN PGP SIGNATURE-----\n\n" + base64.b64encode(packets) + b"\n="
+               + base64.b64encode(openpgp._crc24(packets)) + b"\n-----END PGP SIGNATURE-----" + tail)
+    assert openpgp.verify_cleartext(control, keys_of(gpg, uid, [fpr]), NOW).fingerprint == fpr
+
+
+def test_a_key_that_is_not_pinned_counts_for_nothing(gpg: Gpg) -> None:
+    message = signed(gpg, "s@example.org")
+    pinned = gpg.fingerprint("a@example.org")
+    # The stranger's key is in the keyring file but its fingerprint is not pinned: dropped.
+    ring = gpg.run("--export", "s@example.org") + gpg.run("--export", "a@example.org")
+    keys = openpgp.load_keyring(ring, [pinned])
+    assert [k.fingerprint for k in keys] == [pinned]
+    with pytest.raises(openpgp.Unverified, match="not a pinned key"):
+        openpgp.verify_cleartext(message, keys, NOW)
+    # A keyring file whose key is not the one pinned (the file swapped): nothing loads.
+    assert openpgp.load_keyring(gpg.run("--export", "s@example.org"), [pinned]) == []
+
+
+def test_a_truncated_or_framed_wrongly_message_is_refused(gpg: Gpg) -> None:
+    fpr = gpg.fingerprint("a@example.org")
+    keys = keys_of(gpg, "a@example.org", [fpr])
+    message = signed(gpg, "a@example.org")
+    cut = message[:message.index(b"-----END PGP SIGNATURE-----")]
+    with pytest.raises(openpgp.Unverified, match="truncated"):
+        openpgp.verify_cleartext(cut, keys, NOW)
+    head, packets, tail = _signature_block(message)
+    short = packets[:-3]
+    armored = (head + b"-----BEGIN PGP SIGNATURE-----\n\n" + base64.b64encode(short)
+               + b"\n-----END PGP SIGNATURE-----" + tail)
+    with pytest.raises(openpgp.Unverified):
+        openpgp.verify_cleartext(armored, keys, NOW)
+    with pytest.raises(openpgp.Unverified, match="text after"):
+        openpgp.verify_cleartext(message + b"Codename: evil\n", keys, NOW)
+    undashed = message.replace(b"- - a dash line", b"-- a dash line")
+    with pytest.raises(openpgp.Unverified, match="dash-escaped"):
+        openpgp.verify_cleartext(undashed, keys, NOW)
+
+
+def test_a_signature_from_the_future_is_refused(gpg: Gpg) -> None:
+    fpr = gpg.fingerprint("a@example.org")
+    message = signed(gpg, "a@example.org")
+    keys = keys_of(gpg, "a@example.org", [fpr])
+    assert openpgp.verify_cleartext(message, keys, time.time() - openpgp.MAX_CLOCK_SKEW_S + 60)
+    with pytest.raises(openpgp.Unverified, match="future"):
+        openpgp.verify_cleartext(message, keys, time.time() - openpgp.MAX_CLOCK_SKEW_S - 60)
+
+
+def test_every_pinned_fingerprint_is_in_the_shipped_keyrings() -> None:
+    found = {key.fingerprint for key in debian_archive.pinned_keys()}
+    assert found == set(debian_archive.PINNED_KEYS)
+    data = resources.files("roteiro_py") / "data"
+    for name in set(debian_archive.PINNED_KEYS.values()):
+        assert (data / f"{name}.gpg").is_file()
+
+
+RELEASE = ("Origin: Test\nSuite: stable\nCodename: bookworm\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n"
+           "SHA256:\n " + "a" * 64 + " 12 main/binary-amd64/Packages.xz\n")
+
+
+def test_release_fields_name_the_suite_and_refuse_an_expired_index() -> None:
+    verified = openpgp.Verified(RELEASE, "F" * 40, 0)
+    release = debian_archive.parse_release("file:///m", "bookworm", verified, NOW)
+    assert release.sha256 == {"main/binary-amd64/Packages.xz": ("a" * 64, 12)}
+    with pytest.raises(debian_archive.ArchiveError, match="not 'trixie'"):
+        debian_archive.parse_release("file:///m", "trixie", verified, NOW)
+    expired = openpgp.Verified(RELEASE.replace("Origin: Test\n", "Valid-Until: Sat, 11 Jul 2026 10:16:37 UTC\n"),
+                               "F" * 40, 0)
+    with pytest.raises(debian_archive.ArchiveError, match="Valid-Until"):
+        debian_archive.parse_release("file:///m", "bookworm", expired, 1_900_000_000)
+
+
+# -- Packages -------------------------------------------------------------------------------
+
+
+def stanza(name: str, filename: str | None = None, extra: str = "") -> str:
+    data = f"{name}-data".encode()
+    return (f"Package: {name}\nVersion: 1.0\nDepends: linux-image-6.1.0-9-amd64 (= 6.1)\n"
+            f"Filename: {filename or f'pool/main/{name[0]}/{name}/{name}_1.0_amd64.deb'}\n"
+            f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n{extra}\n")
+
+
+def test_packages_keeps_what_is_asked_and_bounds_every_stanza() -> None:
+    text = (stanza("linux-image-amd64") + stanza("other") + stanza("busybox-static")).encode()
+    got = debian_archive.parse_packages(text, lambda n: n != "other")
+    assert set(got) == {"linux-image-amd64", "busybox-static"}
+    assert debian_archive.versioned_dependency(got["linux-image-amd64"],
+                                               r"linux-image-[0-9][^\s]*-amd64") == "linux-image-6.1.0-9-amd64"
+    huge = stanza("other", extra="Description: x\n" + " x\n" * debian_archive.MAX_STANZA_BYTES)
+    with pytest.raises(debian_archive.ArchiveError, match=f"larger than {debian_archive.MAX_STANZA_BYTES}"):
+        debian_archive.parse_packages(huge.encode(), lambda n: False)
+    for bad in ("pool/../../etc/passwd.deb", "/etc/x.deb", "pool/main/x/./y.deb", "elsewhere/x.deb"):
+        with pytest.raises(debian_archive.ArchiveError, match="unusable Filename"):
+            debian_archive.parse_packages(stanza("busybox-static", bad).encode(), lambda n: True)
+    with pytest.raises(debian_archive.ArchiveError, match="twice"):
+        debian_archive.parse_packages((stanza("a") + stanza("a")).encode(), lambda n: True)
+
+
+def test_a_package_index_bomb_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(debian_archive, "MAX_PACKAGES_BYTES", 1 << 20)
+    bomb = lzma.compress(b"\n" * (2 << 20))
+    with pytest.raises(debian_archive.ArchiveError, match=f"larger than {1 << 20} bytes"):
+        debian_archive._decompress(bomb, "xz")
+    assert debian_archive._decompress(lzma.compress(b"ok"), "xz") == b"ok"
+
+
+def test_a_download_is_bounded_by_its_size_and_kept_only_with_its_digest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(debian_archive, "_CHUNK", 10)
+    mirror = tmp_path / "mirror"
+    (mirror / "pool").mkdir(parents=True)
+    (mirror / "pool" / "p.deb").write_bytes(b"x" * 100)
+    good = debian_archive.Package("p", "1", "pool/p.deb", hashlib.sha256(b"x" * 100).hexdigest(), 100, "")
+    debian_archive.download(str(mirror), good, tmp_path / "ok.deb")
+    assert (tmp_path / "ok.deb").read_bytes() == b"x" * 100
+    seen: list[int] = []
+    short = debian_archive.Package("p", "1", "pool/p.deb", good.sha256, 40, "")
+    with pytest.raises(debian_archive.ArchiveError, match="larger than 40 bytes"):
+        debian_archive.download(f"file://{mirror}", short, tmp_path / "short.deb",
+                                progress=lambda _p, done, _t: seen.append(done))
+    assert seen == [10, 20, 30, 40]  # the read after Size asked for one byte more, and stopped
+    assert not (tmp_path / "short.deb").exists()
+    wrong = debian_archive.Package("p", "1", "pool/p.deb", "0" * 64, 100, "")
+    with pytest.raises(debian_archive.ArchiveError, match="does not match the SHA256"):
+        debian_archive.download(str(mirror), wrong, tmp_path / "wrong.deb")
+    assert not (tmp_path / "wrong.deb").exists()
+
+
+# -- .deb and modules ----------------------------------------------------------------------
+
+
+def make_deb(path: Path, members: list[tarfile.TarInfo | tuple[str, bytes]], data_name: str = "data.tar.xz") -> Path:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:xz" if data_name.endswith("xz") else "w") as tar:
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                tar.addfile(member)
+            else:
+                info = tarfile.TarInfo(member[0])
+                info.size = len(member[1])
+                tar.addfile(info, io.BytesIO(member[1]))
+    out = b"!<arch>\n"
+    for name, data in (("debian-binary", b"2.0\n"), ("control.tar.xz", b""), (data_name, buffer.getvalue())):
+        out += f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode() + data
+        out += b"\n" if len(data) % 2 else b""
+    path.write_bytes(out)
+    return path
+
+
+def test_the_deb_reader_keeps_only_wanted_regular_files(tmp_path: Path) -> None:
+    deb = make_deb(tmp_path / "ok.deb", [("./bin/busybox", b"BB"), ("./usr/share/doc/x", b"doc")])
+    assert list(debpkg.read_members(deb, lambda n: n == "bin/busybox")) == [("bin/busybox", b"BB")]
+    link = tarfile.TarInfo("./bin/busybox")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+    with pytest.raises(debpkg.DebError, match="not a regular file"):
+        list(debpkg.read_members(make_deb(tmp_path / "l.deb", [link]), lambda n: n == "bin/busybox"))
+    for name in ("../../etc/cron.d/x", "/etc/passwd", "./lib/../../x"):
+        with pytest.raises(debpkg.DebError, match="outside the package"):
+            list(debpkg.read_members(make_deb(tmp_path / "e.deb", [(name, b"x")]), lambda n: True))
+    with pytest.raises(debpkg.DebError, match="zstd"):
+        list(debpkg.read_members(make_deb(tmp_path / "z.deb", [("a", b"")], "data.tar.zst"), lambda n: True))
+    (tmp_path / "not.deb").write_bytes(b"PK\x03\x04")
+    with pytest.raises(debpkg.DebError, match="not an ar archive"):
+        list(debpkg.read_members(tmp_path / "not.deb", lambda n: True))
+
+
+def test_a_member_larger_than_the_bound_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deb = make_deb(tmp_path / "big.deb", [("./boot/vmlinuz", b"k" * 2000)])
+    monkeypatch.setattr(debpkg, "MAX_MEMBER_BYTES", 1000)
+    with pytest.raises(debpkg.DebError, match="larger than 1000 bytes"):
+        list(debpkg.read_members(deb, lambda n: True))
+    monkeypatch.setattr(debpkg, "MAX_MEMBER_BYTES", 2000)
+    assert len(list(debpkg.read_members(deb, lambda n: True))[0][1]) == 2000
+
+
+def elf_module(info: dict[str, str]) -> bytes:
+    """A minimal ELF64 relocatable with a .shstrtab and a .modinfo section."""
+    modinfo = b"".join(f"{k}={v}".encode() + b"\0" for k, v in info.items())
+    shstrtab = b"\0.shstrtab\0.modinfo\0"
+    data_at = 0x40
+    shoff = data_at + len(shstrtab) + len(modinfo)
+    header = (b"\x7fELF\x02\x01\x01" + b"\0" * 9 + (1).to_bytes(2, "little") + (62).to_bytes(2, "little")
+              + (1).to_bytes(4, "little") + b"\0" * 16 + shoff.to_bytes(8, "little") + b"\0" * 4
+              + (0x40).to_bytes(2, "little") + b"\0" * 4 + (0x40).to_bytes(2, "little")
+              + (3).to_bytes(2, "little") + (1).to_bytes(2, "little"))
+
+    def section(name: int, offset: int, size: int) -> bytes:
+        return (name.to_bytes(4, "little") + (3).to_bytes(4, "little") + b"\0" * 16
+                + offset.to_bytes(8, "little") + size.to_bytes(8, "little") + b"\0" * 24)
+
+    return (header + shstrtab + modinfo + b"\0" * 0x40 + section(1, data_at, len(shstrtab))
+            + section(11, data_at + len(shstrtab), len(modinfo)))
+
+
+def test_modinfo_gives_the_dependencies_and_the_load_order_follows_them() -> None:
+    infos = {
+        "kernel/fs/ext4/ext4.ko": debpkg.modinfo(elf_module({"name": "ext4", "depends": "mbcache,jbd2,crc16"})),
+        "kernel/fs/jbd2/jbd2.ko": debpkg.modinfo(elf_module({"name": "jbd2", "depends": ""})),
+        "kernel/fs/mbcache.ko": debpkg.modinfo(elf_module({"name": "mbcache", "depends": ""})),
+        "kernel/lib/crc16.ko": debpkg.modinfo(elf_module({"name": "crc16", "depends": ""})),
+        "kernel/crypto/crc32c_generic.ko": debpkg.modinfo(elf_module({"name": "crc32c_generic"})),
+    }
+    assert infos["kernel/fs/ext4/ext4.ko"]["depends"] == "mbcache,jbd2,crc16"
+    order = assets.module_load_order(debpkg.modules_dep(infos), ("crc32c_generic", "ext4"))
+    assert order == ["kernel/crypto/crc32c_generic.ko", "kernel/fs/mbcache.ko", "kernel/fs/jbd2/jbd2.ko",
+                     "kernel/lib/crc16.ko", "kernel/fs/ext4/ext4.ko"]
+    del infos["kernel/lib/crc16.ko"]
+    with pytest.raises(debpkg.DebError, match="'crc16', which the package does not ship"):
+        debpkg.modules_dep(infos)
+    xz = lzma.compress(elf_module({"name": "virtio"}))
+    assert debpkg.modinfo(debpkg.module_bytes("virtio.ko.xz", xz))["name"] == "virtio"
+    with pytest.raises(debpkg.DebError, match="no .modinfo"):
+        debpkg.modinfo(elf_module({}).replace(b".modinfo", b".notinfo"))
+    with pytest.raises(debpkg.DebError, match="outside the file"):
+        debpkg.modinfo(elf_module({"name": "x"})[:100])
