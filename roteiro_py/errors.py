@@ -29,6 +29,8 @@ command line through `shlex.quote`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -298,11 +300,43 @@ class TagNotDigest(RoteiroError):
 # -- exit 3: refusals ------------------------------------------------------------------
 
 
+#: The promise every refusal keeps, said by the `Refusal` base in the first note of every
+#: refusal's guidance, so no class can forget it (issue 14: eight of them did). True of
+#: every refusal: none comes with a report (a lint renders its report only once `lint()`
+#: returned, lint/__init__.py), and none is followed by running anything on this host in
+#: the VM's place. The guest may have run (the build ran in the VM), and `fetch-deps` runs
+#: host cargo on the manifests by design; neither is "instead".
+NOTHING_RAN = "No report was made, and nothing ran on this host instead."
+
+
+def _with_promise(guidance: Guidance) -> Guidance:
+    notes = tuple(note for note in guidance.notes if note != NOTHING_RAN)
+    return dataclasses.replace(guidance, notes=(NOTHING_RAN, *notes))
+
+
 class Refusal(RoteiroError):
-    """The sandbox cannot give what was asked for; nothing ran on the host instead."""
+    """The sandbox cannot give what was asked for; nothing ran on the host instead.
+
+    Every subclass's `guidance()` is wrapped here (`__init_subclass__`) so that its first
+    note is NOTHING_RAN: a class written tomorrow says it without knowing it must."""
 
     exit_code = EXIT_REFUSED
     code = "refused"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("guidance")
+        if own is None:
+            return
+
+        @functools.wraps(own)
+        def guidance(self: Refusal) -> Guidance:
+            return _with_promise(own(self))
+
+        cls.guidance = guidance  # type: ignore[method-assign]
+
+    def guidance(self) -> Guidance:
+        return _with_promise(super().guidance())
 
 
 #: At most this many provisioned images are offered by a refusal that lists the store's
@@ -337,8 +371,10 @@ class NoImageConfigured(Refusal):
     def guidance(self) -> Guidance:
         where = (f"Set it in the repository's {_p(self.repo_config)} or in your "
                  f"{_p(self.user_config)} (or pass --image for one run).")
-        pinned = ("The image is referenced by digest, never by tag: it is where the "
-                  "repository's build scripts and proc macros execute.")
+        pinned = ("There is no default image on purpose: the image is where the "
+                  "repository's build scripts and proc macros execute and what the report "
+                  "vouches for, so the tool never picks one for you; you choose it, by "
+                  "digest, never by tag.")
         if self.stored:
             newest, *others = self.stored[:MAX_STORED_SHOWN]
             held = len(self.stored)
@@ -432,7 +468,6 @@ class SandboxUnavailable(Refusal):
                 "a security boundary, so it is used only when you opt in: --accel tcg, or "
                 '`[vm] accel = "tcg"` in your user configuration.'
             )
-        notes.append("Nothing was run on the host instead.")
         commands.append("pylint-sandbox doctor")
         return Guidance(
             summary=f"No usable sandbox for accel={_p(self.accel)}: "
@@ -706,17 +741,22 @@ class ScratchUnavailable(Refusal):
 
 
 class ImageLacksLinter(Refusal):
+    """The image's clippy is missing or does not answer: a probe failed, or exited 0 and
+    printed nothing (clippy/toolchain.py). The way forward is another image, not a retry."""
+
     code = "image-lacks-linter"
 
-    def __init__(self, reference: str, output: str) -> None:
+    def __init__(self, reference: str, output: str, probe: str = "cargo-clippy --version") -> None:
         super().__init__()
         self.reference = reference
         self.output = output
+        #: The probe that showed it, as the guest ran it.
+        self.probe = probe
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
-            notes=(_said("`cargo-clippy --version` in the guest said", self.output),
+            notes=(_said(f"`{_p(self.probe)}` in the guest said", self.output),
                    f"Build the image from the {DOCKERFILE_LINES}-line Dockerfile this package "
                    f"carries (`{dockerfile_command()}`: a Rust base plus `rustup component add "
                    "clippy`) and pin the new digest, as below.",),
@@ -725,17 +765,25 @@ class ImageLacksLinter(Refusal):
 
 
 class ProbeFailed(Refusal):
+    """The image's toolchain answered its probe in a way no real toolchain does (or not
+    within the probe's deadline); named by the image it came from."""
+
     code = "probe-failed"
 
-    def __init__(self, what: str, detail: str) -> None:
+    def __init__(self, reference: str, what: str, detail: str) -> None:
         super().__init__()
+        self.reference = reference
         self.what = what
         self.detail = detail
 
     def guidance(self) -> Guidance:
         return Guidance(
-            summary=f"Probing the guest's toolchain failed: {_p(self.what)}.",
-            notes=(_said("What came back", self.detail),),
+            summary=f"Probing the toolchain of the image {_p(self.reference)} failed: "
+            f"{_p(self.what).rstrip('.')}.",
+            notes=(_said("What came back", self.detail),
+                   "The probe runs the image's own `cargo-clippy --version` and `rustc -vV`, "
+                   "outside the tree; an image whose toolchain answers otherwise is not "
+                   "trusted to name the toolchain in a report.",),
             commands=("pylint-sandbox doctor",),
         )
 
@@ -809,23 +857,40 @@ class TreeFileRefused(Refusal):
 
 
 class KilledBySignal(Refusal):
+    """The clippy step (or a compiler under it) died of a signal and explained nothing.
+
+    It is called an out-of-memory kill only with evidence: `oom_kills`, the processes the
+    guest kernel's OOM killer killed during the step, as the guest's init counted them
+    (guest_init.sh `oom_kills`). Status 137 alone is any SIGKILL, a build script's own
+    `kill -9` included, and more memory would not help that."""
+
     code = "killed-by-signal"
 
-    def __init__(self, signal_name: str, memory_mib: int, command: str) -> None:
+    def __init__(self, signal_name: str, memory_mib: int, command: str, oom_kills: int = 0) -> None:
         super().__init__()
         self.signal_name = signal_name
         self.memory_mib = memory_mib
         self.command = command
+        self.oom_kills = oom_kills
 
     def guidance(self) -> Guidance:
         from roteiro_py.config import MAX_MEMORY_MIB
 
+        killed = f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest"
+        if self.oom_kills <= 0:
+            return Guidance(
+                summary=f"{killed}, and nothing explained why.",
+                notes=("The guest's kernel counted no out-of-memory kill during the step, so "
+                       "nothing shows that it ran out of memory: the build itself (a build "
+                       "script, a proc macro) or something it ran may have sent the signal.",),
+            )
         notes, commands = _rerun(self, "--memory", self.memory_mib, MAX_MEMORY_MIB)
         return Guidance(
-            summary=f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest, "
-            "with nothing on stderr.",
-            notes=(f"That is most likely the guest running out of memory: it has "
-                   f"{self.memory_mib} MiB. Raise it with --memory or `[vm] memory_mib`.", *notes),
+            summary=f"{killed}: the guest ran out of memory.",
+            notes=(f"The guest's kernel killed {self.oom_kills} process"
+                   f"{'es' if self.oom_kills != 1 else ''} for lack of memory during the step; "
+                   f"the guest has {self.memory_mib} MiB. Raise it with --memory or "
+                   "`[vm] memory_mib`.", *notes),
             commands=commands,
         )
 
@@ -846,8 +911,7 @@ class UnexpectedStatus(Refusal):
         return Guidance(
             summary=f"`{_p(self.command)}` exited with status {self.status}; a completed run "
             f"exits with {expected}.",
-            notes=("No report was made: a build that failed is never reported as a clean "
-                   "tree.",),
+            notes=("A build that failed is never reported as a clean tree.",),
             details=tuple(tail),
         )
 
@@ -871,7 +935,7 @@ class DeadlineExceeded(Refusal):
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "
             f"{self.seconds:g} s; {_p(self.stopped)}.",
-            notes=("No report was made: a build cut short is never reported as a clean tree.",
+            notes=("A build cut short is never reported as a clean tree.",
                    "Raise the deadline with --timeout or `[vm] timeout_s` if the tree needs "
                    "longer (software emulation is 10 to 40 times slower than the host).", *notes),
             commands=commands,
@@ -890,25 +954,30 @@ class VmFailed(Refusal):
         tail = [_p(line) for line in self.console.strip().splitlines()[-8:] if line.strip()]
         return Guidance(
             summary=f"The VM did not complete the job: {_p(self.reason).rstrip('.')}.",
-            notes=("No report was made. The last lines of the guest's console follow.",)
-            if tail else ("No report was made.",),
+            notes=("The last lines of the guest's console follow.",) if tail else (),
             details=tuple(tail),
             commands=("pylint-sandbox doctor",),
         )
 
 
 class OutputTooLarge(Refusal):
+    """The guest's output passed `[vm] output_limit_mib`, one cap for all of a run's step
+    streams together (vm/qemu/machine.py `Channels`); `stream` is the one that passed it
+    ("stdout", "stderr", or "output" when the VM did not say), `command` its step."""
+
     code = "output-too-large"
 
-    def __init__(self, stream: str, limit_bytes: int) -> None:
+    def __init__(self, stream: str, limit_bytes: int, command: str | None = None) -> None:
         super().__init__()
         self.stream = stream
         self.limit_bytes = limit_bytes
+        self.command = command
 
     def guidance(self) -> Guidance:
+        of = f" of `{_p(self.command)}`" if self.command else ""
         return Guidance(
-            summary=f"The guest's {_p(self.stream)} passed the limit of {self.limit_bytes} "
-            "bytes; the run was stopped.",
+            summary=f"The guest's output passed the limit of {self.limit_bytes} bytes (all "
+            f"streams together) on the {_p(self.stream)}{of}; the run was stopped.",
             notes=("Output from the guest is untrusted and bounded. Raise the limit with "
                    "`[vm] output_limit_mib` if the tree really produces that much.",),
         )
@@ -977,8 +1046,7 @@ class BuildProducedNothing(Refusal):
             notes=(f"The image {_p(self.reference)} must be able to build the tree, not just "
                    "lint it: native build dependencies (a C compiler, pkg-config, -dev "
                    "libraries) must be in the image.",
-                   "No report was made: a build that failed is never reported as a clean "
-                   "tree.",),
+                   "A build that failed is never reported as a clean tree.",),
             details=tuple(tail),
         )
 
@@ -1003,8 +1071,7 @@ class TargetNotInImage(Refusal):
                    "Add it where the image is built (below: the Dockerfile "
                    f"`{dockerfile_command()}` prints, plus `rustup target add`), provision the "
                    "new image, and pin it; or lint without --target.",
-                   "No report was made: a build that could not start is never reported as a "
-                   "clean tree."),
+                   "A build that could not start is never reported as a clean tree."),
             commands=(target_build_command(self.triple), prefetch_from_docker_command()),
         )
 
@@ -1022,7 +1089,6 @@ class Unenforceable(Refusal):
 
     def guidance(self) -> Guidance:
         notes = [_sentence(f"Why: {_p(self.why)}")] if self.why else []
-        notes.append("Nothing was run.")
         return Guidance(
             summary=f"The sandbox cannot enforce the grant `{_p(self.atom)}` for "
             f"`{_p(self.command)}`.",

@@ -10,10 +10,10 @@ a clean tree. So the stream is trusted only when cargo's exit status, its closin
   A compile error in the user's code is a finding, not a failure of the tool.
 - status 101 otherwise: cargo's stderr names why, and each reason is its own refusal:
   a cold package cache (ColdCache), a lockfile --locked would have to write
-  (LockfileWouldBeWritten), a compiler killed by a signal (KilledBySignal: in a VM of
-  fixed memory that is the OOM killer), or anything else that produced no explaining
-  diagnostic, typically a build script failing for a missing C library
-  (BuildProducedNothing).
+  (LockfileWouldBeWritten), a compiler killed by a signal (KilledBySignal: called an
+  out-of-memory kill only when the guest's kernel counted one, `oom_kills`), or
+  anything else that produced no explaining diagnostic, typically a build script
+  failing for a missing C library (BuildProducedNothing).
 - a status outside EXPECTED_STATUSES, or a status and a build-finished that disagree:
   UnexpectedStatus.
 - output cut at the limit: OutputTooLarge, before anything is parsed, because a
@@ -75,7 +75,8 @@ class ClippyRun:
     """The clippy step's outcome as the process layer returned it.
 
     status:      the exit status, or None when killed by `signal_name`.
-    truncated:   True when an output stream reached `limit_bytes` and was cut.
+    truncated:   True when an output stream reached `limit_bytes` and was cut;
+                 `truncated_stream` names it ("stdout", "stderr", or "output": unknown).
     """
 
     command: Sequence[str]
@@ -86,7 +87,9 @@ class ClippyRun:
     limit_bytes: int
     signal_name: str | None = None
     truncated: bool = False
-    truncated_stream: str = "stdout"
+    truncated_stream: str = "output"
+    #: Processes the guest kernel's OOM killer killed during the run (VmOutcome.oom_kills).
+    oom_kills: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,13 +172,13 @@ def classify(
     """
     command = shlex.join(run.command)
     if run.truncated:
-        raise OutputTooLarge(run.truncated_stream, run.limit_bytes)
+        raise OutputTooLarge(run.truncated_stream, run.limit_bytes, command)
     has_errors_on_stderr = any(
         line.strip() and not _PROGRESS.match(line) for line in run.stderr.splitlines()
     )
     if run.status is None:
         if not has_errors_on_stderr:
-            raise KilledBySignal(_signal_name(run), run.memory_mib, command)
+            raise KilledBySignal(_signal_name(run), run.memory_mib, command, run.oom_kills)
         number = getattr(signals, run.signal_name or "", None)
         status = 128 + int(number) if number is not None else -1
         raise UnexpectedStatus(command, status, EXPECTED_STATUSES, run.stderr)
@@ -199,7 +202,7 @@ def classify(
 
     killed = _RUSTC_SIGNAL.search(run.stderr)
     if killed is not None and not errors:
-        raise KilledBySignal(killed["name"], run.memory_mib, command)
+        raise KilledBySignal(killed["name"], run.memory_mib, command, run.oom_kills)
     if stream.build_success is True:
         raise UnexpectedStatus(command, run.status, EXPECTED_STATUSES,
                                "cargo reported a finished build but exited "

@@ -4,7 +4,8 @@ The probe runs `cargo-clippy --version` and `rustc -vV` in the guest (command.py
 output is the guest's to choose, so it is bounded (PROBE_LIMIT_BYTES) and must match the
 formats those tools print exactly; anything else is refused (ProbeFailed) rather than
 put into a report as the "toolchain" that produced it. A clippy that is missing or does
-not answer is ImageLacksLinter: the way forward is a different image, not a retry.
+not answer (a failed probe, or one that exits 0 and prints nothing) is ImageLacksLinter:
+the way forward is a different image, not a retry. Both refusals name the image.
 """
 
 from __future__ import annotations
@@ -42,62 +43,67 @@ class ProbeOutput:
         return diagnostics(self.stdout, self.stderr)
 
 
-def _text(data: bytes, what: str) -> str:
+def _text(data: bytes, what: str, reference: str) -> str:
     if len(data) > PROBE_LIMIT_BYTES:
-        raise ProbeFailed(what, f"{len(data)} bytes of output, more than {PROBE_LIMIT_BYTES}")
+        raise ProbeFailed(reference, what, f"{len(data)} bytes of output, more than {PROBE_LIMIT_BYTES}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ProbeFailed(what, f"output is not UTF-8: {exc}") from None
+        raise ProbeFailed(reference, what, f"output is not UTF-8: {exc}") from None
 
 
 def parse_clippy_version(probe: ProbeOutput, *, reference: str) -> dict[str, str | None]:
-    """The fields of `cargo-clippy --version`; ImageLacksLinter when clippy is not there."""
+    """The fields of `cargo-clippy --version`; ImageLacksLinter when clippy is not there:
+    a failed probe, or one that exits 0 and prints nothing (a stub, an empty wrapper: no
+    clippy answered, so the way forward is another image, not `doctor`)."""
     what = "`cargo-clippy --version`"
-    stdout = _text(probe.stdout, what).strip()
-    stderr = _text(probe.stderr, what).strip()
-    if probe.status != 0:
+    stdout = _text(probe.stdout, what, reference).strip()
+    stderr = _text(probe.stderr, what, reference).strip()
+    if probe.status != 0 or not stdout:
         raise ImageLacksLinter(reference, probe.diagnostics())
     lines = stdout.splitlines()
     match = _CLIPPY.match(lines[0]) if len(lines) == 1 else None
     if match is None:
         if any(marker in (stdout + stderr).lower() for marker in _MISSING):
             raise ImageLacksLinter(reference, probe.diagnostics())
-        raise ProbeFailed(what, stdout or stderr)
+        raise ProbeFailed(reference, what, stdout or stderr)
     return {"clippy_version": match["version"], "clippy_commit": match["commit"],
             "clippy_date": match["date"]}
 
 
-def parse_rustc_vv(probe: ProbeOutput) -> dict[str, str | None]:
-    """`release` and `host` (required) and `commit-hash` from `rustc -vV`."""
+def parse_rustc_vv(probe: ProbeOutput, *, reference: str) -> dict[str, str | None]:
+    """`release` and `host` (required) and `commit-hash` from `rustc -vV`; exiting 0 with
+    nothing on stdout is ImageLacksLinter, as for clippy's probe."""
     what = "`rustc -vV`"
-    stdout = _text(probe.stdout, what)
-    _text(probe.stderr, what)
+    stdout = _text(probe.stdout, what, reference)
+    stderr = _text(probe.stderr, what, reference)
     if probe.status != 0:
-        raise ProbeFailed(what, f"exit status {probe.status}: {probe.diagnostics()}")
+        raise ProbeFailed(reference, what, f"exit status {probe.status}: {probe.diagnostics()}")
     lines = stdout.strip().splitlines()
-    if not lines or not lines[0].startswith("rustc "):
-        raise ProbeFailed(what, stdout)
+    if not lines:
+        raise ImageLacksLinter(reference, stderr, probe="rustc -vV")
+    if not lines[0].startswith("rustc "):
+        raise ProbeFailed(reference, what, stdout)
     fields: dict[str, str] = {}
     for line in lines[1:]:
         match = _KEY_VALUE.match(line)
         if match is None:
-            raise ProbeFailed(what, f"unexpected line {line!r}")
+            raise ProbeFailed(reference, what, f"unexpected line {line!r}")
         if match["key"] in fields:
-            raise ProbeFailed(what, f"{match['key']!r} given twice")
+            raise ProbeFailed(reference, what, f"{match['key']!r} given twice")
         fields[match["key"]] = match["value"]
     for key in ("release", "host"):
         if key not in fields:
-            raise ProbeFailed(what, f"no `{key}:` line in {stdout!r}")
+            raise ProbeFailed(reference, what, f"no `{key}:` line in {stdout!r}")
     return {"rustc_release": fields["release"], "host": fields["host"],
             "rustc_commit": fields.get("commit-hash")}
 
 
 def toolchain_from_probe(clippy: ProbeOutput, rustc: ProbeOutput, *, reference: str) -> Toolchain:
     """The validated Toolchain, or ImageLacksLinter / ProbeFailed."""
-    fields = {**parse_clippy_version(clippy, reference=reference), **parse_rustc_vv(rustc)}
+    fields = {**parse_clippy_version(clippy, reference=reference), **parse_rustc_vv(rustc, reference=reference)}
     try:
         return Toolchain.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ProbeFailed("the toolchain's answers", problems) from None
+        raise ProbeFailed(reference, "the toolchain's answers", problems) from None

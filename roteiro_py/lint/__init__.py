@@ -164,11 +164,12 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
             dep_cache=dep_cache, dep_cache_guest=GUEST_TARGET_DIR if dep_cache else None)
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
-    # the job below asks again for free.
+    # the job below asks again for free. This is a preflight: it refuses early and tells
+    # -v; the report states the isolation the job's own backend had (job.isolation).
     progress.stage(HYPERVISOR)
     sandbox = backend(Path(os.devnull), None)
-    isolation = sandbox.isolation()                                        # 3
-    progress.detail(f"accel {vm.accel} ({resolved.source_of('vm.accel')}): {isolation.description}")
+    expected = sandbox.isolation()                                         # 3
+    progress.detail(f"accel {vm.accel} ({resolved.source_of('vm.accel')}): {expected.description}")
     progress.stage(IMAGE)
     store = Store.default()
     image = store.resolve(reference)                                       # 4

@@ -57,11 +57,12 @@ def shown(step: Command) -> str:
     return shlex.join(unpinned(step.argv))
 
 
-def judge_job(job: JobOutcome, steps: list[Command]) -> None:
-    """Refuse when the VM did not get as far as a verdict on every step that ran."""
+def judge_job(job: JobOutcome, steps: list[Command], *, reference: str) -> None:
+    """Refuse when the VM did not get as far as a verdict on every step that ran;
+    `reference` is the image whose toolchain a probe refusal names."""
     for index, (outcome, step) in enumerate(zip(job.steps, steps, strict=False)):
         if outcome.timed_out and index < len(steps) - 1:
-            raise ProbeFailed(f"`{shown(step)}` did not finish within {step.timeout:g} s",
+            raise ProbeFailed(reference, f"`{shown(step)}` did not finish within {step.timeout:g} s",
                               "the toolchain probe has a fixed deadline; `--timeout` sets clippy's")
         if outcome.timed_out:
             raise DeadlineExceeded(shown(step), step.timeout)
@@ -85,11 +86,11 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
     settings = resolved.settings
     vm = settings.vm
     isolation = job.isolation
-    judge_job(job, steps)
+    judge_job(job, steps, reference=str(reference))
     if not job.steps:
         raise VmFailed(job.failure or "the guest ran no step", job.console.decode("utf-8", "replace"))
     missing = ProbeOutput(None, b"", b"")
-    probes = [ProbeOutput(*_probe(outcome)) for outcome in job.steps[:2]]
+    probes = [ProbeOutput(*_probe(outcome, str(reference))) for outcome in job.steps[:2]]
     toolchain = toolchain_from_probe(probes[0], probes[1] if len(probes) > 1 else missing,
                                      reference=str(reference))
     if len(job.steps) < 3:
@@ -102,7 +103,8 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
         ClippyRun(command=unpinned(steps[2].argv), status=status, stdout=run.stdout,
                   stderr=run.stderr.decode("utf-8", "replace"), memory_mib=vm.memory_mib,
                   limit_bytes=limit_bytes, signal_name=killed,
-                  truncated=run.truncated, truncated_stream="stdout"),
+                  truncated=run.truncated, truncated_stream=_cut(run),
+                  oom_kills=run.oom_kills),
         tree=tree.asked, image_reference=str(reference),
         layout=PathLayout(workspace=tree.layout_workspace,
                           guest_root=PurePosixPath(tree.repo_root.as_posix())),
@@ -128,11 +130,16 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
     return report
 
 
-def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
+def _probe(outcome: VmOutcome, reference: str) -> tuple[int | None, bytes, bytes]:
     if outcome.exit is None:
-        raise ProbeFailed(f"`{shown(outcome.command)}` did not finish",
+        raise ProbeFailed(reference, f"`{shown(outcome.command)}` did not finish",
                           outcome.failure or outcome.diagnostics())
     return outcome.exit, outcome.stdout, outcome.stderr
+
+
+def _cut(outcome: VmOutcome) -> str:
+    """The stream(s) of a step that passed the output cap, as OutputTooLarge names them."""
+    return " and ".join(outcome.truncated_streams) or "output"
 
 
 def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int | None, str | None]:
@@ -143,7 +150,7 @@ def _status(outcome: VmOutcome, job: JobOutcome, limit_bytes: int) -> tuple[int 
     """
     if outcome.exit is None:
         if outcome.truncated:
-            raise OutputTooLarge("output (all streams together)", limit_bytes)
+            raise OutputTooLarge(_cut(outcome), limit_bytes, shown(outcome.command))
         raise VmFailed(outcome.failure or job.failure or "the guest reported no status for clippy",
                        job.console.decode("utf-8", "replace"))
     killed = _signal_of(outcome.exit)

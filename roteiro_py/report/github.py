@@ -17,6 +17,11 @@ report show them; without those lines, each part's place and replacement. (The l
 has: `bool_assert_comparison` then read `suggestion: `assert``, which would not
 compile.)
 
+The first line is the run's provenance, one `::notice` (PROVENANCE_TITLE): the pinned
+image, the toolchain the guest said it has, and the isolation the backend that ran the
+job had (hardware-isolated or not), so a job's page says what vouched for its findings
+without opening the log. It takes one of the step's notice annotations.
+
 GitHub's limits (actions/toolkit docs/problem-matchers.md, actions/runner
 ExecutionContext.cs), and what happens past them:
 - ANNOTATION_LIMIT annotations of each type (error, warning, notice) per step, and 50
@@ -56,6 +61,8 @@ _TYPE = {"error": "error", "warning": "warning", "note": "notice", "help": "noti
 #: The workflow commands this format writes on purpose; `guard()` breaks any other.
 OWN_COMMANDS = frozenset(_TYPE.values())
 _CUT_MARK = "… [cut to GitHub's annotation size; --format json or sarif has it whole]"
+#: The title of the provenance notice (the first line of this format).
+PROVENANCE_TITLE = "pylint-sandbox: provenance"
 
 
 def escape_data(text: str) -> str:
@@ -146,9 +153,36 @@ def annotation(finding: Finding, rustc_release: str = "") -> str:
     return f"::{_TYPE[finding.level]} {rendered}::{escape_data(message)}"
 
 
+def _provenance_prefix() -> str:
+    return f"::notice title={escape_property(PROVENANCE_TITLE)}::"
+
+
+def provenance_notice(report: Report) -> str:
+    """The image, the toolchain and the isolation of the run, as one `::notice`. Every
+    value came from outside (the image reference from a repository's configuration, the
+    toolchain from the guest): escaped like any annotation, never a line or a property of
+    its own."""
+    image, toolchain, isolation = report.provenance, report.toolchain, report.isolation
+    pinned = image.image_reference if image.image_reference.endswith(image.image_digest) else (
+        f"{image.image_reference} (manifest {image.image_digest})")
+    clippy = f"clippy {toolchain.clippy_version}"
+    if toolchain.clippy_commit and toolchain.clippy_date:
+        clippy += f" ({toolchain.clippy_commit} {toolchain.clippy_date})"
+    rustc = f"rustc {toolchain.rustc_release}" + (
+        f" ({toolchain.rustc_commit})" if toolchain.rustc_commit else "") + f" on {toolchain.host}"
+    hardware = "hardware-isolated" if isolation.hardware_isolated else "not hardware-isolated"
+    message = (f"image: {pinned}\ntoolchain: {clippy}, {rustc}\nisolation: {isolation.description} "
+               f"(backend {isolation.backend}, accelerator {isolation.accelerator}, {hardware})")
+    return _provenance_prefix() + escape_data(_cut(message, MESSAGE_LIMIT))
+
+
+#: How the provenance notice's line starts (what a reader of the log filters on).
+PROVENANCE_PREFIX = _provenance_prefix()
+
+
 def render_github(report: Report) -> str:
-    lines: list[str] = []
-    shown: Counter[str] = Counter()
+    lines: list[str] = [provenance_notice(report)]
+    shown: Counter[str] = Counter(notice=1)  # the provenance is one of the step's notices
     left_out: Counter[str] = Counter()
     release = report.toolchain.rustc_release
     # Compared with a baseline or a diff, only the findings that gate the run are
@@ -166,7 +200,8 @@ def render_github(report: Report) -> str:
         if left_out[kind]:
             lines.append(
                 f"{left_out[kind]} more {kind} finding{'s' if left_out[kind] != 1 else ''} "
-                f"not annotated (GitHub shows {ANNOTATION_LIMIT} {kind} annotations per step); "
+                f"not annotated (GitHub shows {ANNOTATION_LIMIT} {kind} annotations per step"
+                + ("; one is the run's provenance" if kind == "notice" else "") + "); "
                 f"the step summary lists the first {SUMMARY_FINDINGS} {listed} (errors "
                 "first), --format json or sarif every one."
             )

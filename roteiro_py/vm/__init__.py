@@ -47,6 +47,14 @@ class VmOutcome(Outcome):
     """An `Outcome` from inside a VM, with the isolation that run had."""
 
     isolation: Isolation | None = None
+    #: Which of the step's streams ("stdout", "stderr") passed the output cap, when
+    #: `truncated`: what errors.OutputTooLarge names. Empty when unknown (a step a VM
+    #: template ran records only that it was cut).
+    truncated_streams: tuple[str, ...] = ()
+    #: Processes the guest kernel's OOM killer killed while the step ran, as the guest's
+    #: init counted them (/proc/vmstat); 0 when none, or when not known (a template's
+    #: step). The only evidence that a step killed by SIGKILL ran out of memory.
+    oom_kills: int = 0
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ def test_readme_exit_codes_match_the_code() -> None:
                                              errors.EXIT_INTERRUPTED}
     assert "usage or configuration" in table[str(errors.EXIT_USAGE)]
     assert "refused" in table[str(errors.EXIT_REFUSED)]
+    assert f'"{errors.NOTHING_RAN}"' in " ".join(readme.split())  # quoted as every refusal says it
 
 
 def test_readme_names_the_scripts_ci_runs() -> None:

@@ -38,6 +38,7 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                                 Path("/src/r8/roteiro.toml")),
                                        ["/home/u9/.roteiro/config.toml", "/src/r8/roteiro.toml",
                                         "[lint]", 'image = "', "@sha256:<64 hex>",
+                                        "no default image on purpose", "what the report vouches for",
                                         "pylint-sandbox prefetch --analyzer clippy",
                                         "pylint-sandbox dockerfile clippy | docker build -t roteiro-clippy:local -",
                                         "--from docker --image roteiro-clippy:local",
@@ -96,8 +97,8 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                       ["r/x@" + D, "no such command", "pylint-sandbox dockerfile clippy",
                                        f"{errors.DOCKERFILE_LINES}-line",
                                        "pylint-sandbox dockerfile clippy | docker build -t roteiro-clippy:local -"]),
-    errors.ProbeFailed: lambda: (errors.ProbeFailed("rustc -vV printed no host triple", "garbage-42"),
-                                 ["rustc -vV printed no host triple", "garbage-42"]),
+    errors.ProbeFailed: lambda: (errors.ProbeFailed("r/p@" + D, "rustc -vV printed no host triple", "garbage-42"),
+                                 ["the image r/p@" + D, "rustc -vV printed no host triple", "garbage-42"]),
     errors.ColdCache: lambda: (errors.ColdCache(Path("/t/tree-6"), "serde v1.0.219",
                                                 "error: no matching package named `serde` found"),
                                ["/t/tree-6", "serde v1.0.219", "no matching package",
@@ -109,8 +110,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.TreeFileRefused: lambda: (errors.TreeFileRefused(Path("/t/tree-8/Cargo.toml"),
                                                             "a symbolic link"),
                                      ["/t/tree-8/Cargo.toml", "a symbolic link", "run the same command"]),
-    errors.KilledBySignal: lambda: (errors.KilledBySignal("SIGKILL", 1536, "cargo clippy"),
-                                    ["SIGKILL", "1536 MiB", "--memory", "--memory 3072", "cargo clippy"]),
+    errors.KilledBySignal: lambda: (errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=3),
+                                    ["SIGKILL", "1536 MiB", "--memory", "--memory 3072", "cargo clippy",
+                                     "ran out of memory", "killed 3 processes"]),
     errors.UnexpectedStatus: lambda: (errors.UnexpectedStatus("cargo clippy --offline", 77, (0, 101),
                                                               "boom line\nlast line 3"),
                                       ["cargo clippy --offline", "status 77", "0 or 101", "last line 3"]),
@@ -118,8 +120,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                       ["cargo clippy --locked", "321 s", "--timeout 642"]),
     errors.VmFailed: lambda: (errors.VmFailed("the guest's init failed: no root disk", "[ 0.1] Kernel panic 77"),
                               ["no root disk", "Kernel panic 77"]),
-    errors.OutputTooLarge: lambda: (errors.OutputTooLarge("stdout", 67108864),
-                                    ["stdout", "67108864"]),
+    errors.OutputTooLarge: lambda: (errors.OutputTooLarge("stderr", 67108864, "cargo-clippy clippy -q"),
+                                    ["on the stderr of `cargo-clippy clippy -q`", "67108864",
+                                     "all streams together"]),
     errors.TreeTooLarge: lambda: (errors.TreeTooLarge(Path("/t/tree-13"), "more than 77 files and "
                                                       "directories", "stage_max_files", 77),
                                   ["/t/tree-13", "more than 77 files", "[vm] stage_max_files",
@@ -174,6 +177,19 @@ def test_refusal_renders_its_subject(cls: type[errors.RoteiroError]) -> None:
     for subject in subjects:
         assert subject in text, f"{subject!r} missing from:\n{text}"
     assert text.startswith("error: ")
+
+
+def test_a_sigkill_is_called_out_of_memory_only_with_the_kernels_evidence() -> None:
+    """Status 137 is any SIGKILL; only the guest kernel's count of OOM kills during the
+    step (guest_init.sh) makes it one, and only then is more memory the way forward."""
+    bare = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy").guidance()
+    text = bare.render_text()
+    assert "`cargo clippy` was killed by SIGKILL in the guest" in text
+    assert "the guest ran out of memory" not in text and "--memory" not in text and not bare.commands
+    assert "counted no out-of-memory kill" in text
+    oom = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=1).guidance()
+    assert "the guest ran out of memory" in oom.summary and "killed 1 process for" in oom.render_text()
+    assert "`--memory 3072`" in oom.render_text()  # a rerun (tests/unit/test_rerun.py: the whole line)
 
 
 def test_exit_codes_follow_the_documented_table() -> None:
@@ -254,3 +270,42 @@ def test_quotes_from_tools_are_bounded_at_the_stated_limit() -> None:
     line = "q" * (errors.QUOTE_LIMIT - 1) + "@#" + "%" * 5000
     text = errors.ColdCache(Path("/t"), None, line).guidance().render_text()
     assert "q" * (errors.QUOTE_LIMIT - 1) + "@." in text and "#" not in text and "%" not in text
+
+
+@pytest.mark.parametrize("cls", sorted(FACTORIES, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_every_refusal_says_once_that_no_report_was_made_and_nothing_ran_instead(
+        cls: type[errors.RoteiroError]) -> None:
+    """Issue 14: eight refusals (cold cache, no package cache, ...) did not say it. The
+    Refusal base says it for every class, in the first note; control: a usage error, an
+    internal error, does not claim it (a usage error may come from `config set`)."""
+    from rich.console import Console
+
+    error, _ = FACTORIES[cls]()
+    guidance = error.guidance()
+    text = guidance.render_text()
+    console = Console(record=True, width=400, color_system=None)
+    console.print(guidance.render_rich())
+    shown = console.export_text(styles=False)
+    expected = 1 if isinstance(error, errors.Refusal) else 0
+    assert text.count(errors.NOTHING_RAN) == expected, text
+    assert shown.count(errors.NOTHING_RAN) == expected, shown
+    if expected:
+        assert guidance.notes[0] == errors.NOTHING_RAN
+        # no class says it again in its own words
+        assert text.lower().count("no report was made") == 1, text
+        assert text.lower().count("nothing was run") == 0, text
+
+
+def test_a_refusal_written_later_says_the_promise_too() -> None:
+    class Later(errors.Refusal):
+        code = "later-test-only"
+
+        def guidance(self) -> Guidance:
+            return Guidance(summary="A later refusal.", notes=(errors.NOTHING_RAN, "Its own note."))
+
+    class Child(Later):
+        def guidance(self) -> Guidance:
+            return super().guidance()
+
+    for error in (Later(), Child()):
+        assert error.guidance().notes == (errors.NOTHING_RAN, "Its own note.")

@@ -106,11 +106,11 @@ def _job(steps: list[Command], outcomes: list[tuple[int | None, bool]], *, failu
 def test_a_step_past_its_deadline_is_refused_naming_it(tmp_path: Path) -> None:
     steps = [Command("cargo", ("clippy",), tmp_path, timeout=42.0)]
     with pytest.raises(DeadlineExceeded) as caught:
-        lint.judge_job(_job(steps, [(None, True)]), steps)
+        lint.judge_job(_job(steps, [(None, True)]), steps, reference=PIN)
     assert "42 s" in caught.value.guidance().render_text()
     with pytest.raises(DeadlineExceeded):
-        lint.judge_job(_job(steps, [], failure="killed at the deadline", completed=False), steps)
-    lint.judge_job(_job(steps, [(0, False)]), steps)  # control: a finished step passes
+        lint.judge_job(_job(steps, [], failure="killed at the deadline", completed=False), steps, reference=PIN)
+    lint.judge_job(_job(steps, [(0, False)]), steps, reference=PIN)  # control: a finished step passes
 
 
 def _request(tmp_path: Path, image: str | None, accel: str = "tcg") -> lint.LintRequest:
@@ -186,12 +186,15 @@ def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> No
 
     steps = [Command("cargo", ("clippy",), tmp_path)]
     flooded = _job(steps, [(None, False)], failure="output limit")
-    flooded = JobOutcome(steps=(VmOutcome(**{**flooded.steps[0].__dict__, "truncated": True}),),
-                         isolation=flooded.isolation, completed=False, boot_seconds=1.0,
-                         failure="output limit", console=b"")
-    with pytest.raises(OutputTooLarge) as caught:
-        judgement._status(flooded.steps[0], flooded, 1 << 20)
-    assert str(1 << 20) in caught.value.guidance().render_text()
+    for cut in ("stderr", "stdout"):  # the stream that passed the cap is the one named
+        flooded = JobOutcome(steps=(VmOutcome(**{**flooded.steps[0].__dict__, "truncated": True,
+                                                 "truncated_streams": (cut,)}),),
+                             isolation=flooded.isolation, completed=False, boot_seconds=1.0,
+                             failure="output limit", console=b"")
+        with pytest.raises(OutputTooLarge) as caught:
+            judgement._status(flooded.steps[0], flooded, 1 << 20)
+        text = caught.value.guidance().render_text()
+        assert str(1 << 20) in text and f"on the {cut} of `cargo clippy`" in text
     died = _job(steps, [(None, False)], failure="the VM ended before the step finished", completed=False)
     with pytest.raises(VmFailed, match="ended before"):
         judgement._status(died.steps[0], died, 1 << 20)
@@ -224,7 +227,7 @@ def test_a_probe_past_its_deadline_does_not_advise_raising_clippys_deadline(tmp_
              Command("rustc", ("-vV",), tmp_path, timeout=120.0),
              Command("cargo", ("clippy",), tmp_path, timeout=1800.0)]
     with pytest.raises(ProbeFailed) as caught:
-        lint.judge_job(_job(steps, [(None, True)]), steps)
+        lint.judge_job(_job(steps, [(None, True)]), steps, reference=PIN)
     text = caught.value.guidance().render_text()
     assert "120 s" in text and "--timeout 240" not in text
 
@@ -294,7 +297,7 @@ def test_a_pinned_step_is_named_by_its_program_not_the_wrapper(tmp_path: Path) -
     steps = lint.steps_for(tree, Settings(), {}, lint.clippy_command(Settings()))
     assert steps[2].argv[0] == "/bin/sh"  # control: the wrapper is what the guest runs
     with pytest.raises(DeadlineExceeded) as caught:
-        lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps)
+        lint.judge_job(_job(steps, [(0, False), (0, False), (None, True)]), steps, reference=PIN)
     text = caught.value.guidance().render_text()
     assert "cargo-clippy clippy --message-format=json" in text and "sysroot" not in text
 
@@ -418,3 +421,64 @@ def test_the_lints_grant_with_its_package_cache_is_within_the_ceiling(tmp_path: 
     with pytest.raises(Unenforceable) as refused:
         lint.check_grant(two, _qemu_ceiling(), "cargo clippy", "qemu")
     assert refused.value.atom == "env:read:HOME net:egress:a.example:443"
+
+
+def _judged(tmp_path: Path, isolation: Isolation, clippy: tuple[int | None, bytes],
+            **step: object) -> object:
+    """build_report (the code that decides what a report says) over a job as a VM backend
+    hands it back; only the VM run is made up (a real one: tests/integration)."""
+    import time
+
+    from roteiro_py import config
+    from roteiro_py.clippy.parse import Deadline
+
+    tmp_path.mkdir(exist_ok=True)
+    _workspace(tmp_path)
+    layers = config.read_layers(tmp_path, flags={"lint.image": (PIN, "--image")})
+    resolved = config.resolve(tmp_path, layers=layers)
+    tree = lint.Tree(asked=tmp_path, workspace=tmp_path, repo_root=tmp_path)
+    steps = lint.steps_for(tree, resolved.settings, {}, lint.clippy_command(resolved.settings))
+    now = datetime.now(UTC)
+    said = [(0, b"clippy 0.1.95 (59807616e1 2026-04-14)\n"),
+            (0, b"rustc 1.95.0 (59807616e 2026-04-14)\nbinary: rustc\nhost: x86_64-unknown-linux-gnu\n"
+                b"release: 1.95.0\n"), clippy]
+    outcomes = tuple(VmOutcome(**{"command": command, "exit": code, "stdout": out, "stderr": b"",
+                                  "timed_out": False, "truncated": False, "duration": 1.0,
+                                  "started": now, "ended": now, "isolation": isolation,
+                                  **(step if index == 2 else {})})  # type: ignore[arg-type]
+                     for index, (command, (code, out)) in enumerate(zip(steps, said, strict=True)))
+    job = JobOutcome(steps=outcomes, isolation=isolation, completed=True, boot_seconds=1.0,
+                     failure=None, console=b"")
+    image = SimpleNamespace(reference=PIN, manifest_digest=PIN.split("@")[1])
+    return judgement.build_report(job, steps, Deadline(time.monotonic() + 60, 60.0), tree, resolved,
+                                  lint.pinned_image(resolved, tmp_path), image, now, now)  # type: ignore[arg-type]
+
+
+CLEAN = (0, b'{"reason":"build-finished","success":true}\n')
+
+
+@pytest.mark.parametrize("accel", ["tcg", "kvm"])
+def test_the_reports_isolation_is_the_one_the_job_ran_with(tmp_path: Path, accel: str) -> None:
+    """Not a preflight guess: whatever the backend that ran the job says it had (lint()'s
+    preflight probe says only what -v prints)."""
+    from roteiro_py.vm.qemu.backend import isolation_for
+
+    report = _judged(tmp_path, isolation_for(accel), CLEAN)
+    assert report.isolation.model_dump() == dataclasses.asdict(isolation_for(accel))  # type: ignore[attr-defined]
+    assert report.isolation.hardware_isolated is (accel == "kvm")  # type: ignore[attr-defined]
+
+
+def test_the_judgement_passes_the_vms_evidence_to_the_refusals(tmp_path: Path) -> None:
+    """The stream that passed the cap and the kernel's OOM kills reach the refusal."""
+    from roteiro_py.errors import KilledBySignal, OutputTooLarge
+
+    tcg = Isolation("qemu", "tcg", False, "TCG")
+    with pytest.raises(KilledBySignal) as killed:
+        _judged(tmp_path / "a", tcg, (137, b""), oom_kills=2)
+    assert killed.value.oom_kills == 2 and "--memory" in killed.value.guidance().render_text()
+    with pytest.raises(KilledBySignal) as killed:
+        _judged(tmp_path / "b", tcg, (137, b""))
+    assert killed.value.oom_kills == 0 and "--memory" not in killed.value.guidance().render_text()  # control
+    with pytest.raises(OutputTooLarge) as flooded:
+        _judged(tmp_path / "c", tcg, (0, CLEAN[1]), truncated=True, truncated_streams=("stderr",))
+    assert flooded.value.stream == "stderr"

@@ -64,7 +64,7 @@ HOSTILE = ["my tree", "it's \"quoted\"", "$(touch {marker})", "`touch {marker}`"
 
 @pytest.mark.parametrize("name", HOSTILE)
 @pytest.mark.parametrize(("option", "error", "new"), [
-    ("--memory", lambda: errors.KilledBySignal("SIGKILL", 1536, "cargo clippy"), "3072"),
+    ("--memory", lambda: errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=1), "3072"),
     ("--timeout", lambda: errors.DeadlineExceeded("cargo clippy", 321.0), "642"),
 ])
 def test_the_rerun_is_the_same_request_with_one_value_changed(
@@ -106,7 +106,7 @@ def test_the_rerun_keeps_the_order_and_spelling_of_the_users_words(
 def test_without_the_command_line_the_rerun_is_a_note_not_a_wrong_command() -> None:
     """Raised outside `lint clippy`'s boundary (a library call, another command), the error
     cannot know the user's path: it names the option, and offers no line to paste."""
-    for error, said in ((errors.KilledBySignal("SIGKILL", 1024, "cargo clippy"), "`--memory 2048`"),
+    for error, said in ((errors.KilledBySignal("SIGKILL", 1024, "cargo clippy", oom_kills=1), "`--memory 2048`"),
                         (errors.DeadlineExceeded("waiting for a lock", 30.0), "`--timeout 60`")):
         guidance = error.guidance()
         assert not guidance.commands and any(said in note for note in guidance.notes)
@@ -146,7 +146,7 @@ def test_on_a_narrow_terminal_every_command_is_still_one_line(
     path = str(tmp_path / "a rather long workspace name" / "with a member in it")
     words = ["lint", "clippy", path, "--features", "one,two,three", "--format", "json=out file.json"]
     target = errors.TargetNotInImage("riscv64gc-unknown-linux-gnu", "r.example/c@sha256:" + "e" * 64)
-    killed = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy")
+    killed = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy", oom_kills=1)
     monkeypatch.setenv("COLUMNS", "60")
     monkeypatch.delenv("NO_COLOR", raising=False)
     for error in (target, killed):
@@ -163,7 +163,7 @@ def test_on_a_narrow_terminal_every_command_is_still_one_line(
 
 @pytest.mark.parametrize(("option", "error", "given"), [
     ("--timeout", lambda s: errors.DeadlineExceeded("cargo clippy", float(s)), MAX_TIMEOUT_S // 2 + 1),
-    ("--memory", lambda m: errors.KilledBySignal("SIGKILL", m, "cargo clippy"), MAX_MEMORY_MIB // 2 + 1),
+    ("--memory", lambda m: errors.KilledBySignal("SIGKILL", m, "cargo clippy", oom_kills=1), MAX_MEMORY_MIB // 2 + 1),
 ])
 def test_the_rerun_stays_within_what_the_option_takes(
         option: str, error: Callable[[int], errors.RoteiroError], given: int, tmp_path: Path,

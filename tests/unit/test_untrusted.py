@@ -28,6 +28,7 @@ from roteiro_py.cli import app as cli
 from roteiro_py.cli import config_cmd
 from roteiro_py.guidance import printable
 from roteiro_py.report import FORMATS, Finding, Location, Report, render
+from roteiro_py.report.github import PROVENANCE_PREFIX
 from roteiro_py.untrusted import MAX_FIELD_CHARS, guard, sanitise
 
 # --- the runner's rules (actions/runner src/Runner.Common/ActionCommand.cs) ----------------
@@ -154,8 +155,8 @@ def test_no_report_format_carries_a_runner_command() -> None:
         commands = runner_commands(text)
         if format == "github":
             # Control: the format's own annotations are commands, one per finding, no more.
-            assert sorted(name for name, _ in commands) == ["error", "warning", "warning"]
-            assert all(line.startswith(("::warning file=", "::error title="))
+            assert sorted(name for name, _ in commands) == ["error", "notice", "warning", "warning"]
+            assert all(line.startswith(("::warning file=", "::error title=", PROVENANCE_PREFIX))
                        for _, line in commands)
         else:
             assert commands == [], (format, commands)
@@ -210,7 +211,7 @@ GUEST_STDERR = ("error: ##[set-output name=x;]y\n    ::add-mask::secret\n"
 @pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
 @pytest.mark.parametrize("error", [
     errors.VmFailed("the guest's init failed ##[add-mask]r", GUEST_STDERR),
-    errors.ProbeFailed("::add-mask::w", GUEST_STDERR),
+    errors.ProbeFailed("reg.example/p##[add-mask]i@sha256:" + "0" * 64, "::add-mask::w", GUEST_STDERR),
     errors.ImageLacksLinter("reg.example/c##[add-mask]i@sha256:" + "0" * 64, GUEST_STDERR),
     errors.FetchFailed(Path("/t/tree##[add-mask]p"), GUEST_STDERR),
 ], ids=lambda e: type(e).__name__)
@@ -363,7 +364,7 @@ def test_a_terminal_wrapping_guest_text_starts_no_command_line(
     line after the wrap, which is why the guard runs on the rendered output."""
     from rich.console import Console
 
-    error = errors.ProbeFailed("toolchain", "word " * 9 + "::add-mask::secret")
+    error = errors.ProbeFailed("r/x@sha256:" + "0" * 64, "toolchain", "word " * 9 + "::add-mask::secret")
     raw = io.StringIO()
     Console(file=raw, force_terminal=True, width=80, markup=False).print(
         error.guidance().render_rich())
@@ -428,10 +429,10 @@ def test_a_deprecation_note_rustc_quotes_reaches_no_format_as_a_command() -> Non
     assert [f.code for f in parsed.findings] == ["deprecated"], "control: the warning is reported"
     report = make_report(parsed.findings)
     for format, text in outputs(report).items():
-        own = frozenset({"warning"}) if format == "github" else frozenset()
+        own = frozenset({"warning", "notice"}) if format == "github" else frozenset()
         assert "set-output" in text and not suspicious(text, own=own), format
         assert [name for name, _ in runner_commands(text)] == (
-            ["warning"] if format == "github" else []), format
+            ["notice", "warning"] if format == "github" else []), format  # the provenance, the finding
 
 
 def test_sarif_markdown_carries_no_link_from_a_rule_name() -> None:

@@ -47,6 +47,8 @@ ACCEL_CHOICES = ("auto", "kvm", "tcg")
 #: The guest's "clock EPOCH" status line is read only with at most this many digits
 #: (epoch seconds have 10 until the year 2286); lint/freshness.py bounds the value.
 CLOCK_DIGITS = 12
+#: The guest's "oom I N" line is read only with at most this many digits in N.
+OOM_DIGITS = 6
 
 
 def isolation_for(accel: str) -> Isolation:
@@ -306,10 +308,13 @@ class QemuBackend:
 
 
 def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[float, int, bool]],
-                                             float | None, bool, str | None, int | None]:
+                                             float | None, bool, str | None, int | None,
+                                             dict[int, int]]:
     """What init said on the status port: step starts and exits (time, status, timed out),
-    when it was ready, whether it finished, and its error."""
+    when it was ready, whether it finished, its error, its clock, and how many processes
+    the kernel's OOM killer killed during each step (guest_init.sh `oom_kills`)."""
     starts: dict[int, float] = {}
+    ooms: dict[int, int] = {}
     exits: dict[int, tuple[float, int, bool]] = {}
     ready: float | None = None
     clock: int | None = None
@@ -327,18 +332,21 @@ def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[fl
                 clock = int(words[1])
             elif len(words) == 2 and words[0] == "start":
                 starts[int(words[1])] = at
+            elif len(words) == 3 and words[0] == "oom" and words[2].isascii() \
+                    and words[2].isdigit() and len(words[2]) <= OOM_DIGITS:
+                ooms[int(words[1])] = int(words[2])
             elif len(words) == 4 and words[0] == "exit":
                 exits[int(words[1])] = (at, int(words[2]), words[3] == "1")
             elif words and words[0] == "error":
                 error = "the guest's init failed: " + " ".join(words[1:])[:300]
         except ValueError:
             continue
-    return starts, exits, ready, done, error, clock
+    return starts, exits, ready, done, error, clock, ooms
 
 
 def parse_status(result: MachineResult, nsteps: int) -> tuple[list[template.StepRecord], str | None]:
     """A template boot's step outcomes, and the guest init's error if it reported one."""
-    starts, exits, _, _, error, _ = _status(result)
+    starts, exits, _, _, error, _, _ = _status(result)
     records = []
     for index in range(nsteps):
         if index not in starts or index not in exits:
@@ -353,7 +361,7 @@ def parse_status(result: MachineResult, nsteps: int) -> tuple[list[template.Step
 
 def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
              cached: Sequence[template.StepRecord] = ()) -> JobOutcome:
-    starts, exits, ready, done, error, clock = _status(result)
+    starts, exits, ready, done, error, clock, ooms = _status(result)
     outcomes = []
     now = datetime.now(UTC)
     for index, record in enumerate(cached):
@@ -369,7 +377,7 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
         began = starts[index]
         stdout = result.channels.get(f"stdout{index}", b"")
         stderr = result.channels.get(f"stderr{index}", b"")
-        truncated = bool({f"stdout{index}", f"stderr{index}"} & result.truncated)
+        cut = tuple(kind for kind in ("stdout", "stderr") if f"{kind}{index}" in result.truncated)
         if index in exits:
             at, status, timed_out = exits[index]
             code: int | None = None if timed_out else status
@@ -380,7 +388,8 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
             failure = result.failure or "the VM ended before the step finished"
         outcomes.append(VmOutcome(
             command=command, exit=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
-            truncated=truncated, duration=round(at - began, 3),
+            truncated=bool(cut), truncated_streams=cut, oom_kills=ooms.get(index, 0),
+            duration=round(at - began, 3),
             started=datetime.fromtimestamp(result.started_wall + began, UTC),
             ended=datetime.fromtimestamp(result.started_wall + at, UTC),
             failure=failure, isolation=isolation))

@@ -12,9 +12,11 @@
 #    every process of that uid is killed after each step.
 # Messages on the status port: "uptime init=S modules=S ready=S" (the guest's clock when
 # init started, when its modules were loaded, when the mounts were done), "ready",
-# "start I", "exit I RC TIMEDOUT", "clock EPOCH" (the guest's clock once the steps are
-# done), "done", "error TEXT", and in a template "template-ready" when it waits for its
-# job. The serial console carries only kernel messages and the canary marker.
+# "start I", "oom I N" (the kernel's OOM killer killed N processes during step I: the
+# only evidence an exit by SIGKILL was for memory), "exit I RC TIMEDOUT", "clock EPOCH"
+# (the guest's clock once the steps are done), "done", "error TEXT", and in a template
+# "template-ready" when it waits for its job. The serial console carries only kernel
+# messages and the canary marker.
 PATH=/bin
 export PATH
 /bin/busybox --install -s /bin
@@ -150,6 +152,13 @@ sweep() {
     nsenter -F -S "$RUN_UID" -G "$RUN_GID" -- /bin/busybox kill -KILL -1 2>/dev/null
 }
 
+oom_kills() {  # the kernel's count of OOM kills since boot (/proc/vmstat oom_kill), or 0
+    OOM=0
+    while read -r oom_key oom_value; do
+        [ "$oom_key" = oom_kill ] && OOM=$oom_value
+    done < /proc/vmstat
+}
+
 run_steps() {  # first: steps first..NSTEPS-1, each reported on the status port
     i=$1
     while [ $i -lt "$NSTEPS" ]; do
@@ -164,6 +173,8 @@ run_steps() {  # first: steps first..NSTEPS-1, each reported on the status port
         out=$DEV
         port_dev "stderr$i" || fail "no stderr port for step $i"
         err=$DEV
+        oom_kills
+        oom_before=$OOM
         status "start $i"
         /bin/busybox env -i "$@" </dev/null >"$out" 2>"$err" &
         pid=$!
@@ -175,6 +186,8 @@ run_steps() {  # first: steps first..NSTEPS-1, each reported on the status port
         sweep
         to=0
         [ -e "/run/timeout$i" ] && to=1
+        oom_kills
+        [ "$OOM" -gt "$oom_before" ] 2>/dev/null && status "oom $i $((OOM - oom_before))"
         status "exit $i $rc $to"
         i=$((i + 1))
         if [ $rc -ne 0 ] && [ "$STOP_ON_FAILURE" = 1 ]; then return 1; fi

@@ -18,6 +18,8 @@ import jsonschema  # type: ignore[import-untyped]
 from ci_support import GIT_ENV, git
 from lint_support import HOME, ROOT, Image
 
+from roteiro_py.report.github import PROVENANCE_PREFIX
+
 CI = ROOT / "ci"
 DATA = ROOT / "tests" / "data"
 #: The schemas the unit tests of the report formats validate against (tests/unit/report).
@@ -83,7 +85,11 @@ def test_a_push_fails_on_warnings_with_every_output(checkout: Path, clippy_image
     annotations = [line for line in done.stdout.splitlines() if line.startswith("::warning ")]
     assert len(annotations) == total
     assert any("file=crates/demo-core/src/lib.rs,line=5" in line for line in annotations)
-    assert all(not line.startswith("::") for line in done.stdout.splitlines() if line not in annotations)
+    # the one other command is the run's provenance (report/github.py), naming the isolation
+    provenance = [line for line in done.stdout.splitlines() if line.startswith(PROVENANCE_PREFIX)]
+    assert len(provenance) == 1 and "isolation: QEMU microvm" in provenance[0]
+    assert all(not line.startswith("::") for line in done.stdout.splitlines()
+               if line not in annotations and line not in provenance)
 
     finished = run(CI / "github" / "finish.sh", {"EXIT_CODE": "1", "LINT_OUTCOME": "failure", "FAIL_ON": "warning"})
     assert finished.returncode == 1 and finished.stdout.startswith("::error title=pylint-sandbox::clippy findings")

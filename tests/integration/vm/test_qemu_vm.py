@@ -254,6 +254,7 @@ def test_a_step_past_the_output_cap_is_truncated_and_stops_the_vm(world: World) 
     flood = job.steps[0]
     assert flood.truncated and flood.exit is None and not flood.timed_out
     assert flood.stderr == b"started\n"  # the other stream of the step is kept
+    assert flood.truncated_streams == ("stdout",)  # the one that passed it is named
     # the cap is a total over every stream, the other stream's bytes included
     assert len(flood.stdout) + len(flood.stderr) == limit
     assert flood.stdout.startswith(b"flood\nflood\n")
@@ -356,3 +357,17 @@ def test_the_guest_starts_at_the_given_clock_and_sees_the_copys_stamps(world: Wo
     assert job.guest_clock is not None and now <= job.guest_clock <= book.clock + elapsed
     assert book.seen()[str(tree)]["src/main.rs"] == (
         hashlib.sha256(b"fn main() {}\n").hexdigest(), book.generation)
+
+
+@pytest.mark.timeout(240)
+def test_only_the_kernels_oom_kill_is_counted_as_one(world: World) -> None:
+    """Status 137 is any SIGKILL. The guest's init counts the kernel's OOM kills during
+    each step (/proc/vmstat), the evidence errors.KilledBySignal needs before it says
+    "out of memory". Control: a step that SIGKILLs itself has 137 and no OOM kill."""
+    tree, _, _, grant, backend = world
+    steps = [sh("kill -9 $$", tree),
+             sh('x=$(head -c 1000000000 /dev/zero | tr "\\0" a); echo "${#x}"', tree, timeout=150)]
+    job = backend.run_steps(steps, grant, stop_on_failure=False, deadline=200)
+    killed, starved = job.steps
+    assert (killed.exit, killed.oom_kills) == (137, 0)
+    assert starved.exit == 137 and starved.oom_kills >= 1, (starved, job.console[-2000:])

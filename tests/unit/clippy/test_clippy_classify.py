@@ -48,13 +48,14 @@ dependencies = [
 
 def judge(run: CargoRun | None = None, tree: Path = Path("/t"), *, status: int | None = None,
           stdout: bytes = b"", stderr: str = "", signal_name: str | None = None,
-          truncated: bool = False) -> LintResult:
+          truncated: bool = False, truncated_stream: str = "output", oom_kills: int = 0) -> LintResult:
     if run is not None:
         status, stdout, stderr = run.status, run.stdout, run.stderr
     return classify(
         ClippyRun(command=run.argv if run else clippy_argv(ClippyOptions()), status=status,
                   stdout=stdout, stderr=stderr, memory_mib=1536, limit_bytes=64 << 20,
-                  signal_name=signal_name, truncated=truncated),
+                  signal_name=signal_name, truncated=truncated, truncated_stream=truncated_stream,
+                  oom_kills=oom_kills),
         tree=tree, image_reference=IMAGE, layout=PathLayout())
 
 
@@ -200,6 +201,12 @@ def test_cargo_killed_with_nothing_on_stderr(tmp_path: Path) -> None:
     assert child.returncode == -signal.SIGKILL
     with pytest.raises(KilledBySignal) as caught:
         judge(status=None, stdout=stdout, stderr=stderr.decode(), signal_name="SIGKILL")
+    # no evidence of memory: not called an out-of-memory kill, no --memory rerun
+    assert caught.value.oom_kills == 0 and not caught.value.guidance().commands
+    assert "--memory" not in caught.value.guidance().render_text()
+    with pytest.raises(KilledBySignal) as caught:
+        judge(status=None, stdout=stdout, stderr=stderr.decode(), signal_name="SIGKILL",
+              oom_kills=2)
     # Outside the command line's boundary the rerun is a note (tests/unit/test_rerun.py
     # has the whole line the boundary makes).
     assert sound(caught.value).memory_mib == 1536 and "--memory 3072" in str(
@@ -214,7 +221,11 @@ def test_rustc_killed_under_cargo_is_killed_by_signal() -> None:
     with pytest.raises(KilledBySignal) as caught:
         judge(status=101, stdout=b'{"reason":"build-finished","success":false}\n',
               stderr=stderr)
-    assert caught.value.signal_name == "SIGKILL"
+    assert caught.value.signal_name == "SIGKILL" and caught.value.oom_kills == 0
+    with pytest.raises(KilledBySignal) as caught:
+        judge(status=101, stdout=b'{"reason":"build-finished","success":false}\n',
+              stderr=stderr, oom_kills=1)
+    assert caught.value.oom_kills == 1 and "ran out of memory" in caught.value.guidance().summary
 
 
 def test_usage_error_is_an_unexpected_status(demo_copy: Path, tmp_path: Path) -> None:
@@ -229,6 +240,9 @@ def test_usage_error_is_an_unexpected_status(demo_copy: Path, tmp_path: Path) ->
 def test_truncated_output_is_refused_before_parsing(demo_default: CargoRun) -> None:
     with pytest.raises(OutputTooLarge):
         judge(status=0, stdout=demo_default.stdout, truncated=True)
+    with pytest.raises(OutputTooLarge) as caught:
+        judge(status=0, stdout=demo_default.stdout, truncated=True, truncated_stream="stderr")
+    assert "on the stderr of `" in caught.value.guidance().render_text()
 
 
 def test_a_stream_without_build_finished_is_not_clean(demo_default: CargoRun) -> None:

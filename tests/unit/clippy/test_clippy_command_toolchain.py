@@ -106,5 +106,36 @@ def test_a_failed_probe_quotes_stderr_then_stdout() -> None:
         parse_clippy_version(ProbeOutput(127, b"usage: clippy-out-77\n", b"sh: err-77\n"), reference=REF)
     assert lacking.value.output == "sh: err-77\nusage: clippy-out-77"
     with pytest.raises(ProbeFailed) as failed:
-        parse_rustc_vv(ProbeOutput(1, b"out-78\n", b"err-78\n"))
+        parse_rustc_vv(ProbeOutput(1, b"out-78\n", b"err-78\n"), reference=REF)
     assert "exit status 1: err-78\nout-78" in failed.value.detail
+
+
+@pytest.mark.parametrize("stderr", [b"", b"warning: something unrelated\n"])
+def test_a_probe_that_exits_0_and_prints_nothing_is_an_image_without_the_linter(stderr: bytes) -> None:
+    """No clippy answered, so the way forward is another image (ImageLacksLinter, naming
+    it), not `doctor`. Control: garbage on stdout is a probe that answered wrongly."""
+    for blank in (b"", b"\n  \n"):
+        with pytest.raises(ImageLacksLinter) as lacks:
+            toolchain_from_probe(ProbeOutput(0, blank, stderr), RUSTC_OK, reference=REF)
+        assert f"The image {REF} has no working `cargo clippy`." in lacks.value.guidance().render_text()
+        with pytest.raises(ImageLacksLinter) as lacks:
+            toolchain_from_probe(CLIPPY_OK, ProbeOutput(0, blank, stderr), reference=REF)
+        assert "`rustc -vV` in the guest said" in lacks.value.guidance().render_text()
+    with pytest.raises(ProbeFailed) as garbage:
+        toolchain_from_probe(ProbeOutput(0, b"garbage-77\n", stderr), RUSTC_OK, reference=REF)
+    assert f"the image {REF} failed" in garbage.value.guidance().render_text()
+    with pytest.raises(ProbeFailed):
+        toolchain_from_probe(CLIPPY_OK, ProbeOutput(0, b"garbage-78\n", stderr), reference=REF)
+
+
+def test_every_probe_refusal_names_the_image() -> None:
+    cases = [ProbeOutput(0, b"\xff\xfe", b""), ProbeOutput(0, b"x" * (PROBE_LIMIT_BYTES + 1), b""),
+             ProbeOutput(0, b"clippy 0.1.95 (ZZZZ 2026-04-14)\n", b"")]
+    for clippy in cases:
+        with pytest.raises(ProbeFailed) as refused:
+            toolchain_from_probe(clippy, RUSTC_OK, reference=REF)
+        assert REF in refused.value.guidance().render_text()
+    for rustc in (ProbeOutput(3, b"", b"boom"), ProbeOutput(0, b"rustc 1.95.0\nhost: x\n", b"")):
+        with pytest.raises(ProbeFailed) as refused:
+            toolchain_from_probe(CLIPPY_OK, rustc, reference=REF)
+        assert REF in refused.value.guidance().render_text()

@@ -24,6 +24,7 @@ from roteiro_py.compare.diff import parse_diff
 from roteiro_py.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, BaselineUnusable, DiffUnusable
 from roteiro_py.lint.judgement import exit_code
 from roteiro_py.report import Finding, Report, render
+from roteiro_py.report.github import PROVENANCE_PREFIX
 
 SAVED = DATA / "reports" / "demo-before-baseline.json"
 SARIF_SCHEMA = json.loads((DATA / "sarif" / "sarif-schema-2.1.0.json").read_text())
@@ -209,11 +210,13 @@ def test_human_shows_the_gating_findings_and_counts_the_rest() -> None:
 
 def test_github_annotates_only_new_findings_in_the_diff() -> None:
     text = render(judged_mix(), "github")
-    commands = [line for line in text.splitlines() if line.startswith("::")]
+    # the run's provenance notice, then the one finding that gates the run
+    commands = [line for line in text.splitlines()
+                if line.startswith("::") and not line.startswith(PROVENANCE_PREFIX)]
     assert len(commands) == 1 and "::message 2" in commands[0]  # (then its doc link)
     assert "1 known (in the baseline clippy-baseline.json, not annotated)" in text
     plain = render(make_report([finding(1), finding(3)]), "github")  # control
-    assert sum(line.startswith("::") for line in plain.splitlines()) == 2
+    assert sum(line.startswith("::") for line in plain.splitlines()) == 1 + 2
     # past GitHub's limit, the overflow line names what the step summary lists
     many = compare(make_report([finding(n) for n in range(1, 13)]),
                    Against(baseline=make_report([finding(99)]), baseline_name="b.json"))
@@ -450,7 +453,8 @@ def test_the_command_line_judges_a_pull_request_against_a_saved_baseline(tmp_pat
     judged = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "pr.diff"), "--format", "github",
                  cwd=demo.repo / "rust")
     assert judged.returncode == EXIT_FINDINGS, judged.stderr
-    annotations = [line for line in judged.stdout.splitlines() if line.startswith("::")]
+    provenance, *annotations = [line for line in judged.stdout.splitlines() if line.startswith("::")]
+    assert provenance.startswith(PROVENANCE_PREFIX)
     assert len(annotations) == 1 and f"file={LIB},line=9," in annotations[0]
     assert "1 new in the diff, 4 known (in the baseline demo-before-baseline.json" in judged.stdout
     # the same change diffed with --relative in rust/: refused, where it used to pass

@@ -26,6 +26,7 @@ from roteiro_py.clippy.parse import (
     build_script_warnings,
     parse_messages,
 )
+from roteiro_py.report.github import PROVENANCE_PREFIX
 from roteiro_py.report.model import Finding, Report
 from roteiro_py.report.render import render
 
@@ -83,7 +84,8 @@ def test_a_github_annotation_carries_every_part_of_a_suggestion(fidelity: tuple[
     run, report = fidelity
     finding = by_code(report, "clippy::bool_assert_comparison")
     only = report.model_copy(update={"findings": [finding]})
-    (line,) = [line for line in render(only, "github").splitlines() if line.startswith("::")]
+    provenance, line = [line for line in render(only, "github").splitlines() if line.startswith("::")]
+    assert provenance.startswith(PROVENANCE_PREFIX)
     message = line.split("::", 2)[2].replace("%0A", "\n").replace("%0D", "\r").replace("%25", "%")
     cargo = cargo_rendered(run, "clippy::bool_assert_comparison")
     for shown in ("help: replace it with `assert!(..)`", "2 -     assert_eq!(x, true);", "2 +     assert!(x);"):

@@ -11,7 +11,7 @@ import pytest
 from realcargo import DATA, DIGEST, make_report
 
 from roteiro_py.report import FORMATS, Finding, Report, render
-from roteiro_py.report.github import ANNOTATION_LIMIT, escape_data, escape_property
+from roteiro_py.report.github import ANNOTATION_LIMIT, PROVENANCE_PREFIX, escape_data, escape_property
 from roteiro_py.report.human import render_human
 from roteiro_py.report.snippet import read_snippet
 
@@ -110,7 +110,8 @@ def test_github_annotation_escaping() -> None:
     assert escape_data("a%b\r\nc") == "a%25b%0D%0Ac"
     assert escape_property("a%b:c,d\n") == "a%25b%3Ac%2Cd%0A"
     report = make_report([finding(message="50% of x,y: z", path="src/a,b:c.rs")])
-    first = render(report, "github").splitlines()[0]
+    provenance, first = render(report, "github").splitlines()[:2]
+    assert provenance.startswith(PROVENANCE_PREFIX)  # the run's provenance comes first
     assert first == ("::warning file=src/a%2Cb%3Ac.rs,line=1,endLine=1,col=1,endColumn=3,"
                      "title=clippy%3A%3Aneedless_return::50%25 of x,y: z%0Afor further information "
                      "visit https://rust-lang.github.io/rust-clippy/rust-1.95.0/index.html#needless_return")

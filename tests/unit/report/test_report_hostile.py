@@ -18,6 +18,7 @@ from realcargo import CargoRun, make_report
 
 from roteiro_py.clippy.parse import PathLayout, parse_messages
 from roteiro_py.report import FORMATS, Report, render
+from roteiro_py.report.github import PROVENANCE_PREFIX
 from roteiro_py.report.safe import clean, is_clean
 
 #: Anything a terminal or the runner could act on: C0 but \n and \t, DEL, C1, bidi, LS/PS.
@@ -51,7 +52,8 @@ def test_evil_build_output_is_neutralised(evil_report: Report) -> None:
         shown = "\\x1b]8;;http://evil.example\\x07"
         assert (json.dumps(shown)[1:-1] if format in ("json", "sarif", "gitlab") else shown) in text
     github = render(evil_report, "github").splitlines()
-    assert sum(line.startswith("::") for line in github) == len(evil_report.findings)
+    assert github[0].startswith(PROVENANCE_PREFIX)  # the run's provenance, then one a finding
+    assert sum(line.startswith("::") for line in github[1:]) == len(evil_report.findings)
     assert not any(line.startswith("::error::forged") for line in github)
 
 
@@ -91,7 +93,8 @@ def test_random_control_bytes_never_survive(seed: int) -> None:
         leftover = SGR.sub("", text) if format == "human-color" else text
         assert not UNSAFE.search(leftover), (format, UNSAFE.findall(leftover))
     github = render(report, "github").splitlines()
-    assert sum(line.startswith("::") for line in github) == 12
+    assert github[0].startswith(PROVENANCE_PREFIX)
+    assert sum(line.startswith("::") for line in github[1:]) == 12
 
 
 def test_clean_is_idempotent_and_total() -> None:
@@ -189,7 +192,8 @@ def test_every_field_of_an_annotation_is_escaped() -> None:
                                           "end_column": None, "code": "clippy::x::\nerror", "level": "error"})
     report = make_report([finding, spanless])
     text = render(report, "github")
-    lines = text.splitlines()
+    provenance, *lines = text.splitlines()
+    assert provenance.startswith(PROVENANCE_PREFIX)
     assert sum(line.startswith("::") for line in lines) == 2
     assert not [line for line in lines if not line.startswith(("::warning ", "::error ")) and
                 line.lstrip().startswith("::")]
@@ -218,7 +222,8 @@ def test_every_field_of_a_suggestion_in_an_annotation_is_escaped() -> None:
             {"message": forged, "edits": [{**edit, "replacement": forged}], "line": 1, "before": forged,
              "after": forged + "y"},
             {"message": forged, "edits": [{**edit, "replacement": forged}, {**edit, "replacement": "z" + forged}]}]})
-    lines = render(make_report([finding]), "github").splitlines()
+    provenance, *lines = render(make_report([finding]), "github").splitlines()
+    assert provenance.startswith(PROVENANCE_PREFIX)
     assert [line.split(" ", 1)[0] for line in lines if line.lstrip().startswith("::")] == ["::warning"]
     message = lines[0].split("::", 2)[2]
     assert "%250A::warning::also" in message and "\n" not in message and "\r" not in message

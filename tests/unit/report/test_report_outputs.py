@@ -141,7 +141,8 @@ def _unescape(data: str) -> str:
 
 
 def _messages(text: str) -> list[str]:
-    return [_unescape(line.split("::", 2)[2]) for line in text.splitlines() if line.startswith("::")]
+    return [_unescape(line.split("::", 2)[2]) for line in text.splitlines()
+            if line.startswith("::") and not line.startswith(gh.PROVENANCE_PREFIX)]
 
 
 def test_an_annotation_keeps_the_suggestion_and_the_doc_link() -> None:
@@ -168,8 +169,64 @@ def test_an_annotation_fits_githubs_message_limit_keeping_its_link() -> None:
     assert gh.units(message.split("\nsuggestion")[1]) <= gh.SUGGESTION_SHARE + 100
     # control: a short one is whole
     assert "[cut" not in _messages(render(make_report([finding()]), "github"))[0]
-    title = re.search(r"title=([^:]*)::", render(make_report([finding(code="c" * 400)]), "github"))
+    title = re.search(r"title=([^:]*)::", render(make_report([finding(code="c" * 400)]), "github").split("\n", 1)[1])
     assert title is not None and len(title.group(1)) == gh.TITLE_LIMIT
+
+
+def test_the_github_format_says_the_runs_provenance_as_one_notice() -> None:
+    """Image (pinned), toolchain and isolation, in the first line, as a `::notice`."""
+    report = make_report([finding()])
+    first, *rest = render(report, "github").splitlines()
+    assert first.startswith(gh.PROVENANCE_PREFIX) and not any(
+        line.startswith(gh.PROVENANCE_PREFIX) for line in rest)
+    message = _unescape(first.split("::", 2)[2])
+    image = report.provenance
+    assert message.splitlines() == [
+        f"image: {image.image_reference} (manifest {image.image_digest})",
+        "toolchain: clippy 0.1.95 (59807616e1 2026-04-14), rustc 1.95.0 on x86_64-unknown-linux-gnu",
+        "isolation: QEMU microvm with KVM, no network (backend qemu, accelerator kvm, hardware-isolated)"]
+    # the isolation is the report's, whatever it is: TCG is said not to be a hardware boundary
+    tcg = report.model_copy(update={"isolation": report.isolation.model_copy(update={
+        "accelerator": "tcg", "hardware_isolated": False, "description": "QEMU microvm under TCG"})})
+    assert "(backend qemu, accelerator tcg, not hardware-isolated)" in _unescape(gh.provenance_notice(tcg))
+
+
+def test_the_provenance_notice_escapes_hostile_toolchain_and_image_strings() -> None:
+    """The model validates the toolchain's fields; this builds a report past that check
+    (model_construct: a saved report is read through the model, so this is defence in
+    depth) and sees that no value ends the line or the property list."""
+    from roteiro_py.report.model import Isolation, Provenance, Toolchain
+
+    hostile = "1.0%0A\r\n::add-mask::s3cret,title=x:y\n##[set-output name=a;]b"
+    report = make_report([finding()])
+    report = report.model_copy(update={
+        "provenance": Provenance.model_construct(image_reference="r.example/c:1," + hostile,
+                                                 image_digest="sha256:" + "e" * 64),
+        "toolchain": Toolchain.model_construct(clippy_version=hostile, clippy_commit=hostile,
+                                               clippy_date=hostile, rustc_release=hostile,
+                                               rustc_commit=hostile, host=hostile),
+        "isolation": Isolation.model_construct(backend=hostile, accelerator=hostile,
+                                               hardware_isolated=False, description=hostile)})
+    line = gh.provenance_notice(report)
+    assert "\n" not in line and "\r" not in line
+    # `::` after the message's start is text to the runner; the title stays the property
+    assert line.startswith(gh.PROVENANCE_PREFIX)
+    message = line.split("::", 2)[2]
+    assert _unescape(message).count(hostile) == 10  # control: every value is shown, whole
+    assert gh.units(_unescape(message)) <= gh.MESSAGE_LIMIT
+    # what is printed goes through guard(), which breaks the `##[` the runner finds anywhere
+    text = render(report, "github")
+    first = [line for line in text.splitlines() if line.startswith("::")][0]
+    assert first.startswith(gh.PROVENANCE_PREFIX) and "##[" not in text
+    assert first.split("::", 2)[2].count("::add-mask::s3cret") == 10 and first.count("\r") == 0
+
+
+def test_the_provenance_takes_one_of_the_steps_notices() -> None:
+    notes = [finding("note", n) for n in range(1, gh.ANNOTATION_LIMIT + 2)]
+    text = render(make_report(notes), "github")
+    assert sum(line.startswith("::notice ") for line in text.splitlines()) == gh.ANNOTATION_LIMIT
+    assert ("2 more notice findings not annotated (GitHub shows "
+            f"{gh.ANNOTATION_LIMIT} notice annotations per step; one is the run's provenance)") in text
 
 
 def _fixed(*fixes: dict[str, object]) -> Finding:

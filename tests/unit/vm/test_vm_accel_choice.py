@@ -87,7 +87,7 @@ def test_the_accelerator_is_the_one_asked_for_when_its_probe_passes_else_a_refus
     assert refused.accel == accel
     assert f"{wanted}: {FAILED}" in refused.findings
     text = refused.guidance().render_text()
-    assert "Nothing was run on the host instead." in text
+    assert errors.NOTHING_RAN in text
     # The opt-in is offered exactly when TCG would work and was not what failed.
     offered = accel != "tcg" and usable["tcg"]
     assert refused.tcg_possible is offered

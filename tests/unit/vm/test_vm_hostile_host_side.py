@@ -120,9 +120,13 @@ def test_any_status_lines_give_a_job_outcome(status: list[tuple[float, str]],
     assert len(outcome.steps) <= len(steps)
     assert outcome.completed == any(line.split() == ["done"] for _, line in status)
     assert outcome.guest_clock is None or 0 <= outcome.guest_clock < 10 ** backend.CLOCK_DIGITS
-    for step in outcome.steps:
+    for index, step in enumerate(outcome.steps):
         assert step.exit is None or isinstance(step.exit, int)
         assert step.exit is None or not step.timed_out
+        # the stream that passed the cap is named (errors.OutputTooLarge says which)
+        assert step.truncated_streams == tuple(kind for kind in ("stdout", "stderr")
+                                               if f"{kind}{index}" in truncated)
+        assert step.truncated == bool(step.truncated_streams)
 
 
 def test_image_env_values_no_job_can_carry_are_dropped(tmp_path: Path) -> None:
@@ -137,3 +141,37 @@ def test_image_env_values_no_job_can_carry_are_dropped(tmp_path: Path) -> None:
     assert "RUSTUP_TOOLCHAIN" not in env
     assert env["PATH"] == "/opt/bin:/usr/bin"  # control: a plain value is kept
     assert b"PATH=/opt/bin:/usr/bin" in archive_for(tmp_path, env=env)  # and the job is made
+
+
+def test_the_oom_kills_init_counted_reach_the_step_they_happened_in() -> None:
+    """guest_init.sh's "oom I N" is the only evidence a SIGKILL was for memory; a line of
+    another shape (too many digits, not digits) is no evidence. Control: step 0 had none."""
+    lines = ["ready", "start 0", "exit 0 0 0", "start 1", "oom 1 2", "exit 1 137 0",
+             "start 2", "oom 2 " + "9" * (backend.OOM_DIGITS + 1), "oom 2 x", "exit 2 137 0", "done"]
+    result = machine.MachineResult(
+        channels={"console": b"", "status": b""}, truncated=set(),
+        status=[(float(n), line) for n, line in enumerate(lines)], console=b"", qemu_output=b"",
+        qemu_exit=0, timed_out=False, failure=None, started_wall=datetime.now(UTC).timestamp(),
+        duration=5.0)
+    steps = [Command("cargo", (str(i),), Path("/w"), timeout=10) for i in range(3)]
+    outcome = backend._outcome(steps, result, backend.isolation_for("tcg"))
+    assert [step.oom_kills for step in outcome.steps] == [0, 2, 0]
+    assert [step.exit for step in outcome.steps] == [0, 137, 137]
+
+
+def test_the_stream_that_passed_the_cap_is_named() -> None:
+    """The cap is one for all streams (Channels); the outcome says which one passed it, so
+    OutputTooLarge can name it. Control: the step whose streams stayed under is not cut."""
+    channels = machine.Channels(["console", "status", *STEPS], 100)
+    channels.feed("status", b"ready\nstart 0\nexit 0 0 0\nstart 1\n", 0.0)
+    assert channels.feed("stdout0", b"a" * 60, 0.0)
+    assert not channels.feed("stderr1", b"b" * 60, 0.0)
+    result = machine.MachineResult(
+        channels={name: bytes(data) for name, data in channels.data.items()},
+        truncated=channels.truncated, status=channels.status, console=b"", qemu_output=b"",
+        qemu_exit=None, timed_out=False, failure=channels.failure,
+        started_wall=datetime.now(UTC).timestamp(), duration=5.0)
+    steps = [Command("cargo", (str(i),), Path("/w"), timeout=10) for i in range(2)]
+    first, second = backend._outcome(steps, result, backend.isolation_for("tcg")).steps
+    assert second.truncated and second.truncated_streams == ("stderr",)
+    assert not first.truncated and first.truncated_streams == ()
