@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
+from roteiro_py.clippy.command import unpinned
 from roteiro_py.compare import compare, load_against
 from roteiro_py.lint.caches import (
     guest_cargo,
@@ -175,7 +176,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     argv = with_config(argv, cargo.config_args)  # the host's [source] replacements, if any
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
-    progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(argv)}")
+    progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(unpinned(argv))}")
     grant = grant_for(tree, registry, git)
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
