@@ -27,7 +27,8 @@ What is guaranteed:
 - A replacement the guest cannot follow is refused once, before boot, naming the file and
   the key (errors.SourceReplacementRefused): a `directory` or `local-registry` source (a
   host path the guest would need mounted), a git-protocol index (the view carries sparse
-  index caches only), a `git` source, a name cargo would not accept, a chain that loops.
+  index caches only), a `git` source, a name that is not a bare TOML key (checked only
+  for the tables a pinned package goes through), a chain that loops.
   crates.io itself read over git (`registries.crates-io.protocol = "git"`, or
   CARGO_REGISTRIES_CRATES_IO_PROTOCOL) is refused for the same reason as a git index.
 """
@@ -102,9 +103,15 @@ class HostSources:
                 break
             target = replace.value
             key = f"source.{name}.replace-with"
+            # Checked here, where a name is about to be given to the guest as a bare TOML
+            # key, not for every table of the host's files (cargo accepts any name, and a
+            # table the lockfile never reaches refused every lint).
+            if not _NAME.fullmatch(name):
+                raise errors.SourceReplacementRefused(replace.file, key, "its source name is not "
+                                                      f"one the guest can be given ({_NAME.pattern})")
             if not isinstance(target, str) or not _NAME.fullmatch(target):
                 raise errors.SourceReplacementRefused(replace.file, key, "its value is not a "
-                                                      "source name cargo accepts")
+                                                      f"source name the guest can be given ({_NAME.pattern})")
             if target in seen:
                 raise errors.SourceReplacementRefused(replace.file, key, "the replacements form "
                                                       f"a loop ({' -> '.join([*seen, target])})")
@@ -265,9 +272,6 @@ def host_sources(start: Path | None = None, cargo_home: Path | None = None) -> H
         for name, table in (source or {}).items():
             if not isinstance(table, dict):
                 raise errors.SourceReplacementRefused(file, f"source.{name}", "it is not a table")
-            if not _NAME.fullmatch(name):
-                raise errors.SourceReplacementRefused(file, f"source.{name}", "it is not a "
-                                                      "source name cargo accepts")
             keys = merged.tables.setdefault(name, {})
             for key, value in table.items():
                 keys[key] = Setting(value, file)

@@ -246,3 +246,20 @@ def test_a_step_is_shown_without_the_padding_of_its_config_values() -> None:
     assert unpinned(pinned(argv)) == ["cargo-clippy", "clippy", "--config", 'source.crates-io.replace-with="mirror"',
                                       "--config", f'source.mirror.registry="{MIRROR}"', "--", "-W", "x  "]
     assert max(len(a) for a in argv) >= cargo_sources.PATH_MAX  # what runs is padded
+
+
+def test_a_table_the_lockfile_never_reaches_is_not_judged(cargo: Path, tmp_path: Path) -> None:
+    """cargo accepts any source name; one the guest could not be given as a bare TOML key
+    is refused only when a pinned package goes through it (it refused every lint)."""
+    checksum = add_crate(cargo, "itoa", "1.0.15", "pub fn mirrored() {}\n", registry=MIRROR_DIR)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
+    config = mirror_config(cargo)
+    config.write_text(config.read_text() + '[source."corp.internal"]\nregistry = "https://corp.example/"\n'
+                      'replace-with = "mirror"\n')
+    assert lint.guest_cargo(tree_of(tree)).registry is not None
+    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://corp.example/", None))
+    with pytest.raises(errors.SourceReplacementRefused, match="not one the guest can be given") as caught:
+        lint.guest_cargo(tree_of(tree))
+    assert caught.value.key == "source.corp.internal.replace-with"
