@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
-from roteiro_py.clippy.command import unpinned
 from roteiro_py.compare import compare, load_against
 from roteiro_py.lint.caches import (
     guest_cargo,
@@ -176,6 +175,8 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     argv = with_config(argv, cargo.config_args)  # the host's [source] replacements, if any
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
+    from roteiro_py.clippy.command import unpinned  # here: importing lint stays light
+
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(unpinned(argv))}")
     grant = grant_for(tree, registry, git)
     started = datetime.now(UTC)
