@@ -16,16 +16,19 @@ What is guaranteed:
   registry whose `[source.<name>] registry` is that URL) through its `replace-with`
   chain (at most MAX_CHAIN links) to a table naming a sparse registry
   (`registry = "sparse+http(s)://..."`). The cache directories of that registry are where
-  the view looks (cargo_view.py), and the guest is given exactly those tables on the
-  command line: `--config source.<name>.replace-with="..."` and
-  `--config source.<name>.registry="sparse+..."`, nothing else (no credentials, no other
-  key). `--config` outranks the tree's own `.cargo/config.toml`: the view holds the
+  the view looks (cargo_view.py), and the guest is given the chain's ends on the command
+  line: `--config source.<origin>.replace-with="<end>"` (and the origin's `registry`
+  when it is not crates.io) and `--config source.<end>.registry="sparse+..."`, nothing
+  else (no credentials, no other key), each padded past PATH_MAX so that cargo never
+  reads a tree file of that name in its place. `--config` outranks the tree's own
+  `.cargo/config.toml`: the view holds the
   packages where the host's replacement put them, and `fetch-deps` never read the tree's
   configuration either.
 - A replacement the guest cannot follow is refused once, before boot, naming the file and
   the key (errors.SourceReplacementRefused): a `directory` or `local-registry` source (a
   host path the guest would need mounted), a git-protocol index (the view carries sparse
-  index caches only), a `git` source, a name cargo would not accept, a chain that loops.
+  index caches only), a `git` source, a name that is not a bare TOML key (checked only
+  for the tables a pinned package goes through), a chain that loops.
   crates.io itself read over git (`registries.crates-io.protocol = "git"`, or
   CARGO_REGISTRIES_CRATES_IO_PROTOCOL) is refused for the same reason as a git index.
 """
@@ -60,6 +63,10 @@ _KNOWN_KEYS = ("replace-with", "registry", "local-registry", "directory", "git",
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: A sparse registry URL that is safe inside a TOML basic string on a command line.
 _SPARSE_URL = re.compile(r"sparse\+https?://[!#-\[\]-~]+")
+#: The URL of a replaced registry other than crates.io, under the same rule.
+_ORIGIN_URL = re.compile(r"(sparse\+)?https?://[!#-\[\]-~]+")
+#: Linux's PATH_MAX: a longer name is ENAMETOOLONG on every filesystem (see guest_args).
+PATH_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -96,9 +103,15 @@ class HostSources:
                 break
             target = replace.value
             key = f"source.{name}.replace-with"
+            # Checked here, where a name is about to be given to the guest as a bare TOML
+            # key, not for every table of the host's files (cargo accepts any name, and a
+            # table the lockfile never reaches refused every lint).
+            if not _NAME.fullmatch(name):
+                raise errors.SourceReplacementRefused(replace.file, key, "its source name is not "
+                                                      f"one the guest can be given ({_NAME.pattern})")
             if not isinstance(target, str) or not _NAME.fullmatch(target):
                 raise errors.SourceReplacementRefused(replace.file, key, "its value is not a "
-                                                      "source name cargo accepts")
+                                                      f"source name the guest can be given ({_NAME.pattern})")
             if target in seen:
                 raise errors.SourceReplacementRefused(replace.file, key, "the replacements form "
                                                       f"a loop ({' -> '.join([*seen, target])})")
@@ -108,19 +121,33 @@ class HostSources:
             if target not in self.tables:
                 raise errors.SourceReplacementRefused(replace.file, key, f"no [source.{target}] "
                                                       "table defines the source it names")
-            self._given[key] = target
             seen.append(target)
             name = target
         if len(seen) == 1:
             self._refuse_git_crates_io(name)
             return source
-        return self._registry_of(name)
+        url = self._registry_of(name)
+        # The guest is given the chain's two ends only: cargo wants a location in every
+        # [source] table it reads, and an intermediate one given only its replace-with
+        # was "no source location specified" after boot. Its packages are the end's.
+        origin = seen[0]
+        if origin != CRATES_IO:  # cargo knows crates.io's location; another origin's is its registry
+            self._given[f"source.{origin}.registry"] = self._origin_url(origin)
+        self._given[f"source.{origin}.replace-with"] = name
+        return url
 
     def guest_args(self) -> list[str]:
-        """`--config` arguments giving the guest the chains `cache_source` followed."""
+        """`--config` arguments giving the guest the chains `cache_source` followed.
+
+        cargo reads `--config X` as a configuration FILE when a path X exists relative to
+        its working directory, which in the guest is the tree: a tree holding a file named
+        like an argument put its own tables (or anything else) in place of the host's, at
+        --config rank. Each argument is padded with TOML whitespace (which cargo accepts
+        after the value) to PATH_MAX characters, so no path by that name can exist
+        (ENAMETOOLONG) and cargo always parses it as `key="value"`."""
         args: list[str] = []
         for key, value in sorted(self._given.items()):
-            args += ["--config", f'{key}="{value}"']
+            args += ["--config", f'{key}="{value}"'.ljust(PATH_MAX)]
         return args
 
     def key(self) -> str:
@@ -172,6 +199,20 @@ class HostSources:
             raise errors.SourceReplacementRefused(registry.file, key, "it holds credentials "
                                                   "(user@host), which are never given to the guest")
         self._given[key] = url
+        return url
+
+    def _origin_url(self, name: str) -> str:
+        """The `registry` of a replaced source other than crates.io (the lockfile's URL,
+        which `_name_of` matched), checked as safe inside a TOML string."""
+        registry = self.tables[name]["registry"]
+        url = registry.value
+        if not (isinstance(url, str) and len(url) <= MAX_URL_CHARS and _ORIGIN_URL.fullmatch(url)):
+            raise errors.SourceReplacementRefused(registry.file, f"source.{name}.registry",
+                                                  "it is not an http(s):// or sparse+http(s):// URL")
+        if "@" in urlsplit(url.removeprefix("sparse+")).netloc:
+            raise errors.SourceReplacementRefused(registry.file, f"source.{name}.registry", "it holds "
+                                                  "credentials (user@host), which are never given "
+                                                  "to the guest")
         return url
 
     def _refuse_git_crates_io(self, name: str) -> None:
@@ -231,9 +272,6 @@ def host_sources(start: Path | None = None, cargo_home: Path | None = None) -> H
         for name, table in (source or {}).items():
             if not isinstance(table, dict):
                 raise errors.SourceReplacementRefused(file, f"source.{name}", "it is not a table")
-            if not _NAME.fullmatch(name):
-                raise errors.SourceReplacementRefused(file, f"source.{name}", "it is not a "
-                                                      "source name cargo accepts")
             keys = merged.tables.setdefault(name, {})
             for key, value in table.items():
                 keys[key] = Setting(value, file)

@@ -216,8 +216,8 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
             shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
         try:
-            _build(_located(pinned, found_in, cargo_home, tree), cargo_home, staging,
-                   _Budget(until, seconds))
+            budget = _Budget(until, seconds)
+            _build(_located(pinned, found_in, cargo_home, tree, budget), cargo_home, staging, budget)
             os.chmod(staging, 0o755)
             os.replace(staging, view)
         finally:
@@ -264,9 +264,7 @@ class _Budget:
     def take(self, what: Path, size: int) -> None:
         self.bytes += size
         self.entries += 1
-        if self.until is not None and time.monotonic() > self.until:
-            raise errors.DeadlineExceeded("copying the packages the lockfile pins", self.seconds,
-                                          stopped="the VM was not started")
+        self.in_time("copying the packages the lockfile pins")
         if self.bytes > CARGO_VIEW_MAX_BYTES:
             raise errors.PackageCacheRefused(what, f"the packages the lockfile pins exceed "
                                              f"{CARGO_VIEW_MAX_BYTES} bytes")
@@ -274,31 +272,41 @@ class _Budget:
             raise errors.PackageCacheRefused(what, f"the packages the lockfile pins hold more "
                                              f"than {CARGO_VIEW_MAX_ENTRIES} entries")
 
+    def in_time(self, doing: str) -> None:
+        if self.until is not None and time.monotonic() > self.until:
+            raise errors.DeadlineExceeded(doing, self.seconds, stopped="the VM was not started")
+
 
 def _located(pinned: list[Pin], found_in: dict[str, str], cargo_home: Path,
-             tree: Path) -> list[tuple[Pin, str]]:
+             tree: Path, budget: _Budget) -> list[tuple[Pin, str]]:
     """Each pin and the host cache directory holding it (`<prefix>-<hash>`), looked up
     before anything is copied: a cold cache is refused naming the first
     errors.MISSING_NAMED packages it lacks and counting the rest, where copying used to
-    stop at the first (and fetch-deps, then another lint, found the next)."""
+    stop at the first (and fetch-deps, then another lint, found the next).
+
+    Bounded for a hostile lockfile: a pin it repeats is looked up once, a .crate is hashed
+    once however many checksums the lockfile gives it (one 8 MiB crate pinned 2,000
+    times was 16 GiB hashed), and the run's deadline is checked at every pin."""
     located: list[tuple[Pin, str]] = []
-    missing: list[str] = []
+    missing: dict[str, None] = {}  # not a set: the lockfile's order is the message's
     lacking: set[str] = set()
-    for pin in pinned:
+    digests: dict[Path, str | None] = {}
+    for pin in dict.fromkeys(pinned):  # in order, each distinct pin once
+        budget.in_time("looking up the packages the lockfile pins")
         if pin.kind == "registry":
-            directory = _find_registry(pin, found_in[pin.url], cargo_home / "registry")
+            directory = _find_registry(pin, found_in[pin.url], cargo_home / "registry", digests)
             label = pin.label()
         else:
             directory = _find_git(pin, cargo_home / "git")
             label = f"{pin.label()} (git {(pin.rev or '')[:12]})"
         if directory is None:
-            missing.append(label)
+            missing.setdefault(label)  # the same package under several checksums: named once
             lacking.add(pin.kind)
         else:
             located.append((pin, directory))
     if missing:
         where = cargo_home / lacking.pop() if len(lacking) == 1 else cargo_home
-        raise errors.NoPackageCache(where, tree, missing[:errors.MISSING_NAMED], len(missing))
+        raise errors.NoPackageCache(where, tree, list(missing)[:errors.MISSING_NAMED], len(missing))
     return located
 
 
@@ -358,13 +366,17 @@ def _sha256_of(path: Path) -> str | None:
         os.close(fd)
 
 
-def _find_registry(pin: Pin, source: str, host: Path) -> str | None:
+def _find_registry(pin: Pin, source: str, host: Path, digests: dict[Path, str | None]) -> str | None:
     """The cache directory (of `source`, the pin's or its replacement's) holding the pin:
     its .crate hashing to the lockfile's checksum, its index entry and config.json, and
-    its unpacked source marked complete (`.cargo-ok`). None when no directory does."""
+    its unpacked source marked complete (`.cargo-ok`). None when no directory does.
+    `digests`: the .crate files hashed so far in this lookup (each is hashed once)."""
     crate = f"{pin.name}-{pin.version}"
     for directory in _candidates(host / "cache", _registry_prefix(source)):
-        digest = _sha256_of(host / "cache" / directory / f"{crate}.crate")
+        crate_file = host / "cache" / directory / f"{crate}.crate"
+        if crate_file not in digests:
+            digests[crate_file] = _sha256_of(crate_file)
+        digest = digests[crate_file]
         if digest is None or (pin.checksum is not None and digest != pin.checksum):
             continue
         index = host / "index" / directory

@@ -87,9 +87,12 @@ def pinned(argv: Sequence[str]) -> tuple[str, ...]:
 
 
 def unpinned(argv: Sequence[str]) -> list[str]:
-    """The program and arguments of a `pinned` argv, as a report shows what ran."""
+    """The program and arguments of a `pinned` argv, as a report shows what ran: a
+    `--config` value without the trailing TOML whitespace cargo_sources.guest_args pads it
+    with (thousands of spaces, meaningless to cargo, in every message naming the step)."""
     words = list(argv)
-    return words[len(PIN_PREFIX):] if tuple(words[:len(PIN_PREFIX)]) == PIN_PREFIX else words
+    words = words[len(PIN_PREFIX):] if tuple(words[:len(PIN_PREFIX)]) == PIN_PREFIX else words
+    return [w.rstrip(" ") if i and words[i - 1] == "--config" else w for i, w in enumerate(words)]
 
 
 #: `cargo-clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`; the

@@ -182,7 +182,9 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     argv = with_config(argv, cargo.config_args)  # the host's [source] replacements, if any
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
-    progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(argv)}")
+    from roteiro_py.clippy.command import unpinned  # here: importing lint stays light
+
+    progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(unpinned(argv))}")
     grant = grant_for(tree, registry, git)
     check_grant(grant, sandbox.ceiling(), shlex.join(argv), settings.lint.backend)  # before boot
     started = datetime.now(UTC)

@@ -49,8 +49,10 @@ def test_a_mirrored_crate_is_found_under_the_mirror_and_the_guest_is_given_only_
     got = lint.guest_cargo(tree_of(tree))
     assert got.registry is not None
     assert (got.registry / "src" / MIRROR_DIR / "itoa-1.0.15" / "src" / "lib.rs").is_file()
-    assert got.config_args == ("--config", 'source.crates-io.replace-with="mirror"',
-                               "--config", f'source.mirror.registry="{MIRROR}"')
+    assert tuple(a.rstrip() for a in got.config_args) == (
+        "--config", 'source.crates-io.replace-with="mirror"', "--config", f'source.mirror.registry="{MIRROR}"')
+    # padded with TOML whitespace: no tree file of that name can exist for cargo to read instead
+    assert all(len(a) >= cargo_sources.PATH_MAX for a in got.config_args[1::2])
     assert "SECRET" not in repr(got) and "proxy" not in repr(got)
 
 
@@ -146,7 +148,7 @@ def test_the_files_read_are_cargos_deeper_first_and_config_before_config_toml(tm
     assert files[0] == home / "config.toml" and files[-1] == deeper / "config"
     merged = cargo_sources.host_sources(start, home)
     assert merged.cache_source(CRATES_IO) == "sparse+https://deeper.example/"
-    assert merged.guest_args()[-1] == 'source.deeper.registry="sparse+https://deeper.example/"'
+    assert merged.guest_args()[-1].rstrip() == 'source.deeper.registry="sparse+https://deeper.example/"'
 
 
 def test_a_host_config_that_is_not_toml_or_too_large_is_refused(tmp_path: Path) -> None:
@@ -202,3 +204,62 @@ def test_a_version_bump_past_the_cached_crate_is_cold(cargo: Path, tmp_path: Pat
     with pytest.raises(errors.NoPackageCache, match="lacks itoa 1.0.16,"):
         lint.package_cache(tree_of(tree))
     assert os.path.isdir(cargo / "registry" / "src" / REG / "itoa-1.0.15")
+
+
+def test_the_guest_gets_a_location_for_every_table_it_is_given(cargo: Path, tmp_path: Path) -> None:
+    """cargo refuses a [source] table with no location ("no source location specified"):
+    a replaced registry other than crates.io is given its own `registry`, and a chain is
+    given as its two ends (tests/integration/lint/test_source_replacement_lint.py runs
+    the chain through real cargo)."""
+    (cargo / "config.toml").write_text(
+        '[source.corp]\nregistry = "https://corp.example/index"\nreplace-with = "relay"\n'
+        '[source.relay]\nregistry = "sparse+https://relay.example/"\nreplace-with = "mirror"\n'
+        f'[source.mirror]\nregistry = "{MIRROR}"\n')
+    checksum = add_crate(cargo, "corp-crate", "1.0.0", "pub fn corp() {}\n", registry=MIRROR_DIR)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://corp.example/index", checksum))
+    got = lint.guest_cargo(tree_of(tree))
+    assert got.registry is not None
+    assert tuple(a.rstrip() for a in got.config_args) == (
+        "--config", 'source.corp.registry="https://corp.example/index"',
+        "--config", 'source.corp.replace-with="mirror"',
+        "--config", f'source.mirror.registry="{MIRROR}"')
+    # the origin's URL goes on the guest's command line too: held to the same rules
+    (cargo / "config.toml").write_text(
+        '[source.corp]\nregistry = "https://u:pw@corp.example/index"\nreplace-with = "mirror"\n'
+        f'[source.mirror]\nregistry = "{MIRROR}"\n')
+    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://u:pw@corp.example/index", checksum))
+    with pytest.raises(errors.SourceReplacementRefused, match="credentials") as caught:
+        lint.guest_cargo(tree_of(tree))
+    assert caught.value.key == "source.corp.registry"
+
+
+def test_a_step_is_shown_without_the_padding_of_its_config_values() -> None:
+    from roteiro_py.clippy.command import pinned, unpinned
+
+    sources = cargo_sources.HostSources(tables={
+        "mirror": {"registry": cargo_sources.Setting(MIRROR, Path("c"))},
+        "crates-io": {"replace-with": cargo_sources.Setting("mirror", Path("c"))}})
+    sources.cache_source(CRATES_IO)
+    argv = lint.run.with_config(["cargo-clippy", "clippy", "--", "-W", "x  "], tuple(sources.guest_args()))
+    assert unpinned(pinned(argv)) == ["cargo-clippy", "clippy", "--config", 'source.crates-io.replace-with="mirror"',
+                                      "--config", f'source.mirror.registry="{MIRROR}"', "--", "-W", "x  "]
+    assert max(len(a) for a in argv) >= cargo_sources.PATH_MAX  # what runs is padded
+
+
+def test_a_table_the_lockfile_never_reaches_is_not_judged(cargo: Path, tmp_path: Path) -> None:
+    """cargo accepts any source name; one the guest could not be given as a bare TOML key
+    is refused only when a pinned package goes through it (it refused every lint)."""
+    checksum = add_crate(cargo, "itoa", "1.0.15", "pub fn mirrored() {}\n", registry=MIRROR_DIR)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
+    config = mirror_config(cargo)
+    config.write_text(config.read_text() + '[source."corp.internal"]\nregistry = "https://corp.example/"\n'
+                      'replace-with = "mirror"\n')
+    assert lint.guest_cargo(tree_of(tree)).registry is not None
+    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://corp.example/", None))
+    with pytest.raises(errors.SourceReplacementRefused, match="not one the guest can be given") as caught:
+        lint.guest_cargo(tree_of(tree))
+    assert caught.value.key == "source.corp.internal.replace-with"

@@ -348,3 +348,38 @@ def test_a_view_unused_for_longer_than_any_run_is_reclaimed(
     assert again == views[2] and views[2].is_dir()
     assert not views[0].exists()  # unused for longer than any run: reclaimed
     assert views[1].is_dir()  # control: as old, but locked by a run
+
+
+def test_looking_up_a_lockfile_that_repeats_a_big_package_is_bounded(tmp_path: Path, roteiro_home: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pin is looked up before anything is copied, and each lookup hashes the
+    .crate: a hostile lockfile naming one big cached crate thousands of times (a
+    checksum apiece) hashed it thousands of times, with no deadline, before a byte of
+    the view was counted (16 MiB of lockfile is ~100,000 pins)."""
+    from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.errors import DeadlineExceeded
+
+    cargo = tmp_path / "cargo-home"
+    add_crate(cargo, "big", "1.0.0", "")
+    crate = cargo / "registry" / "cache" / REG / "big-1.0.0.crate"
+    crate.write_bytes(os.urandom(1024) * 8 * 1024)  # 8 MiB
+    checksum = hashlib.sha256(crate.read_bytes()).hexdigest()
+    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    repeats = 2000  # 16 GiB hashed when every pin hashes its crate
+    lockfile(tree, *[("big", "1.0.0", CRATES_IO, f"{i:064x}") for i in range(repeats)])
+    started = time.monotonic()
+    with pytest.raises(NoPackageCache) as cold:
+        lint.package_cache(tree_of(tree))
+    assert time.monotonic() - started < 10
+    assert "lacks big 1.0.0, which" in cold.value.guidance().render_text()  # named once
+    # a deadline already past stops the lookups themselves
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        lint.package_cache(tree_of(tree), Deadline(at=time.monotonic() - 1, seconds=5))
+    assert time.monotonic() - started < 10
+    # control: the same package pinned twice, checksum right, is found (once) and viewed
+    lockfile(tree, *[("big", "1.0.0", CRATES_IO, checksum)] * 2)
+    registry, _ = lint.package_cache(tree_of(tree))
+    assert registry is not None and (registry / "cache" / REG / "big-1.0.0.crate").is_file()

@@ -12,6 +12,7 @@ cargo on the host; the last test is a real lint in a VM (TCG).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.server
 import json
@@ -108,8 +109,8 @@ def test_fetch_deps_through_a_mirror_gives_a_view_offline_cargo_builds_from(
     assert not list(home.glob("registry/cache/index.crates.io-*"))
     got = lint.guest_cargo(lint.locate(tree))
     assert got.registry is not None
-    assert got.config_args == ("--config", 'source.crates-io.replace-with="mirror"',
-                               "--config", f'source.mirror.registry="{url}"')
+    assert tuple(a.rstrip() for a in got.config_args) == (
+        "--config", 'source.crates-io.replace-with="mirror"', "--config", f'source.mirror.registry="{url}"')
 
     # What the guest's cargo has: a cargo home holding only the view's registry/, offline.
     guest_home = tmp_path / "guest-home"
@@ -138,3 +139,71 @@ def test_a_lint_through_a_host_mirror_succeeds_in_the_vm(
     report = json.loads(done.stdout)
     assert report["summary"]["build_succeeded"] is True
     assert any(f["code"] == "clippy::needless_return" for f in report["findings"]), report["findings"]
+
+
+def _offline(tree: Path, registry: Path, config_args: tuple[str, ...],
+             tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Real offline cargo as the guest runs it: a cargo home holding only the view's
+    registry/, the working directory the tree, the guest's --config arguments."""
+    guest_home = tmp_path / "guest-home"
+    guest_home.mkdir(exist_ok=True)
+    if not (guest_home / "registry").is_symlink():
+        (guest_home / "registry").symlink_to(registry)
+    env = {**os.environ, "CARGO_HOME": str(guest_home), "CARGO_TARGET_DIR": str(tmp_path / "target")}
+    return subprocess.run(["cargo", "check", "--offline", "--locked", "-q", *config_args], cwd=tree,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.timeout(600)
+def test_a_tree_file_named_like_a_config_argument_is_not_read_in_its_place(
+        mirror: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cargo reads `--config X` as a configuration FILE when `X` exists relative to its
+    working directory, which in the guest is the tree: a tree holding a file named like
+    the printed argument replaced the host's tables with its own at --config rank."""
+    url, _ = mirror
+    home = _mirrored_home(tmp_path, url, "host-home")
+    tree = _tree(tmp_path / "tree", home)
+    monkeypatch.setenv("CARGO_HOME", str(home))
+    monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "roteiro"))
+    done = cli("fetch-deps", str(tree), env={"CARGO_HOME": str(home), "ROTEIRO_HOME": str(tmp_path / "roteiro")})
+    assert done.returncode == 0, done.stderr
+    got = lint.guest_cargo(lint.locate(tree))
+    assert got.registry is not None
+    assert _offline(tree, got.registry, got.config_args, tmp_path).returncode == 0  # control
+    planted = 0
+    for arg in got.config_args[1::2]:
+        hostile = tree / arg
+        try:
+            hostile.parent.mkdir(parents=True, exist_ok=True)
+            hostile.write_text('[source.crates-io]\nreplace-with = "planted"\n'
+                               '[source.planted]\ndirectory = "/nonexistent"\n')
+            planted += 1
+        except OSError as error:  # the name cannot exist: cargo cannot read it as a file either
+            assert error.errno == errno.ENAMETOOLONG, error
+    given = _offline(tree, got.registry, got.config_args, tmp_path)
+    assert given.returncode == 0, (planted, given.stderr)
+
+
+@pytest.mark.timeout(600)
+def test_a_chain_of_replacements_is_given_as_the_guest_can_read_it(
+        mirror: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """crates-io -> relay -> mirror: cargo wants every [source] table it is given to name
+    a location, so the guest given `source.relay.replace-with` alone refused them all
+    ("no source location specified for `source.relay`") after boot."""
+    url, _ = mirror
+    home = tmp_path / "host-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[source.crates-io]\nreplace-with = "relay"\n'
+        '[source.relay]\nregistry = "sparse+https://relay.invalid/"\nreplace-with = "mirror"\n'
+        f'[source.mirror]\nregistry = "{url}"\n')
+    tree = _tree(tmp_path / "tree", home)
+    monkeypatch.setenv("CARGO_HOME", str(home))
+    monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "roteiro"))
+    done = cli("fetch-deps", str(tree), env={"CARGO_HOME": str(home), "ROTEIRO_HOME": str(tmp_path / "roteiro")})
+    assert done.returncode == 0, done.stderr
+    got = lint.guest_cargo(lint.locate(tree))
+    assert got.registry is not None
+    assert not any("relay.invalid" in arg for arg in got.config_args)  # only what the guest needs
+    given = _offline(tree, got.registry, got.config_args, tmp_path)
+    assert given.returncode == 0, (got.config_args, given.stderr)
