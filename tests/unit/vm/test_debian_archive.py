@@ -545,3 +545,24 @@ def test_debian_version_ordering_agrees_with_dpkg() -> None:
     for bad in ("", "a1", "1 0", "1:", "x:1"):
         with pytest.raises(debian_archive.ArchiveError, match="not a Debian version"):
             debian_archive.compare_versions(bad, "1")
+
+
+def test_a_redirect_is_followed_to_http_or_https_only(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer]) -> None:
+    """urllib's default opener follows a redirect to ftp://, whose login the rate bound never
+    sees (a trickling FTP greeting held a registry pull past its deadline: store/registry.py)."""
+    contacted: list[bool] = []
+    ftp = serve(lambda conn: contacted.append(True))
+    port = ftp.sock.getsockname()[1]
+    hostile = serve(lambda conn: conn.sendall(
+        f"HTTP/1.1 302 Found\r\nLocation: ftp://127.0.0.1:{port}/pool/k.deb\r\nContent-Length: 0\r\n\r\n".encode()))
+    with pytest.raises(debian_archive.ArchiveError, match="redirected to ftp") as refused:
+        debian_archive.fetch(hostile.url, "pool/k.deb", 1000)
+    assert not refused.value.refused
+    time.sleep(0.2)
+    assert contacted == []
+    # Control: a redirect to another HTTP mirror is followed (the content is checked by digest).
+    good = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+    moved = serve(lambda conn: conn.sendall(
+        f"HTTP/1.1 302 Found\r\nLocation: {good.url}/pool/k.deb\r\nContent-Length: 0\r\n\r\n".encode()))
+    assert debian_archive.fetch(moved.url, "pool/k.deb", 1000) == b"ok"
