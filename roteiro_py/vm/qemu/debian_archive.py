@@ -8,21 +8,29 @@ Guarantees:
   its `Date` is not in the future and its `Valid-Until`, when there is one, has not
   passed. `Date` is returned so the caller can refuse an index older than one it already
   used (a replayed old InRelease is a downgrade: assets.py records it in its manifest).
-- `read_packages` fetches `COMPONENT/binary-ARCH/Packages.xz` (or `.gz`) and accepts it
+- `read_packages` fetches `COMPONENT/binary-ARCH/Packages.xz` (or `.gz`, or uncompressed,
+  whichever of them is there first) and accepts it
   only if its size and SHA-256 are the ones the verified InRelease lists; it is parsed as
   RFC 822 stanzas with every size bounded (`MAX_PACKAGES_BYTES` decompressed,
   `MAX_STANZA_BYTES` per stanza), keeping only the stanzas asked for.
 - `download` fetches a package's `Filename` (validated: under `pool/`, no `..`) reading at
   most its `Size` bytes, and keeps the file only if its SHA-256 is the one in Packages.
+- Every fetch reads at most its bound, at an average of at least `MIN_BYTES_PER_S`, and
+  follows redirects to http(s) only; a reply that is not HTTP is a failure to reach the
+  archive (`ArchiveError`, not `refused`), never an exception of http.client's.
 - The archive is a URL (http, https, file) or a local directory with the same
-  `dists/` and `pool/` layout (an air-gapped host's copy of a mirror).
+  `dists/` and `pool/` layout (an air-gapped host's copy of a mirror): it needs
+  `dists/SUITE/InRelease`, one of `dists/SUITE/main/binary-amd64/Packages.xz`, `.gz` or
+  `Packages`, and the two .debs at their `Filename` under `pool/`.
 
 One suite is read: the pinned `bookworm` by default, whose point releases (every two
 months or so) carry the kernel security updates; `bookworm-security` lives in another
 archive (security.debian.org) and is not read. The guest kernel is not what confines the
 tree: the hypervisor is, and everything the guest says is treated as hostile, so a kernel
-that lags the security archive by weeks does not weaken the sandbox. A user who wants it
-can point `[vm] debian_archive` at a mirror that merges it, or set `[vm] kernel`.
+that lags the security archive by weeks does not weaken the sandbox. A user who wants a
+newer kernel sets `[vm] kernel` and `[vm] initrd`: a mirror that merged the security
+archive into this suite would have to sign its InRelease with its own key, which is not
+pinned, and is refused.
 """
 
 from __future__ import annotations
