@@ -54,7 +54,8 @@ MAX_ALLOWED_IMAGES = 256
 #: An allowed-images entry: a host (optionally with a port), then repository components.
 _IMAGE_PREFIX = re.compile(r"[A-Za-z0-9.:\[\]-]{1,255}(/[a-z0-9._-]{1,255})*/?")
 
-Accel = Literal["auto", "kvm", "hvf", "tcg"]
+#: No `hvf`: macOS is not a platform a lint runs on (platform_support.py, docs/PLATFORMS.md).
+Accel = Literal["auto", "kvm", "tcg"]
 FailOn = Literal["warning", "error", "never"]
 Format = Literal["human", "json", "sarif", "github", "gitlab", "markdown"]
 #: cargo's own values for `--color` and CARGO_TERM_COLOR.
@@ -63,6 +64,8 @@ Color = Literal["auto", "always", "never"]
 
 #: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.
 MAX_TIMEOUT_S = 7 * 24 * 3600
+#: The most memory a guest may be given (`[vm] memory_mib`, --memory): 1 TiB.
+MAX_MEMORY_MIB = 1 << 20
 
 
 #: Where `prefetch --vm-assets` reads the guest kernel and busybox (vm/qemu/debian_archive.py):

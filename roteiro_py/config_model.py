@@ -18,6 +18,7 @@ from roteiro_py.config import (
     DEFAULT_DEBIAN_ARCHIVE,
     DEFAULT_DEBIAN_SUITE,
     MAX_ALLOWED_IMAGES,
+    MAX_MEMORY_MIB,
     MAX_TIMEOUT_S,
     Accel,
     Color,
@@ -83,7 +84,7 @@ class VmSettings(BaseModel):
 
     accel: Accel = Field("auto", description="auto uses hardware acceleration; tcg is an explicit opt-in")
     cpus: int = Field(2, ge=1, le=256, description="guest vCPUs")
-    memory_mib: int = Field(2048, ge=128, le=1 << 20, description="guest memory in MiB")
+    memory_mib: int = Field(2048, ge=128, le=MAX_MEMORY_MIB, description="guest memory in MiB")
     timeout_s: int = Field(1800, ge=1, le=MAX_TIMEOUT_S, description="deadline for one run, seconds")
     output_limit_mib: int = Field(64, ge=1, le=4096, description="cap on the guest's output, all streams together")
     stage_max_mib: int = Field(2048, ge=1, le=1 << 20, description="cap on the bytes of the tree copied for the VM")

@@ -5,7 +5,11 @@ setting that fixes it. The hypervisor lines come from the same canary probe a li
 (and its cached verdicts), not from opening /dev/kvm: on the machines this was built on,
 /dev/kvm opens and KVM still cannot run a guest.
 
-A check is `required` when a lint cannot run on this host without it: qemu and mkfs.ext4,
+The first check is the platform (platform_support.py): on a host a lint cannot run on
+(anything but Linux x86_64) it fails, naming the platform, and nothing else is probed
+but the configuration: no qemu is started, no accelerator is tried.
+
+A check is `required` when a lint cannot run on this host without it: qemu, mkfs.ext4 and setpriv,
 the VM assets, a sandbox for the configured accelerator (decided by the VM backend's own
 `isolation()`, exactly as a lint decides it: `auto` is never TCG), an image configured and
 pinned for PATH, and that image provisioned. `doctor` exits 0 when every required check
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import sys
 from dataclasses import asdict, dataclass
@@ -152,17 +155,31 @@ def checks(path: Path = Path(".")) -> list[Check]:
     return _checks(path)[0]
 
 
+def _platform() -> Check:
+    from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
+
+    current = host()
+    refused = refusal(current)
+    if refused is not None:
+        return Check("platform", False, refused.guidance().summary,
+                     f"lint on a {SUPPORTED} host; {PLATFORMS_DOC} says what runs", required=True)
+    return Check("platform", True, current.name, required=True)
+
+
 def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
+    host = _platform()
+    resolved, configuration = _configuration(path)
+    found: list[Check] = [host, configuration]
+    if not host.ok:
+        return found, None
     from roteiro_py.vm.qemu import probe
     from roteiro_py.vm.qemu.assets import PROVISION_COMMAND, describe_assets, load_assets, source_of_assets
 
-    resolved, configuration = _configuration(path)
-    found: list[Check] = [configuration]
     qemu_path, version = probe.qemu_info()
     found.append(Check("qemu", qemu_path is not None,
                        f"{qemu_path} ({version})" if qemu_path else "qemu-system-x86_64 not found",
                        None if qemu_path else "apt-get install qemu-system-x86", required=True))
-    for tool, package in (("mkfs.ext4", "e2fsprogs"),):
+    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("setpriv", "util-linux")):
         where = shutil.which(tool)
         found.append(Check(tool, where is not None, where or "not found",
                            None if where else f"apt-get install {package}", required=True))
@@ -181,8 +198,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     except RoteiroError as error:
         found.append(Check("vm assets", False, error.guidance().summary, PROVISION_COMMAND,
                            required=True))
-    accelerators = ("hvf", "tcg") if platform.system() == "Darwin" else ("kvm", "tcg")
-    for accel in accelerators:
+    for accel in ("kvm", "tcg"):
         if assets is None or qemu_path is None:
             found.append(Check(f"accel {accel}", False, "not probed: qemu or the VM assets are missing",
                                PROVISION_COMMAND))

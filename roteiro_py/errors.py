@@ -83,8 +83,10 @@ def prefetch_command(reference: str | None = None) -> str:
 
 def target_build_command(triple: str) -> str:
     """The shipped Dockerfile plus one `RUN rustup target add`, built as `build_command()`
-    builds it (same tag, so `prefetch_from_docker_command()` pins it)."""
-    line = shlex.quote(f"RUN rustup target add {printable(triple)}")
+    builds it (same tag, so `prefetch_from_docker_command()` pins it). The triple is
+    quoted twice: docker build runs a RUN line with /bin/sh -c, and it is the guest that
+    named it (rustc's "target may not be installed")."""
+    line = shlex.quote(f"RUN rustup target add {shlex.quote(printable(triple))}")
     return (f"{{ {dockerfile_command()}; printf '%s\\n' {line}; }} | docker build -t {LOCAL_TAG} -")
 
 
@@ -92,10 +94,15 @@ def fetch_deps_command(tree: Path) -> str:
     return f"pylint-sandbox fetch-deps {_q(tree)}"
 
 
-def _rerun(error: RoteiroError, option: str, value: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(notes, commands) suggesting the user's own command again with `option value`: the
-    whole line when the boundary recorded it, else a note naming the option (a bare
-    `pylint-sandbox lint clippy --memory N` would lint the current directory instead)."""
+def _rerun(error: RoteiroError, option: str, now: int, most: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(notes, commands) suggesting the user's own command again with `option` doubled from
+    `now`, or raised to `most`, the bound the setting takes (past it the pasted line was
+    refused): the whole line when the boundary recorded it, else a note naming the option
+    (a bare `pylint-sandbox lint clippy --memory N` would lint the current directory
+    instead). Nothing when `now` is the bound already."""
+    value = min(max(1, now * 2), most)
+    if value <= now:
+        return (), ()
     line = error.invocation.with_option(option, str(value)) if error.invocation else None
     if line is not None:
         return (), (line,)
@@ -811,7 +818,9 @@ class KilledBySignal(Refusal):
         self.command = command
 
     def guidance(self) -> Guidance:
-        notes, commands = _rerun(self, "--memory", self.memory_mib * 2)
+        from roteiro_py.config import MAX_MEMORY_MIB
+
+        notes, commands = _rerun(self, "--memory", self.memory_mib, MAX_MEMORY_MIB)
         return Guidance(
             summary=f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest, "
             "with nothing on stderr.",
@@ -856,7 +865,9 @@ class DeadlineExceeded(Refusal):
         self.stopped = stopped
 
     def guidance(self) -> Guidance:
-        notes, commands = _rerun(self, "--timeout", max(1, int(self.seconds * 2)))
+        from roteiro_py.config import MAX_TIMEOUT_S
+
+        notes, commands = _rerun(self, "--timeout", int(self.seconds), MAX_TIMEOUT_S)
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "
             f"{self.seconds:g} s; {_p(self.stopped)}.",
@@ -1031,6 +1042,35 @@ class SpawnFailed(Refusal):
         return Guidance(
             summary=f"Could not start {_p(self.program)}: {_p(self.reason).rstrip('.')}.",
             commands=("pylint-sandbox doctor",),
+        )
+
+
+class PlatformUnsupported(Refusal):
+    """A host a lint cannot run on (roteiro_py/platform_support.py decides), refused before
+    anything starts; never followed by running with less confinement."""
+
+    code = "platform-unsupported"
+
+    def __init__(self, platform: str, supported: str, doc: str, *, reason: str | None = None) -> None:
+        super().__init__()
+        self.platform = platform
+        self.supported = supported
+        self.doc = doc
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        why = _p(self.reason).rstrip(".") if self.reason else f"lints run only on {_p(self.supported)}"
+        return Guidance(
+            summary=f"This host ({_p(self.platform)}) cannot run a lint: {why}.",
+            notes=(f"A lint boots a QEMU x86 microvm under KVM (or TCG, by explicit opt-in), "
+                   f"waits on it with pidfd and ties it to this process with util-linux's "
+                   f"setpriv: that is {_p(self.supported)} and nothing else, and nothing runs "
+                   "with less confinement instead.",
+                   "Commands that start no VM work here: config, render, cache, fetch-deps.",
+                   f"What runs, and what aarch64 Linux and macOS would need: {_p(self.doc)}.",
+                   f"Lint on a {_p(self.supported)} host (a CI runner such as ubuntu-latest) "
+                   "with --format json, and read its report here:"),
+            commands=("pylint-sandbox render REPORT.json",),
         )
 
 

@@ -122,6 +122,8 @@ class Guidance:
                 parts.append(Text.assemble("    ", (line, "green")))
         if self.commands:
             parts.append(Text("  run:" if len(self.commands) == 1 else "  run, in order:"))
+            # Never wrapped: rich wraps with real newlines, and a command pasted in two
+            # pieces runs the first alone. Print with crop=False; the terminal folds it.
             for command in self.commands:
-                parts.append(Text.assemble("    ", (command, "bold green")))
+                parts.append(Text.assemble("    ", (command, "bold green"), no_wrap=True, overflow="ignore"))
         return Group(*parts)

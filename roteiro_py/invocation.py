@@ -29,13 +29,17 @@ MAX_RERUN_CHARS = 4096
 
 def shell_word(word: str) -> str:
     """`word` as one shell word that a POSIX shell (bash, for `$'...'`) reads back as
-    `word`, on one line, with no character a terminal acts on."""
-    if not any(is_unsafe_char(ch) or ch in "\n\t" for ch in word):
+    `word`, on one line, with no character a terminal acts on, and no `##[`: the refusal
+    printer's `guard()` would write that `[` as `\\x5b` inside quotes that keep it literal,
+    and the pasted word would be another path (`$'##\\x5b'` is `##[` to bash)."""
+    if "##[" not in word and not any(is_unsafe_char(ch) or ch in "\n\t" for ch in word):
         return shlex.quote(word)
     out: list[str] = []
-    for ch in word:
+    for index, ch in enumerate(word):
         code = ord(ch)
-        if ch in "\\'":
+        if ch == "[" and word[max(index - 2, 0):index] == "##":
+            out.append("\\x5b")
+        elif ch in "\\'":
             out.append("\\" + ch)
         elif 0xDC80 <= code <= 0xDCFF:
             # os.fsdecode's surrogateescape: the byte the user's argv really held.

@@ -71,6 +71,11 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
                                   "or a combination.")
         analyzer = "clippy"
     if vm_assets:
+        from roteiro_py.platform_support import require_supported
+
+        # An x86_64 kernel and initramfs are of no use where no lint can boot them; refused
+        # before the image below is fetched too, so the command does all or nothing.
+        require_supported()
         from roteiro_py.vm.qemu.assets import provision_assets
 
         vm = config.resolve(path).settings.vm

@@ -48,6 +48,9 @@ DOCS: dict[str, Shipped] = {
     # --baseline and --diff on a repository that already has warnings
     "adopting": Shipped("docs/ADOPTING.md", "--baseline and --diff: adopting the lint on a repository "
                         "that already has warnings"),
+    # what runs (Linux x86_64), and on paper what aarch64 Linux and macOS would need
+    "platforms": Shipped("docs/PLATFORMS.md", "the platforms a lint runs on, and what aarch64 Linux and "
+                         "macOS (HVF) would need"),
 }
 
 #: What `pylint-sandbox dockerfile ANALYZER` prints: the Dockerfile of its linter image.
@@ -98,23 +101,49 @@ def build_hint(analyzer: str = "clippy") -> str:
             f"#   {prefetch_from_docker_command(analyzer)}\n")
 
 
-def run_docs(topic: str | None) -> int:
+def _emit(data: bytes, shown: str) -> int:
+    """Write `data` on stdout, which these commands exist to pipe (`| docker build -`,
+    `| less`); the exit status.
+
+    A reader that leaves first (`| head`, a `docker build` that failed) is not our
+    failure: 128 + SIGPIPE, as `cat` ends there, and nothing on stderr (a BrokenPipeError
+    was exit 4, "internal error", and a traceback log). A closed stdout or a full disk is
+    the place to write's problem, said as such (exit 2), not an internal error."""
+    import os
+    import signal
     import sys
 
-    if topic is None:
-        sys.stdout.write(listing())
-        return 0
-    sys.stdout.flush()
-    sys.stdout.buffer.write(DOCS[topic].read())
-    sys.stdout.buffer.flush()
+    from roteiro_py.errors import UsageError
+
+    hint = f"Print it somewhere it can be written: `{shown} > FILE`."
+    if sys.stdout is None:
+        raise UsageError(f"`{shown}` prints on stdout, and stdout is closed.", hint=hint)
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # What is still buffered would fail again at exit ("Exception ignored", exit 120).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+    except OSError as error:
+        raise UsageError(f"`{shown}` could not write on stdout ({error.strerror or error}).",
+                         hint=hint) from None
     return 0
+
+
+def run_docs(topic: str | None) -> int:
+    if topic is None:
+        return _emit(listing().encode(), "pylint-sandbox docs")
+    return _emit(DOCS[topic].read(), docs_command(topic))
 
 
 def run_dockerfile(analyzer: str) -> int:
     import sys
 
-    sys.stdout.flush()
-    sys.stdout.buffer.write(DOCKERFILES[analyzer].read())
-    sys.stdout.buffer.flush()
-    sys.stderr.write(build_hint(analyzer))
-    return 0
+    status = _emit(DOCKERFILES[analyzer].read(), dockerfile_command(analyzer))
+    if status == 0:
+        sys.stderr.write(build_hint(analyzer))
+    return status

@@ -69,7 +69,6 @@ class Color(StrEnum):
 class Accel(StrEnum):
     auto = "auto"
     kvm = "kvm"
-    hvf = "hvf"
     tcg = "tcg"
 
 
@@ -93,6 +92,7 @@ class DocTopic(StrEnum):
 
     threat_model = "threat-model"
     adopting = "adopting"
+    platforms = "platforms"
 
 
 class CacheKind(StrEnum):
@@ -418,7 +418,7 @@ def _print_error(error: BaseException) -> None:
         # Rendered for this terminal (its width wraps lines), then guarded, then written.
         console = stderr_console()
         with console.capture() as captured:
-            console.print(guidance.render_rich())
+            console.print(guidance.render_rich(), crop=False)  # commands stay whole
         sys.stderr.write(guard(captured.get()))
     else:
         sys.stderr.write(guard(guidance.render_text()))

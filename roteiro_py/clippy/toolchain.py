@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from roteiro_py.errors import ImageLacksLinter, ProbeFailed
+from roteiro_py.process.sandbox import diagnostics
 from roteiro_py.report.model import Toolchain
 
 #: Each probe prints well under 1 KiB; more than this is not a toolchain answering.
@@ -36,6 +37,10 @@ class ProbeOutput:
     stdout: bytes
     stderr: bytes
 
+    def diagnostics(self) -> str:
+        """stderr, then stdout, as `Outcome.diagnostics` quotes a command."""
+        return diagnostics(self.stdout, self.stderr)
+
 
 def _text(data: bytes, what: str) -> str:
     if len(data) > PROBE_LIMIT_BYTES:
@@ -52,12 +57,12 @@ def parse_clippy_version(probe: ProbeOutput, *, reference: str) -> dict[str, str
     stdout = _text(probe.stdout, what).strip()
     stderr = _text(probe.stderr, what).strip()
     if probe.status != 0:
-        raise ImageLacksLinter(reference, stderr or stdout)
+        raise ImageLacksLinter(reference, probe.diagnostics())
     lines = stdout.splitlines()
     match = _CLIPPY.match(lines[0]) if len(lines) == 1 else None
     if match is None:
         if any(marker in (stdout + stderr).lower() for marker in _MISSING):
-            raise ImageLacksLinter(reference, stderr or stdout)
+            raise ImageLacksLinter(reference, probe.diagnostics())
         raise ProbeFailed(what, stdout or stderr)
     return {"clippy_version": match["version"], "clippy_commit": match["commit"],
             "clippy_date": match["date"]}
@@ -69,8 +74,7 @@ def parse_rustc_vv(probe: ProbeOutput) -> dict[str, str | None]:
     stdout = _text(probe.stdout, what)
     _text(probe.stderr, what)
     if probe.status != 0:
-        raise ProbeFailed(what, f"exit status {probe.status}: "
-                          f"{probe.stderr.decode('utf-8', 'replace')}")
+        raise ProbeFailed(what, f"exit status {probe.status}: {probe.diagnostics()}")
     lines = stdout.strip().splitlines()
     if not lines or not lines[0].startswith("rustc "):
         raise ProbeFailed(what, stdout)

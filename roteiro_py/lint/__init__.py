@@ -3,8 +3,10 @@
 The preflight checks run cheapest and most fundamental first, and each refuses before
 anything more expensive starts:
 
-    image configured -> pinned by digest -> hypervisor usable -> image present in the store
-    -> package cache present (and a lockfile) -> scratch available
+    platform (platform_support.py) -> image configured -> pinned by digest
+    -> hypervisor usable -> image present in the store
+    -> package cache present (and a lockfile) -> the grant within what the backend
+    can enforce (`check_grant`) -> scratch available
 
 Only then is the root filesystem built (cached per manifest digest) and a VM booted.
 In the one boot, the guest's toolchain is probed before the build (`cargo-clippy
@@ -68,6 +70,7 @@ from roteiro_py.lint.run import (
     GUEST_TARGET_DIR,
     IMAGE_ENV_KEPT,
     IMAGE_ENV_VALUE_LIMIT,
+    check_grant,
     clippy_command,
     grant_for,
     guest_env,
@@ -76,6 +79,7 @@ from roteiro_py.lint.run import (
     with_config,
 )
 from roteiro_py.lint.staging import report_left_out
+from roteiro_py.platform_support import require_supported
 from roteiro_py.progress import (
     CARGO_VIEW,
     DEP_CACHE,
@@ -95,7 +99,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
-    "LintRequest", "OutputPlan", "Tree", "build_report", "check_output", "check_outputs",
+    "LintRequest", "OutputPlan", "Tree", "build_report", "check_grant", "check_output", "check_outputs",
     "clippy_command", "deliver", "exit_code",
     "grant_for", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
     "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
@@ -129,6 +133,7 @@ class LintRequest:
 def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not."""
     began = time.monotonic()
+    require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
     refuse_early(layers, request.path)  # 1, 2 when they need no validation (~ --help)
     resolved = config.resolve(request.path, layers=layers)
@@ -161,7 +166,8 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free.
     progress.stage(HYPERVISOR)
-    isolation = backend(Path(os.devnull), None).isolation()               # 3
+    sandbox = backend(Path(os.devnull), None)
+    isolation = sandbox.isolation()                                        # 3
     progress.detail(f"accel {vm.accel} ({resolved.source_of('vm.accel')}): {isolation.description}")
     progress.stage(IMAGE)
     store = Store.default()
@@ -177,6 +183,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     steps = steps_for(tree, settings, env, argv)
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(argv)}")
     grant = grant_for(tree, registry, git)
+    check_grant(grant, sandbox.ceiling(), shlex.join(argv), settings.lint.backend)  # before boot
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
     rootfs = root_filesystem(image, store.root, deadline)
@@ -217,6 +224,7 @@ def template_detail(job: JobOutcome, template: bool) -> str:
 
 
 def run_lint_command(request: LintRequest) -> int:
+    require_supported()  # before any file is looked at: no VM can run on this host at all
     plan = request.outputs
     check_outputs(plan)                                                    # 0: cheapest
     # 0: a wrong file costs ms; a diff's files are looked for in the repository (no link followed)

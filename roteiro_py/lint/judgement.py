@@ -131,7 +131,7 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
 def _probe(outcome: VmOutcome) -> tuple[int | None, bytes, bytes]:
     if outcome.exit is None:
         raise ProbeFailed(f"`{shown(outcome.command)}` did not finish",
-                          outcome.failure or outcome.stderr.decode("utf-8", "replace"))
+                          outcome.failure or outcome.diagnostics())
     return outcome.exit, outcome.stdout, outcome.stderr
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from roteiro_py import config
 from roteiro_py.errors import (
     DeadlineExceeded,
+    Unenforceable,
     UsageError,
 )
 
@@ -107,6 +108,21 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     # `registry` and `git` are a cargo view's (package_cache), never the host's whole cache.
     atoms += [f"fs:read:{cache}/**" for cache in (registry, git) if cache is not None]
     return GrantSet.of(*atoms)
+
+
+def check_grant(grant: GrantSet, ceiling: GrantSet, command: str, backend: str) -> None:
+    """Refuse a grant beyond what the backend states it can enforce (`VmBackend.ceiling`),
+    before anything is prepared for the run: errors.Unenforceable naming every atom beyond.
+
+    The backend refuses such a grant again when it derives the guest's mounts, but only
+    after the root filesystem, the dependency cache and the copy of the tree were built
+    (minutes, the first time); this is the same question the tests ask of a grant
+    (`GrantSet.within`), asked in production, where it costs nothing."""
+    if grant.within(ceiling).allows:
+        return
+    beyond = " ".join(str(atom) for atom in grant.beyond(ceiling))
+    raise Unenforceable(beyond, command, f"beyond what the {backend} backend can enforce "
+                        f"({ceiling}); nothing was prepared or booted")
 
 
 def clippy_command(settings: config.Settings, member: str | None = None) -> list[str]:

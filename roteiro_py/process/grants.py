@@ -26,6 +26,9 @@ What parsing guarantees, so that containment is decidable and cannot be fooled:
   drive letter, so one grant gives one answer on every host.
 * `**` is only allowed as the last segment and means the directory and everything under
   it; any other `*` is refused. An exact path matches only itself.
+* `proc:exec:*` is any program. It is how a ceiling says "everything the command runs
+  is confined" (a VM backend: vm/qemu/backend.py `ceiling`); as a grant it is within
+  only such a ceiling, never within one that names programs.
 """
 
 from __future__ import annotations
@@ -155,6 +158,8 @@ class GrantAtom:
             return _path_within(self.resource, ceiling.resource)
         if self.domain == "net":
             return _endpoint_within(self.resource, ceiling.resource)
+        if self.domain == "proc" and ceiling.resource == "*":
+            return Containment.YES
         if self.domain == "proc" and self.resource != ceiling.resource:
             # A bare name is found through PATH, so whether `/usr/bin/cargo` is the
             # `cargo` that was granted depends on the machine that runs it.
@@ -185,6 +190,8 @@ def _normal_resource(text: str, domain: str, resource: str) -> str:
             raise MalformedGrant(text, f"the port {port!r} is not 1-65535 or *")
         return f"{host.lower()}:{port if port == '*' else int(port)}"
     if domain == "proc":
+        if resource == "*":
+            return resource
         if resource.startswith("/"):
             root, segments, recursive = _normalise_path(text, resource)
             if recursive or not segments:

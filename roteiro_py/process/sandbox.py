@@ -29,6 +29,24 @@ from roteiro_py.process.grants import GrantSet
 #: The default deadline of a command, in seconds.
 DEFAULT_TIMEOUT = 300.0
 
+#: At most this many bytes of each stream, and characters in all, make a `diagnostics`
+#: view: a refusal quotes far less (errors.QUOTE_LIMIT), and an output of megabytes is
+#: not decoded to find that out.
+DIAGNOSTICS_LIMIT = 4096
+
+
+def diagnostics(stdout: bytes, stderr: bytes, limit: int = DIAGNOSTICS_LIMIT) -> str:
+    """What a command said about how it went: stderr, then stdout, for a message to quote.
+
+    Tools report failure on stderr, so it comes first, and stdout follows because some
+    print their complaint there (`cargo-clippy` when it is not installed, a shell's
+    usage). Each stream is cut to `limit` bytes before it is decoded (invalid UTF-8 is
+    replaced) and the whole to `limit` characters. The text is the command's, so it is
+    not printable yet: a refusal passes it through `printable()` like any outside value.
+    """
+    said = (stream[:limit].decode("utf-8", "replace").strip() for stream in (stderr, stdout))
+    return "\n".join(text for text in said if text)[:limit]
+
 
 @dataclass(frozen=True)
 class Command:
@@ -89,6 +107,11 @@ class Outcome:
     def succeeded(self) -> bool:
         """Exit status 0, within the deadline, with all output read."""
         return not self.timed_out and self.failure is None and self.exit == 0
+
+    def diagnostics(self, limit: int = DIAGNOSTICS_LIMIT) -> str:
+        """stderr, then stdout, bounded and decoded, for a message that quotes the command
+        (the module function `diagnostics` says how)."""
+        return diagnostics(self.stdout, self.stderr, limit)
 
 
 class Sandbox(Protocol):

@@ -31,6 +31,10 @@ both sit on it. What it guarantees, and the failure each guarantee prevents:
   paths the hook runs after the SIGKILL has made the child exit and before it is reaped:
   running it before the kill would race a child that is still running, which is what
   the hook exists to avoid. Linux only: `os.pidfd_open` and `waitid(P_PIDFD, WNOWAIT)`.
+  There is no fallback for other systems (a kqueue or a polling wait): the platform is
+  refused before a lint starts (platform_support.py), and a spawn that is reached
+  without pidfd anyway (an older kernel, a Python built without it) refuses with
+  errors.PlatformUnsupported before the child starts, or kills it if pidfd_open fails.
   The hook is part of waiting for the child: if it raises, the terminal frame is
   `Failed(waitFailed)` naming the exception, never a clean `Exit`.
 """
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import math
 import os
 import select
@@ -54,6 +59,7 @@ from types import MappingProxyType, TracebackType
 from typing import IO, BinaryIO, Literal, cast
 
 from roteiro_py import errors
+from roteiro_py.platform_support import missing_pidfd
 
 #: Bytes per read, and so the largest frame; line framing emits at this size too.
 READ_BYTES = 64 * 1024
@@ -384,6 +390,8 @@ def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], tim
         raise ValueError(f"timeout must be positive, not {timeout}")
     if max_bytes is not None and max_bytes < 0:
         raise ValueError(f"max_bytes must not be negative, not {max_bytes}")
+    if not hasattr(os, "pidfd_open"):
+        raise missing_pidfd("this Python has no os.pidfd_open")
     try:
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=dict(env), bufsize=0, close_fds=True,
@@ -395,9 +403,14 @@ def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], tim
         raise errors.SpawnFailed(argv[0], f"{exc.strerror or exc}{where}") from exc
     try:
         pidfd = os.pidfd_open(proc.pid)
-    except OSError:
+    except OSError as exc:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        if exc.errno == errno.ENOSYS:  # a kernel older than pidfd_open
+            raise missing_pidfd("this kernel has no pidfd_open system call") from exc
         raise
     pump = _Pump(proc, pidfd, timeout=timeout, framing=framing, max_bytes=max_bytes,
                  exited=exited)

@@ -7,6 +7,8 @@ and `rustc -vV`, then runs clippy), each with its own exit status and output, be
 boot costs ~2 s under TCG (VM_NOTES) and three boots would triple that.
 
 What a backend guarantees (the qemu member documents how):
+- It states the most it can enforce as grant atoms (`ceiling()`); a lint checks its grant
+  against that before it prepares anything (lint/run.py `check_grant`).
 - It refuses, with `errors.Unenforceable` and before booting, every grant atom it cannot
   enforce: `net:*` (there is no network device), `secret:*`, `env:read:*` (the guest's
   environment is set, never inherited), any `fs:write` outside the scratch disk, and
@@ -106,6 +108,10 @@ class VmBackend(Protocol):
 
     def isolation(self) -> Isolation:
         """The isolation runs will have (probing the hypervisor if not yet done)."""
+        ...
+
+    def ceiling(self) -> GrantSet:
+        """The most this backend can confine a command to; a grant beyond it is refused."""
         ...
 
     def run(self, command: Command, grant: GrantSet) -> Outcome:

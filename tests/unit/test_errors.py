@@ -139,6 +139,10 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                    ["net:egress:crates.io:443", "cargo fetch", "no network device"]),
     errors.SpawnFailed: lambda: (errors.SpawnFailed("/usr/bin/qemu-x", "No such file or directory"),
                                  ["/usr/bin/qemu-x", "No such file"]),
+    errors.PlatformUnsupported: lambda: (errors.PlatformUnsupported("Plan9 mips-77", "Linux x86_64",
+                                                                     "`pylint-sandbox docs platforms`"),
+                                         ["This host (Plan9 mips-77) cannot run a lint: lints run only "
+                                          "on Linux x86_64.", "pylint-sandbox docs platforms", "render REPORT.json"]),
     errors.InternalError: lambda: (errors.InternalError("unexpected state 12"), ["unexpected state 12"]),
     errors.RoteiroError: lambda: (errors.RoteiroError("base error 99"), ["base error 99"]),
     errors.Refusal: lambda: (errors.Refusal("generic refusal 5"), ["generic refusal 5"]),

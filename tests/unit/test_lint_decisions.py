@@ -25,6 +25,7 @@ from roteiro_py.errors import (
     TagNotDigest,
 )
 from roteiro_py.lint import caches, judgement
+from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command
 from roteiro_py.report.model import Finding
 from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
@@ -364,3 +365,56 @@ def test_the_template_detail_says_how_the_vm_started() -> None:
     assert lint.template_detail(restored, template=True) == f"the VM was restored from template {'k' * 16}"
     built = dataclasses.replace(restored, template_built_seconds=12.34)
     assert lint.template_detail(built, template=True).endswith(", built by this run in 12.3 s")
+
+
+def _qemu_ceiling() -> GrantSet:
+    """The ceiling the lint's backend states, built as lint() builds that backend."""
+    from roteiro_py.vm import BACKENDS
+
+    return BACKENDS["qemu"](rootfs=Path(os.devnull), scratch=None,
+                            scratch_guest=lint.GUEST_SCRATCH).ceiling()
+
+
+@pytest.mark.parametrize("extra", ["net:egress:crates.io:443", "fs:write:{ws}/**", "env:read:HOME",
+                                   "secret:use:TOKEN", "fs:write:/tmp/**", "gpu:use:0"])
+def test_a_grant_beyond_what_the_backend_can_enforce_is_refused_naming_it(
+        tmp_path: Path, extra: str) -> None:
+    """check_grant asks what the tests ask of a grant (`within` a ceiling), in production,
+    against what the qemu backend says it can enforce; mounts.py refuses the same atoms,
+    but only once the root filesystem, the dependency cache and the tree's image exist."""
+    from roteiro_py.errors import Unenforceable
+    from roteiro_py.process.grants import GrantAtom
+    from roteiro_py.vm.mounts import derive_mounts
+
+    (tmp_path / "ws").mkdir()
+    tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
+    ceiling = _qemu_ceiling()
+    normal = lint.grant_for(tree, None, None)
+    lint.check_grant(normal, ceiling, "cargo clippy", "qemu")  # control: the lint's own grant
+    atom = GrantAtom.parse(extra.format(ws=tree.workspace))
+    beyond = GrantSet(normal.atoms | {atom})
+    with pytest.raises(Unenforceable) as refused:
+        lint.check_grant(beyond, ceiling, "cargo clippy", "qemu")
+    assert refused.value.atom == str(atom) and refused.value.exit_code == 3
+    text = refused.value.guidance().render_text()
+    assert str(atom) in text and "qemu backend" in text and "nothing was prepared or booted" in text
+    # the backend's own mount table agrees: it refuses the atom too, and takes the rest
+    step = Command("cargo", ("clippy",), tree.workspace)
+    derive_mounts(normal, step, scratch=lint.GUEST_SCRATCH, host_cargo_home=tmp_path / "c")
+    with pytest.raises(Unenforceable):
+        derive_mounts(beyond, step, scratch=lint.GUEST_SCRATCH, host_cargo_home=tmp_path / "c")
+
+
+def test_the_lints_grant_with_its_package_cache_is_within_the_ceiling(tmp_path: Path) -> None:
+    from roteiro_py.errors import Unenforceable
+    from roteiro_py.process.grants import GrantAtom
+
+    tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
+    grant = lint.grant_for(tree, tmp_path / "view" / "registry", tmp_path / "view" / "git")
+    lint.check_grant(grant, _qemu_ceiling(), "cargo clippy", "qemu")
+    # every atom beyond is named, not only the first
+    two = GrantSet(grant.atoms | {GrantAtom.parse("net:egress:a.example:443"),
+                                  GrantAtom.parse("env:read:HOME")})
+    with pytest.raises(Unenforceable) as refused:
+        lint.check_grant(two, _qemu_ceiling(), "cargo clippy", "qemu")
+    assert refused.value.atom == "env:read:HOME net:egress:a.example:443"

@@ -4,8 +4,11 @@ hostile path stays one inert word (issue 14)."""
 
 from __future__ import annotations
 
+import io
+import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.cli import app as cli
+from roteiro_py.config import MAX_MEMORY_MIB, MAX_TIMEOUT_S, resolve
 from roteiro_py.invocation import MAX_RERUN_CHARS, Invocation, shell_word
 
 Raise = Callable[[Any], int]
@@ -53,7 +57,9 @@ def _suggested(stderr: str) -> str:
 
 
 HOSTILE = ["my tree", "it's \"quoted\"", "$(touch {marker})", "`touch {marker}`", "new\nline",
-           "tab\there", "bidi\u202eevil", "bytes-\udcff-end", "-dash-first", "--"]
+           "tab\there", "bidi\u202eevil", "bytes-\udcff-end", "-dash-first", "--",
+           # the printer's guard() escapes the `[` of a runner command; quoted, it must not
+           "ci##[set-output name=x;]y"]
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -123,3 +129,59 @@ def test_shell_words_are_plain_where_they_can_be() -> None:
     assert shell_word("a b") == "'a b'"
     assert shell_word("a\nb") == "$'a\\x0ab'"
     assert shell_word("it's\x1b") == "$'it\\'s\\x1b'"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_narrow_terminal_every_command_is_still_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich wraps what it prints at the terminal's width with real newlines: a command
+    wider than the terminal came out as two lines, and pasted, the first ran without the
+    rest (the rerun without its new value) or a quoted word took a newline. Commands are
+    printed whole; the terminal folds them, and a copy joins the fold."""
+    marker = tmp_path / "ran"
+    path = str(tmp_path / "a rather long workspace name" / "with a member in it")
+    words = ["lint", "clippy", path, "--features", "one,two,three", "--format", "json=out file.json"]
+    target = errors.TargetNotInImage("riscv64gc-unknown-linux-gnu", "r.example/c@sha256:" + "e" * 64)
+    killed = errors.KilledBySignal("SIGKILL", 1536, "cargo clippy")
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for error in (target, killed):
+        stream = _Terminal()
+        monkeypatch.setattr(sys, "stderr", stream)
+        _lint(words, monkeypatch, error)
+        shown = re.sub(r"\x1b\[[0-9;]*m", "", stream.getvalue()).splitlines()
+        commands = error.guidance().commands
+        assert max(map(len, commands)) > 60, "control: a command is wider than the terminal"
+        assert all(f"    {command}" in shown for command in commands), shown
+    line = _suggested("\n".join(shown))
+    assert "--memory 3072" in line and _bash_words(line, tmp_path)[2] == path and not marker.exists()
+
+
+@pytest.mark.parametrize(("option", "error", "given"), [
+    ("--timeout", lambda s: errors.DeadlineExceeded("cargo clippy", float(s)), MAX_TIMEOUT_S // 2 + 1),
+    ("--memory", lambda m: errors.KilledBySignal("SIGKILL", m, "cargo clippy"), MAX_MEMORY_MIB // 2 + 1),
+])
+def test_the_rerun_stays_within_what_the_option_takes(
+        option: str, error: Callable[[int], errors.RoteiroError], given: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Doubled past the bound `[vm]` states, the pasted rerun was refused as a bad value: it
+    offers the bound instead, and nothing to paste once the run already had it."""
+
+    most = {"--timeout": MAX_TIMEOUT_S, "--memory": MAX_MEMORY_MIB}[option]
+    key = {"--timeout": "vm.timeout_s", "--memory": "vm.memory_mib"}[option]
+    _lint(["lint", "clippy", ".", option, str(given)], monkeypatch, error(given))
+    line = _suggested(capsys.readouterr().err)
+    assert line.endswith(f" {option} {most}")
+    rerun = _lint(_bash_words(line, tmp_path), monkeypatch, None)
+    # The real resolution accepts what the rerun gives, and the control: one more is refused.
+    section, name = key.split(".")
+    assert getattr(getattr(resolve(tmp_path, flags=rerun.flags).settings, section), name) == most
+    with pytest.raises(errors.ConfigError):
+        resolve(tmp_path, flags={key: (most + 1, option)})
+    _lint(["lint", "clippy", ".", option, str(most)], monkeypatch, error(most))
+    guidance = capsys.readouterr().err
+    assert "  run:" not in guidance and f"{option} {most}" not in guidance.replace(f"{option} or", "")

@@ -5,7 +5,7 @@ be enforced) before anything else, so a refusal costs nothing; then the assets a
 verified and the accelerator is resolved (probe, cached); then the images of the shares
 that travel as images are built (`share_transport`); only then does qemu start.
 
-Acceleration (`accel`): "auto" uses KVM (or hvf on macOS) when its probe passes and
+Acceleration (`accel`): "auto" uses KVM when its probe passes and
 otherwise refuses with errors.SandboxUnavailable, saying whether TCG would work; TCG is
 used only when asked for by name, because QEMU does not treat TCG as a security
 boundary. The `Isolation` of every outcome says which one ran.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import platform
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -42,7 +41,9 @@ from roteiro_py.vm.stamps import StampBook
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
 BOOT_ALLOWANCE = 60.0
-ACCEL_CHOICES = ("auto", "kvm", "hvf", "tcg")
+#: What `[vm] accel` may be. The host is Linux x86_64 (platform_support.py): macOS's
+#: hvf is not offered, since nothing else here (pidfd, setpriv) runs there.
+ACCEL_CHOICES = ("auto", "kvm", "tcg")
 #: The guest's "clock EPOCH" status line is read only with at most this many digits
 #: (epoch seconds have 10 until the year 2286); lint/freshness.py bounds the value.
 CLOCK_DIGITS = 12
@@ -52,7 +53,7 @@ def isolation_for(accel: str) -> Isolation:
     if accel == "tcg":
         return Isolation("qemu", "tcg", False, "QEMU microvm under TCG software emulation — "
                          "not a hardware security boundary")
-    name = {"kvm": "KVM", "hvf": "Hypervisor.framework"}.get(accel, accel)
+    name = {"kvm": "KVM"}.get(accel, accel)
     return Isolation("qemu", accel, True, f"QEMU microvm under {name} hardware virtualization")
 
 
@@ -140,9 +141,8 @@ class QemuBackend:
                 raise errors.SandboxUnavailable(verdict.reason, accel="tcg",
                                                 findings=(f"tcg: {verdict.reason}",))
             return "tcg"
-        # auto means this host's own hardware accelerator: KVM on Linux, HVF on macOS.
-        native = "hvf" if platform.system() == "Darwin" else "kvm"
-        wanted = (native,) if self.accel == "auto" else (self.accel,)
+        # auto means the host's own hardware accelerator: KVM (the host is Linux x86_64).
+        wanted = ("kvm",) if self.accel == "auto" else (self.accel,)
         findings = []
         for accel in wanted:
             verdict = probe.probe(accel, assets, qemu=self.qemu)
@@ -153,6 +153,19 @@ class QemuBackend:
         raise errors.SandboxUnavailable(
             "no hardware acceleration that boots a guest", accel=self.accel,
             findings=tuple(findings), tcg_possible=tcg.usable)
+
+    def ceiling(self) -> GrantSet:
+        """The most this backend can confine a command to, as grant atoms.
+
+        Read and list any host directory tree (a read-only share: mounts.py, which still
+        refuses the particular trees it never shares, such as the cargo home's root); write
+        only on the scratch disk (the one writable place; a run without a scratch disk
+        refuses a write grant); run any program, since everything runs inside the VM.
+        Never the network (there is no network device), a secret or an ambient variable
+        (the guest's environment is set, never inherited).
+        """
+        return GrantSet.of("fs:read:/**", "fs:list:/**", f"fs:write:{self.scratch_guest}/**",
+                           "proc:exec:*")
 
     def mounts(self, steps: Sequence[Command], grant: GrantSet) -> MountTable:
         tables = {derive_mounts(grant, step, scratch=self.scratch_guest if self.scratch

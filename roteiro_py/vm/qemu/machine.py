@@ -97,7 +97,7 @@ class Disk:
 @dataclass(frozen=True)
 class MachineSpec:
     assets: Assets
-    accel: str  # "kvm" | "tcg" | "hvf"
+    accel: str  # "kvm" | "tcg"
     cpu: str
     cpus: int
     memory_mib: int
@@ -245,9 +245,15 @@ def tied_to_caller(argv: list[str]) -> list[str]:
     hostile build on, hold the scratch disk's write lock, and keep its memory. util-
     linux's setpriv sets the parent-death signal and execs qemu (it survives the exec);
     QEMU 7.2 has no `-run-with exit-with-parent` of its own.
+
+    Without setpriv this refuses (errors.HostToolMissing) rather than start qemu untied:
+    it used to run qemu as is, and a killed lint then left its guest running unseen.
     """
     setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
+    if setpriv is None:
+        raise errors.HostToolMissing("setpriv", "util-linux", "tie the VM to this process, "
+                                     "so that a lint that is killed leaves no guest running")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
 
 
 def qemu_argv(spec: MachineSpec, initrd: Path, sockets: Path) -> list[str]:

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,13 +35,13 @@ MARKER = "ROTEIRO-CANARY-OK"
 KVM_DEADLINE = 6.0
 #: Under TCG the canary took 3.3-5.6 s on a 2-core host shared with other builds.
 TCG_DEADLINE = 30.0
-ACCELERATORS = ("kvm", "hvf", "tcg")
+ACCELERATORS = ("kvm", "tcg")
 #: How long a "silent hang" verdict for hardware acceleration is trusted. An abort is
 #: deterministic and cached for good; a hang can also be one slow boot on a loaded host,
 #: and must not disable KVM for every later lint.
 HANG_VERDICT_TTL_S = 3600.0
 #: The CPU model each accelerator runs with (the probe must test what runs).
-CPU = {"kvm": "host", "hvf": "host", "tcg": "max"}
+CPU = {"kvm": "host", "tcg": "max"}
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,6 @@ def _cache_file(version: str, assets: Assets, accel: str, cpu: str) -> Path:
 
 
 def _precheck(accel: str) -> str | None:
-    if accel == "hvf" and sys.platform != "darwin":
-        return "hvf is macOS's hypervisor; this host is not macOS"
     if accel == "kvm":
         if not os.path.exists("/dev/kvm"):
             return "/dev/kvm does not exist (KVM not loaded, or not exposed to this host)"

@@ -72,13 +72,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return Installed(wheel=wheel, venv=env_dir, outside=outside)
 
 
-def _run(installed: Installed, *args: str, home: Path) -> subprocess.CompletedProcess[bytes]:
-    """The installed command, as a user with no checkout runs it: nothing of this test's
-    Python path, a fresh $ROTEIRO_HOME and $CARGO_HOME."""
+def _env(installed: Installed, home: Path) -> dict[str, str]:
+    """The environment of a user with no checkout: nothing of this test's Python path, a
+    fresh $ROTEIRO_HOME and $CARGO_HOME, the installed command first on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "ROTEIRO_"))}
     env.update(ROTEIRO_HOME=str(home / "roteiro"), CARGO_HOME=str(home / "cargo"), NO_COLOR="1",
                PATH=f"{installed.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    return subprocess.run([str(installed.exe), *args], cwd=installed.outside, env=env,
+    return env
+
+
+def _run(installed: Installed, *args: str, home: Path) -> subprocess.CompletedProcess[bytes]:
+    """The installed command, as a user with no checkout runs it (`_env`)."""
+    return subprocess.run([str(installed.exe), *args], cwd=installed.outside, env=_env(installed, home),
                           capture_output=True, timeout=300)
 
 
@@ -91,12 +96,20 @@ def test_the_wheel_carries_the_guest_init_and_every_file_a_message_points_at(ins
             assert wheel.read(member) == (ROOT / entry.source).read_bytes(), member
 
 
-def test_the_installed_package_is_the_wheels_not_the_checkouts(installed: Installed) -> None:
-    probe = subprocess.run([str(installed.venv / "bin" / "python"), "-I", "-c",
-                            "import roteiro_py.cli.app as a; print(a.__file__)"],
-                           cwd=installed.outside, capture_output=True, text=True, timeout=60, check=True)
-    where = Path(probe.stdout.strip())
-    assert installed.venv in where.parents and ROOT not in where.parents
+def test_the_installed_package_is_the_wheels_not_the_checkouts(installed: Installed, tmp_path: Path) -> None:
+    """Asked in the environment every other test here runs the command in (`_env`), not
+    under `python -I`, which would hide a PYTHONPATH this session leaks (the suite runs with
+    PYTHONPATH naming the checkout)."""
+    def where(env: dict[str, str]) -> Path:
+        probe = subprocess.run([str(installed.venv / "bin" / "python"), "-c",
+                                "import roteiro_py.cli.app as a; print(a.__file__)"], env=env,
+                               cwd=installed.outside, capture_output=True, text=True, timeout=60, check=True)
+        return Path(probe.stdout.strip())
+
+    env = _env(installed, tmp_path)
+    assert installed.venv in where(env).parents and ROOT not in where(env).parents
+    # The control: the probe does see a leaked path.
+    assert ROOT in where({**env, "PYTHONPATH": str(ROOT)}).parents
 
 
 def test_help_doctor_and_the_shipped_documents_run_from_the_wheel(installed: Installed, tmp_path: Path) -> None:
@@ -173,9 +186,7 @@ def test_the_printed_build_and_pin_commands_work_verbatim_from_the_wheel(
     triple = "riscv64gc-unknown-linux-gnu"
     wrapper = (f"pylint-sandbox() {{ command pylint-sandbox \"$@\" | "
                f"sed '1s|^FROM .*|FROM {stand_in_base}|'; }}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "ROTEIRO_"))}
-    env.update(ROTEIRO_HOME=str(tmp_path / "roteiro"), CARGO_HOME=str(tmp_path / "cargo"),
-               PATH=f"{installed.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    env = _env(installed, tmp_path)
     calls = []
     for line in (shipped.build_command(), errors.target_build_command(triple)):
         built = subprocess.run(["bash", "-c", "set -o pipefail\n" + wrapper + line], cwd=installed.outside,

@@ -12,6 +12,7 @@ from roteiro_py.clippy.toolchain import (
     PROBE_LIMIT_BYTES,
     ProbeOutput,
     parse_clippy_version,
+    parse_rustc_vv,
     toolchain_from_probe,
 )
 from roteiro_py.errors import ImageLacksLinter, ProbeFailed, UsageError
@@ -96,3 +97,14 @@ def test_garbage_rustc_vv_is_refused(replace: tuple[bytes, bytes]) -> None:
     rustc = ProbeOutput(0, RUSTC_OK.stdout.replace(*replace), b"")
     with pytest.raises(ProbeFailed):
         toolchain_from_probe(CLIPPY_OK, rustc, reference=REF)
+
+
+def test_a_failed_probe_quotes_stderr_then_stdout() -> None:
+    """Outcome.diagnostics' view: a clippy that fails with its words on stdout is quoted
+    too (it was `stderr or stdout`: the stdout half was dropped when stderr held a line)."""
+    with pytest.raises(ImageLacksLinter) as lacking:
+        parse_clippy_version(ProbeOutput(127, b"usage: clippy-out-77\n", b"sh: err-77\n"), reference=REF)
+    assert lacking.value.output == "sh: err-77\nusage: clippy-out-77"
+    with pytest.raises(ProbeFailed) as failed:
+        parse_rustc_vv(ProbeOutput(1, b"out-78\n", b"err-78\n"))
+    assert "exit status 1: err-78\nout-78" in failed.value.detail

@@ -122,6 +122,18 @@ def test_a_bare_program_against_a_path_is_unknown() -> None:
     assert within("proc:exec:rustc", "proc:exec:cargo") is NO
 
 
+def test_any_program_is_a_ceiling_and_only_within_a_ceiling_of_any_program() -> None:
+    assert within("proc:exec:cargo", "proc:exec:*") is YES
+    assert within("proc:exec:/usr/bin/cargo", "proc:exec:*") is YES
+    assert within("proc:exec:*", "proc:exec:*") is YES
+    # control: "any program" is not within a ceiling that names one, nor another domain's
+    assert within("proc:exec:*", "proc:exec:cargo") is NO
+    assert within("proc:exec:*", "proc:exec:/usr/bin/cargo") is NO
+    assert within("fs:read:/src", "proc:exec:*") is NO
+    with pytest.raises(MalformedGrant, match="bare name"):
+        GrantAtom.parse("proc:exec:car*")
+
+
 def test_workspace_grant_is_exactly_read_list_exec_and_sits_within_the_ceiling(
     tmp_path: Path,
 ) -> None:

@@ -366,3 +366,36 @@ def test_an_exited_hook_that_raises_is_a_failed_wait_not_a_clean_exit() -> None:
 
     frames = list(spawn(["true"], timeout=10, exited=hook))
     assert frames == [Failed("waitFailed", "the exited hook raised RuntimeError: hook broke")]
+
+
+def test_without_pidfd_a_spawn_refuses_naming_the_platform_and_nothing_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """There is no wait fallback: a Python without os.pidfd_open refuses before the child
+    starts. (Removing the attribute is the only way to be that Python on this host.)"""
+    marker = tmp_path / "ran"
+    argv = ["sh", "-c", f"touch {marker}"]
+    with monkeypatch.context() as patch:
+        patch.delattr(os, "pidfd_open")
+        with pytest.raises(errors.PlatformUnsupported) as refused:
+            spawn(argv, timeout=5)
+    text = refused.value.guidance().render_text()
+    assert "no os.pidfd_open" in text and "Linux 5.3 or later" in text
+    time.sleep(0.3)
+    assert not marker.exists()
+    # control: with pidfd the same child runs
+    assert collect(spawn(argv, timeout=5)).exit == 0 and marker.exists()
+
+
+def test_a_kernel_without_pidfd_open_is_refused_and_the_child_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSYS is faked: a kernel older than 5.3 cannot be had on demand here."""
+    marker = tmp_path / "ran"
+
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    with pytest.raises(errors.PlatformUnsupported, match="no pidfd_open system call"):
+        spawn(["sh", "-c", f"sleep 0.3; touch {marker}"], timeout=5)
+    time.sleep(0.6)
+    assert not marker.exists(), "the child outlived the refusal"

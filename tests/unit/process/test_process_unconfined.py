@@ -130,3 +130,23 @@ def test_output_is_capped_on_a_character_boundary(tmp_path: Path) -> None:
 ])
 def test_utf8_prefix_drops_only_an_incomplete_last_character(data: bytes, kept: bytes) -> None:
     assert utf8_prefix(data) == kept
+
+
+def test_diagnostics_is_stderr_then_stdout_bounded(tmp_path: Path) -> None:
+    from roteiro_py.process.sandbox import DIAGNOSTICS_LIMIT
+
+    grant = workspace_grant(tmp_path, "sh")
+    both = UNCONFINED.run(Command("sh", ("-c", "echo said-out; echo said-err >&2; exit 3"), tmp_path), grant)
+    assert both.diagnostics() == "said-err\nsaid-out"
+    # control arms: one stream alone is quoted alone, and an empty run says nothing
+    only_out = UNCONFINED.run(Command("sh", ("-c", "echo usage: x"), tmp_path), grant)
+    assert only_out.diagnostics() == "usage: x"
+    assert UNCONFINED.run(Command("sh", ("-c", "true"), tmp_path), grant).diagnostics() == ""
+    # a flood is cut to the limit, stderr's start kept first; bad UTF-8 is replaced
+    flood = UNCONFINED.run(Command("sh", ("-c", "printf 'E\\377'; head -c 100000 /dev/zero | tr '\\0' e >&2; "
+                                                "echo out"), tmp_path), grant)
+    said = flood.diagnostics()
+    assert len(said) == DIAGNOSTICS_LIMIT and said.startswith("e" * 100) and "out" not in said
+    assert flood.diagnostics(limit=8) == "e" * 8
+    assert "\ufffd" in UNCONFINED.run(Command("sh", ("-c", "printf 'E\\377' >&2"), tmp_path),
+                                      grant).diagnostics()

@@ -1,19 +1,18 @@
 """Which accelerator the qemu backend runs under, decided from the probe's verdicts.
 
 `QemuBackend._resolve_accel` asks `probe.probe` whether each accelerator boots a guest and
-chooses from the answers: `auto` is this host's own hardware accelerator (KVM on Linux,
-HVF on macOS) or a refusal saying whether TCG would work, never TCG; TCG runs only when
-named. The integration tests can only see the verdicts the machine they run on gives
+chooses from the answers: `auto` is the host's hardware accelerator (KVM: a lint runs only
+on Linux x86_64, platform_support.py) or a refusal saying whether TCG would work, never
+TCG; TCG runs only when named. The integration tests can only see the verdicts the machine they run on gives
 (KVM broken on the development hosts, working on a CI runner), so each of them tested
 one half. Here every combination is driven through the real decision with the verdicts
 injected: `probe.probe` is replaced, because a real host cannot be made to give "KVM
-boots" or "TCG fails" on demand, and neither can it be made to be macOS.
+boots" or "TCG fails" on demand.
 """
 
 from __future__ import annotations
 
 import itertools
-import types
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,6 @@ from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import probe
 from roteiro_py.vm.qemu.assets import Assets
 
-#: What `auto` means on each platform (the host's own hypervisor).
-NATIVE = {"Linux": "kvm", "Darwin": "hvf"}
 #: What each fake verdict says, in the words the real probe uses for these outcomes.
 BOOTED = "canary guest booted in 0.4 s"
 FAILED = "qemu was killed by signal 6 (SIGABRT: qemu aborted) after 0.04 s without booting the canary"
@@ -34,7 +31,7 @@ FAILED = "qemu was killed by signal 6 (SIGABRT: qemu aborted) after 0.04 s witho
 class Host:
     """A host as the backend sees it: its platform, and the probe's verdict per accelerator."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, system: str,
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                  usable: dict[str, bool]) -> None:
         self.usable = usable
         self.asked: list[tuple[str, str]] = []
@@ -42,8 +39,6 @@ class Host:
                              "6.1.0-test", "provisioned")
         monkeypatch.setattr(probe, "probe", self.probe)
         monkeypatch.setattr(qemu_backend, "load_assets", lambda kernel, initrd: self.assets)
-        # Only the backend's view of the platform is changed, not the interpreter's.
-        monkeypatch.setattr(qemu_backend, "platform", types.SimpleNamespace(system=lambda: system))
 
     def probe(self, accel: str, assets: Assets, *, cpu: str | None = None,
               qemu: str = "", use_cache: bool = True) -> probe.Verdict:
@@ -59,20 +54,26 @@ def backend_for(tmp_path: Path, accel: str) -> qemu_backend.QemuBackend:
                                     qemu=str(tmp_path / "bin" / "qemu-system-x86_64"))
 
 
-VERDICTS = [dict(zip(("kvm", "hvf", "tcg"), combo, strict=True))
-            for combo in itertools.product((True, False), repeat=3)]
+VERDICTS = [dict(zip(("kvm", "tcg"), combo, strict=True))
+            for combo in itertools.product((True, False), repeat=2)]
 
 
-@pytest.mark.parametrize("system", sorted(NATIVE))
+def test_the_choices_are_the_linux_accelerators_and_hvf_is_refused_as_usage(tmp_path: Path) -> None:
+    """hvf (macOS) is no choice: a lint runs only on Linux x86_64 (platform_support.py)."""
+    assert qemu_backend.ACCEL_CHOICES == ("auto", "kvm", "tcg") and probe.ACCELERATORS == ("kvm", "tcg")
+    with pytest.raises(errors.UsageError, match="auto, kvm, tcg, not 'hvf'"):
+        backend_for(tmp_path, "hvf")
+
+
 @pytest.mark.parametrize("usable", VERDICTS,
                          ids=lambda u: ",".join(f"{a}-{'ok' if ok else 'no'}" for a, ok in u.items()))
 @pytest.mark.parametrize("accel", qemu_backend.ACCEL_CHOICES)
 def test_the_accelerator_is_the_one_asked_for_when_its_probe_passes_else_a_refusal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system: str, usable: dict[str, bool],
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, usable: dict[str, bool],
         accel: str) -> None:
-    host = Host(monkeypatch, tmp_path, system, usable)
+    host = Host(monkeypatch, tmp_path, usable)
     backend = backend_for(tmp_path, accel)
-    wanted = NATIVE[system] if accel == "auto" else accel
+    wanted = "kvm" if accel == "auto" else accel
     if usable[wanted]:  # the control arm: a usable verdict is what runs
         isolation = backend.isolation()
         assert isolation.accelerator == wanted and isolation.backend == "qemu"
@@ -93,11 +94,10 @@ def test_the_accelerator_is_the_one_asked_for_when_its_probe_passes_else_a_refus
     assert ("--accel tcg" in text) is offered
 
 
-@pytest.mark.parametrize("system", sorted(NATIVE))
 def test_auto_never_selects_tcg_however_the_verdicts_fall(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guard, on its own: with only TCG booting, `auto` refuses and names the opt-in."""
-    host = Host(monkeypatch, tmp_path, system, {"kvm": False, "hvf": False, "tcg": True})
+    host = Host(monkeypatch, tmp_path, {"kvm": False, "tcg": True})
     with pytest.raises(errors.SandboxUnavailable) as raised:
         backend_for(tmp_path, "auto").isolation()
     assert raised.value.tcg_possible and "--accel tcg" in raised.value.guidance().render_text()
@@ -105,16 +105,14 @@ def test_auto_never_selects_tcg_however_the_verdicts_fall(
     # Control arms on the same host: TCG is selectable at all, by name ...
     assert backend_for(tmp_path, "tcg").isolation() == qemu_backend.isolation_for("tcg")
     # ... and `auto` takes the hardware accelerator as soon as its probe passes.
-    host.usable[NATIVE[system]] = True
+    host.usable["kvm"] = True
     chosen = backend_for(tmp_path, "auto").isolation()
-    assert chosen == qemu_backend.isolation_for(NATIVE[system])
+    assert chosen == qemu_backend.isolation_for("kvm")
     assert chosen.hardware_isolated and chosen.accelerator != "tcg"
 
 
 def test_the_isolation_of_each_accelerator_says_whether_it_is_hardware() -> None:
-    hardware = {accel: qemu_backend.isolation_for(accel) for accel in ("kvm", "hvf")}
-    assert hardware["kvm"] == Isolation("qemu", "kvm", True,
-                                        "QEMU microvm under KVM hardware virtualization")
-    assert hardware["hvf"].hardware_isolated and "Hypervisor.framework" in hardware["hvf"].description
+    assert qemu_backend.isolation_for("kvm") == Isolation(
+        "qemu", "kvm", True, "QEMU microvm under KVM hardware virtualization")
     tcg = qemu_backend.isolation_for("tcg")  # control: the one that is not
     assert not tcg.hardware_isolated and "not a hardware security boundary" in tcg.description

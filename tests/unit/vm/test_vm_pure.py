@@ -230,3 +230,16 @@ def test_a_sigkilled_caller_takes_qemu_with_it(tmp_path: Path) -> None:
         if alive:
             os.kill(child, signal.SIGKILL)
         assert alive == should_survive, ("tied" if tied else "untied", alive)
+
+
+def test_without_setpriv_qemu_is_refused_not_started_untied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to run qemu without the parent-death signal when setpriv was missing."""
+    from roteiro_py.vm.qemu.machine import tied_to_caller
+
+    tied = tied_to_caller(["qemu-system-x86_64", "-version"])  # control: setpriv is here
+    assert Path(tied[0]).name == "setpriv" and tied[1:4] == ["--pdeathsig", "KILL", "--"]
+    monkeypatch.setenv("PATH", str(tmp_path))  # a real PATH without util-linux
+    with pytest.raises(errors.HostToolMissing) as refused:
+        tied_to_caller(["qemu-system-x86_64", "-version"])
+    assert refused.value.tool == "setpriv" and refused.value.package == "util-linux"
