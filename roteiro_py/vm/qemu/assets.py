@@ -339,8 +339,10 @@ def provision_assets(allow_download: bool, progress: Progress | None = None,
     An InRelease dated before the one the previous provisioning of the same archive and
     suite recorded is refused too (a mirror replaying an old index to pin an old kernel).
     Runs under a lock so two prefetches cannot interleave; each file is written to a
-    temporary name and renamed, and the manifest is written last, so a reader sees either
-    the old manifest or files that match the new one.
+    temporary name and renamed, and the manifest is written last. A run (which takes no
+    lock) that reads between the renames, or after a crash between them, finds a file
+    that does not match the manifest and refuses it (VmAssetsMissing); it never boots a
+    file the manifest does not vouch for.
     """
     say = progress or (lambda _message: None)
     root = paths.vm_assets_root()

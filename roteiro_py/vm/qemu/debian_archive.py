@@ -8,21 +8,29 @@ Guarantees:
   its `Date` is not in the future and its `Valid-Until`, when there is one, has not
   passed. `Date` is returned so the caller can refuse an index older than one it already
   used (a replayed old InRelease is a downgrade: assets.py records it in its manifest).
-- `read_packages` fetches `COMPONENT/binary-ARCH/Packages.xz` (or `.gz`) and accepts it
+- `read_packages` fetches `COMPONENT/binary-ARCH/Packages.xz` (or `.gz`, or uncompressed,
+  whichever of them is there first) and accepts it
   only if its size and SHA-256 are the ones the verified InRelease lists; it is parsed as
   RFC 822 stanzas with every size bounded (`MAX_PACKAGES_BYTES` decompressed,
   `MAX_STANZA_BYTES` per stanza), keeping only the stanzas asked for.
 - `download` fetches a package's `Filename` (validated: under `pool/`, no `..`) reading at
   most its `Size` bytes, and keeps the file only if its SHA-256 is the one in Packages.
+- Every fetch reads at most its bound, at an average of at least `MIN_BYTES_PER_S`, and
+  follows redirects to http(s) only; a reply that is not HTTP is a failure to reach the
+  archive (`ArchiveError`, not `refused`), never an exception of http.client's.
 - The archive is a URL (http, https, file) or a local directory with the same
-  `dists/` and `pool/` layout (an air-gapped host's copy of a mirror).
+  `dists/` and `pool/` layout (an air-gapped host's copy of a mirror): it needs
+  `dists/SUITE/InRelease`, one of `dists/SUITE/main/binary-amd64/Packages.xz`, `.gz` or
+  `Packages`, and the two .debs at their `Filename` under `pool/`.
 
 One suite is read: the pinned `bookworm` by default, whose point releases (every two
 months or so) carry the kernel security updates; `bookworm-security` lives in another
 archive (security.debian.org) and is not read. The guest kernel is not what confines the
 tree: the hypervisor is, and everything the guest says is treated as hostile, so a kernel
-that lags the security archive by weeks does not weaken the sandbox. A user who wants it
-can point `[vm] debian_archive` at a mirror that merges it, or set `[vm] kernel`.
+that lags the security archive by weeks does not weaken the sandbox. A user who wants a
+newer kernel sets `[vm] kernel` and `[vm] initrd`: a mirror that merged the security
+archive into this suite would have to sign its InRelease with its own key, which is not
+pinned, and is refused.
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ from __future__ import annotations
 import email.utils
 import gzip
 import hashlib
+import http.client
 import io
 import lzma
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,7 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from roteiro_py.config import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SUITE
 from roteiro_py.vm.qemu import openpgp
@@ -76,6 +86,10 @@ MAX_STANZA_BYTES = 256 << 10
 MAX_DEB_BYTES = 1 << 30
 #: Seconds one network read may stall.
 NETWORK_TIMEOUT_S = 60
+#: A download must average at least this rate (after NETWORK_TIMEOUT_S of grace): the
+#: timeout alone bounds one read, and a mirror sending a byte a minute would hold
+#: prefetch for ever. At this rate the ~70 MB kernel .deb may take ~35 minutes.
+MIN_BYTES_PER_S = 32 << 10
 _CHUNK = 1 << 20
 
 _FILENAME = re.compile(r"pool/[A-Za-z0-9+._~%-]+(/[A-Za-z0-9+._~%-]+)*\.deb")
@@ -86,11 +100,12 @@ Progress = Callable[[str, int, int], None]
 
 class ArchiveError(Exception):
     """What went wrong, and whether it is a refusal of the archive's content (`refused`)
-    or a failure to reach it."""
+    or a failure to reach it; `missing`: the archive answered that the file is not there."""
 
-    def __init__(self, message: str, *, refused: bool) -> None:
+    def __init__(self, message: str, *, refused: bool, missing: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
+        self.missing = missing
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,33 @@ def local_root(archive: str) -> Path | None:
     return Path(archive).expanduser()
 
 
+class _HttpRedirectsOnly(urllib.request.HTTPRedirectHandler):
+    """Redirects to http(s) only: urllib's own handler follows one to ftp://, whose login
+    no read of `fetch` sees, so MIN_BYTES_PER_S would not bound it (a trickling FTP greeting
+    held a registry pull: store/registry.py). Plain HTTP is fine here: content is signed."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
+        scheme = urllib.parse.urlsplit(newurl).scheme
+        if scheme not in ("http", "https"):
+            fp.close()
+            raise ArchiveError(f"{urllib.parse.urlsplit(req.full_url).path}: redirected to "
+                               f"{scheme[:20]}://, neither http nor https", refused=False)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """HTTP and HTTPS only (build_opener would add ftp:, file: and data:), the proxies of
+    the environment kept (a host behind one reaches no mirror otherwise)."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
+                    urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    urllib.request.HTTPDefaultErrorHandler(), _HttpRedirectsOnly(),
+                    urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
 def _open(archive: str, path: str) -> BinaryIO:
     root = local_root(archive)
     try:
@@ -135,26 +177,42 @@ def _open(archive: str, path: str) -> BinaryIO:
             return (root / path).open("rb")
         url = archive.rstrip("/") + "/" + urllib.parse.quote(path)
         request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox"})
-        response: BinaryIO = urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT_S)  # noqa: S310
+        response: BinaryIO = _opener().open(request, timeout=NETWORK_TIMEOUT_S)
         return response
     except urllib.error.HTTPError as exc:
-        raise ArchiveError(f"{path}: HTTP {exc.code}", refused=False) from exc
-    except (OSError, urllib.error.URLError, ValueError) as exc:
-        raise ArchiveError(f"{path}: {exc}", refused=False) from exc
+        raise ArchiveError(f"{path}: HTTP {exc.code}", refused=False,
+                           missing=exc.code in (404, 410)) from exc
+    except FileNotFoundError as exc:
+        raise ArchiveError(f"{path}: {exc}", refused=False, missing=True) from exc
+    # http.client.HTTPException: what urllib lets through of a reply that is not HTTP (a
+    # garbled status line, too many headers); a hostile mirror is a failure, not a crash.
+    except (OSError, urllib.error.URLError, ValueError, http.client.HTTPException) as exc:
+        raise ArchiveError(f"{path}: {str(exc) or repr(exc)}", refused=False) from exc
 
 
 def fetch(archive: str, path: str, limit: int, sink: Callable[[bytes], object] | None = None,
           progress: Progress | None = None) -> bytes:
     """At most `limit` bytes of `path` (more is refused); written to `sink` if given, else
-    returned."""
+    returned. Slower than MIN_BYTES_PER_S on average is given up (`read1`: one read returns
+    what one receive brought, so the rate is checked however the mirror trickles)."""
     kept = bytearray()
     done = 0
+    started = time.monotonic()
+    allowed = NETWORK_TIMEOUT_S + limit / MIN_BYTES_PER_S
+
+    def read(handle: BinaryIO, size: int) -> bytes:
+        try:
+            chunk: bytes = getattr(handle, "read1", handle.read)(size)
+        except (OSError, http.client.HTTPException) as exc:
+            raise ArchiveError(f"{path}: {str(exc) or repr(exc)}", refused=False) from exc
+        if time.monotonic() - started > allowed:
+            raise ArchiveError(f"{path}: {done + len(chunk)} bytes in {allowed:.0f} s, less than "
+                               f"{MIN_BYTES_PER_S} bytes a second", refused=False)
+        return chunk
+
     with _open(archive, path) as handle:
         while True:
-            try:
-                chunk = handle.read(min(_CHUNK, limit + 1 - done))
-            except OSError as exc:
-                raise ArchiveError(f"{path}: {exc}", refused=False) from exc
+            chunk = read(handle, min(_CHUNK, limit + 1 - done))
             if not chunk:
                 break
             done += len(chunk)
@@ -167,7 +225,7 @@ def fetch(archive: str, path: str, limit: int, sink: Callable[[bytes], object] |
             if progress is not None:
                 progress(path, done, limit)
             if done == limit:
-                if handle.read(1):
+                if read(handle, 1):
                     raise ArchiveError(f"{path} is larger than {limit} bytes", refused=True)
                 break
     return bytes(kept)
@@ -196,6 +254,8 @@ def _fields(stanza: str) -> dict[str, str]:
         name, sep, value = line.partition(":")
         if not sep or not name or " " in name:
             raise ArchiveError(f"a line that is not a field: {line[:80]!r}", refused=True)
+        if name in out:  # which one counts is a parser's choice: refuse rather than guess
+            raise ArchiveError(f"a stanza names the field {name[:80]!r} twice", refused=True)
         last = name
         out[name] = value.strip()
     return out
@@ -263,8 +323,10 @@ def _decompress(data: bytes, kind: str) -> bytes:
 def parse_packages(text: bytes, wanted: Callable[[str], bool]) -> dict[str, Package]:
     """The stanzas of a Packages file whose Package field `wanted` accepts, by name.
 
-    Every stanza is bounded by MAX_STANZA_BYTES; a name listed twice is refused (one suite
-    carries one version of a package).
+    Every stanza is bounded by MAX_STANZA_BYTES. A name listed more than once is its highest
+    version (`compare_versions`), as apt takes it: Debian's indexes do list some packages
+    at several versions (bookworm's Architecture: all linux-doc, twice); the same version
+    twice is refused, as is a stanza that names a field twice.
     """
     out: dict[str, Package] = {}
     for raw in re.split(rb"\n\n+", text):
@@ -280,35 +342,100 @@ def parse_packages(text: bytes, wanted: Callable[[str], bool]) -> dict[str, Pack
         if not wanted(name):
             continue
         fields = _fields(raw.decode("utf-8", "replace").strip("\n"))
+        version = fields.get("Version", "")
         if name in out:
-            raise ArchiveError(f"the package index lists {name} twice", refused=True)
+            order = compare_versions(version, out[name].version)
+            if order == 0:
+                raise ArchiveError(f"the package index lists {name} twice at version "
+                                   f"{version[:80]}", refused=True)
+            if order < 0:
+                continue
         filename, digest, size = fields.get("Filename", ""), fields.get("SHA256", ""), fields.get("Size", "")
         if not _FILENAME.fullmatch(filename) or "/../" in f"/{filename}/" or "/./" in f"/{filename}/":
             raise ArchiveError(f"{name} has an unusable Filename {filename[:120]!r}", refused=True)
         if not _SHA256.fullmatch(digest) or not size.isdigit() or not 0 < int(size) <= MAX_DEB_BYTES:
             raise ArchiveError(f"{name} has no usable SHA256 or Size", refused=True)
-        out[name] = Package(name, fields.get("Version", ""), filename, digest, int(size),
-                            fields.get("Depends", ""))
+        out[name] = Package(name, version, filename, digest, int(size), fields.get("Depends", ""))
     return out
 
 
 def read_packages(release: Release, wanted: Callable[[str], bool]) -> dict[str, Package]:
+    """The first of Packages.xz, .gz and the uncompressed Packages that the InRelease lists
+    and the archive holds (a local copy may hold only one: apt keeps the uncompressed one in
+    /var/lib/apt/lists); one that is there but does not match is refused, not passed over."""
     base = f"{COMPONENT}/binary-{ARCH}/Packages"
-    for suffix, kind in ((".xz", "xz"), (".gz", "gz")):
+    first_missing: ArchiveError | None = None
+    for suffix, kind, bound in ((".xz", "xz", MAX_PACKAGES_COMPRESSED_BYTES),
+                                (".gz", "gz", MAX_PACKAGES_COMPRESSED_BYTES), ("", "", MAX_PACKAGES_BYTES)):
         listed = release.sha256.get(base + suffix)
         if listed is None:
             continue
         digest, size = listed
-        if size > MAX_PACKAGES_COMPRESSED_BYTES:
-            raise ArchiveError(f"{base + suffix} is listed at {size} bytes, more than "
-                               f"{MAX_PACKAGES_COMPRESSED_BYTES}", refused=True)
+        if size > bound:
+            raise ArchiveError(f"{base + suffix} is listed at {size} bytes, more than {bound}",
+                               refused=True)
         path = f"dists/{release.suite}/{base}{suffix}"
-        data = fetch(release.archive, path, size)
+        try:
+            data = fetch(release.archive, path, size)
+        except ArchiveError as exc:
+            if not exc.missing:
+                raise
+            first_missing = first_missing or exc
+            continue
         if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
             raise ArchiveError(f"{path} does not match the SHA256 and size the signed InRelease "
                                "lists (the mirror is corrupt or was tampered with)", refused=True)
-        return parse_packages(_decompress(data, kind), wanted)
-    raise ArchiveError(f"the signed InRelease lists no {base}.xz or .gz", refused=True)
+        return parse_packages(_decompress(data, kind) if kind else data, wanted)
+    if first_missing is not None:
+        raise first_missing
+    raise ArchiveError(f"the signed InRelease lists no {base}.xz, .gz or uncompressed", refused=True)
+
+
+_VERSION = re.compile(r"(?:([0-9]+):)?([0-9][A-Za-z0-9.+~-]*?)(?:-([A-Za-z0-9.+~]+))?")
+
+
+def _order(char: str) -> int:
+    if char == "~":
+        return -1
+    if not char or char.isdigit():
+        return 0
+    return ord(char) if char.isalpha() else ord(char) + 256
+
+
+def _compare_part(a: str, b: str) -> int:
+    """dpkg's verrevcmp: runs of non-digits by `_order` (~ before the end before letters
+    before the rest), runs of digits as numbers."""
+    i = j = 0
+    while i < len(a) or j < len(b):
+        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
+            ac, bc = _order(a[i:i + 1]), _order(b[j:j + 1])
+            if ac != bc:
+                return ac - bc
+            i, j = i + 1, j + 1
+        start_i, start_j = i, j
+        while i < len(a) and a[i].isdigit():
+            i += 1
+        while j < len(b) and b[j].isdigit():
+            j += 1
+        x, y = int(a[start_i:i] or "0"), int(b[start_j:j] or "0")
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+def compare_versions(a: str, b: str) -> int:
+    """<0, 0 or >0 as Debian version `a` sorts before, with or after `b` (dpkg
+    --compare-versions; a string comparison would put 6.1.90 after 6.1.176)."""
+    parsed = []
+    for version in (a, b):
+        match = _VERSION.fullmatch(version) if version.isascii() else None
+        if match is None:
+            raise ArchiveError(f"{version[:80]!r} is not a Debian version", refused=True)
+        parsed.append((int(match.group(1) or 0), match.group(2), match.group(3) or ""))
+    (epoch_a, upstream_a, revision_a), (epoch_b, upstream_b, revision_b) = parsed
+    if epoch_a != epoch_b:
+        return -1 if epoch_a < epoch_b else 1
+    return _compare_part(upstream_a, upstream_b) or _compare_part(revision_a, revision_b)
 
 
 def versioned_dependency(package: Package, pattern: str) -> str:

@@ -67,10 +67,10 @@ def _data_member(handle: BinaryIO) -> tuple[str, int]:
         if header[58:60] != b"`\n":
             raise DebError("a malformed ar member header")
         name = header[:16].decode("ascii", "replace").strip().rstrip("/")
-        try:
-            size = int(header[48:58].decode("ascii").strip())
-        except ValueError as exc:
-            raise DebError("an ar member with no size") from exc
+        digits = header[48:58].strip(b" ")
+        if not digits.isdigit():  # int() would take "-1000" (a seek backwards), "+4", "0_4"
+            raise DebError("an ar member with no size (decimal digits)")
+        size = int(digits)
         if name.startswith("data.tar"):
             if name == "data.tar.zst":
                 raise DebError("data.tar.zst: zstd-compressed, and this Python has no zstd "

@@ -3,9 +3,11 @@
 Guarantees:
 - `verify_cleartext` returns the signed text only when at least one v4 signature of type
   0x01 (canonical text) over exactly that text verifies with one of the keys it is given;
-  anything else raises `Unverified` naming what failed. The text returned is the text that
-  was hashed (dash-escaping undone, trailing blanks gone, RFC 4880 section 7.1), never the
-  raw file, so a caller can not parse what was not signed.
+  anything else raises `Unverified` naming what failed. Other signatures in the block
+  (by other keys, of other versions, malformed) neither count nor void one that verifies.
+  The text returned is the text that was hashed (dash-escaping undone, trailing blanks
+  gone, RFC 4880 section 7.1), never the raw file, so a caller can not parse what was not
+  signed.
 - Only RSA (algorithm 1, PKCS#1 v1.5) and EdDSA over Ed25519 (algorithm 22) with SHA-256,
   SHA-384 or SHA-512: what Debian signs with (bookworm's InRelease carries two RSA-4096
   signatures by the archive's automatic keys and one Ed25519 signature by the stable
@@ -366,10 +368,17 @@ def verify_cleartext(data: bytes, keys: Iterable[PublicKey], now: float) -> Veri
     canonical = "\r\n".join(lines).encode("utf-8")
     by_fpr = {key.fingerprint: key for key in keys}
     failures: list[str] = []
-    signatures = [parse_signature(b) for tag, b in _packets(packets) if tag == TAG_SIGNATURE]
-    if not signatures:
+    packet_bodies = [packet for tag, packet in _packets(packets) if tag == TAG_SIGNATURE]
+    if not packet_bodies:
         raise Unverified("the signature block holds no signature")
-    for signature in signatures[:MAX_SIGNATURES]:
+    for packet in packet_bodies[:MAX_SIGNATURES]:
+        # A signature this reader cannot parse (a v6 one, say, which Debian may add beside
+        # its v4 ones) counts for nothing, like one by an unpinned key; it voids no other.
+        try:
+            signature = parse_signature(packet)
+        except Unverified as exc:
+            failures.append(f"a signature: {exc}")
+            continue
         if signature.issuer_fingerprint is not None:
             candidates = [by_fpr[signature.issuer_fingerprint]] if signature.issuer_fingerprint in by_fpr else []
         else:

@@ -4,19 +4,25 @@ key of the test's own), Packages parsing, the .deb reader and modinfo, bounded d
 from __future__ import annotations
 
 import base64
+import contextlib
+import gzip
 import hashlib
 import io
 import lzma
 import os
+import shutil
+import socket
 import subprocess
 import tarfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
+from roteiro_py import errors
 from roteiro_py.vm.qemu import assets, debian_archive, debpkg, openpgp
 
 NOW = time.time()
@@ -336,3 +342,227 @@ def test_modinfo_gives_the_dependencies_and_the_load_order_follows_them() -> Non
         debpkg.modinfo(elf_module({}).replace(b".modinfo", b".notinfo"))
     with pytest.raises(debpkg.DebError, match="outside the file"):
         debpkg.modinfo(elf_module({"name": "x"})[:100])
+
+
+# -- review: hostile mirrors, odd signature blocks, local copies, odd .debs ------------------
+
+
+class RawServer:
+    """A loopback TCP server that answers every connection with `reply(conn)`: what a
+    hostile or broken HTTP mirror (or a proxy on the path to http://deb.debian.org) sends."""
+
+    def __init__(self, reply: Callable[[socket.socket], None]) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.reply = reply
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/debian"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn, contextlib.suppress(OSError):
+                conn.recv(65536)
+                self.reply(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[socket.socket], None]], RawServer]]:
+    servers: list[RawServer] = []
+
+    def start(reply: Callable[[socket.socket], None]) -> RawServer:
+        servers.append(RawServer(reply))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("reply", [
+    b"garbage\r\n\r\n",  # not a status line: http.client.BadStatusLine
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",  # IncompleteRead
+    b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 200 + b"\r\n",  # too many headers
+])
+def test_a_mirror_that_speaks_broken_http_is_a_failure_to_reach_it_not_a_crash(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer], reply: bytes,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = serve(lambda conn: conn.sendall(reply))
+    with pytest.raises(debian_archive.ArchiveError) as failed:
+        debian_archive.fetch(server.url, "dists/bookworm/InRelease", 1000)
+    assert not failed.value.refused and "dists/bookworm/InRelease" in str(failed.value)
+    # Through provisioning: the user's refusal, naming the archive (not "internal error").
+    monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "home"))
+    with pytest.raises(errors.PrefetchFailed) as prefetch:
+        assets.provision_assets(True, archive=server.url, suite="bookworm")
+    assert server.url in prefetch.value.guidance().summary
+    # Control: the same server speaking HTTP is read.
+    good = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+    assert debian_archive.fetch(good.url, "dists/bookworm/InRelease", 1000) == b"ok"
+
+
+def test_a_mirror_that_trickles_is_given_up_on_at_the_minimum_rate(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(debian_archive, "NETWORK_TIMEOUT_S", 1)
+    monkeypatch.setattr(debian_archive, "MIN_BYTES_PER_S", 1000)
+
+    def trickle(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        for _ in range(200):  # a byte every 50 ms: each read waits far less than the timeout
+            conn.sendall(b"x")
+            time.sleep(0.05)
+
+    server = serve(trickle)
+    started = time.monotonic()
+    with pytest.raises(debian_archive.ArchiveError, match="less than 1000 bytes a second") as slow:
+        debian_archive.fetch(server.url, "pool/k.deb", 1000)
+    assert not slow.value.refused
+    # The bound: 1 s of grace plus 1000 bytes at 1000 bytes a second, and one read's timeout.
+    assert time.monotonic() - started < 1 + 1 + 1 + 1
+    # Control: the same size sent at once is read whole.
+    fast = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000))
+    assert debian_archive.fetch(fast.url, "pool/k.deb", 1000) == b"x" * 1000
+
+
+def _rearmored(message: bytes, packets: bytes) -> bytes:
+    head, _, tail = _signature_block(message)
+    return (head + b"-----BEGIN PGP SIGNATURE-----\n\n" + base64.b64encode(packets)
+            + b"\n-----END PGP SIGNATURE-----" + tail)
+
+
+def _packet(tag: int, body: bytes) -> bytes:
+    return bytes([0xC0 | tag, 255]) + len(body).to_bytes(4, "big") + body
+
+
+def test_a_signature_this_reader_cannot_parse_does_not_void_a_good_one(gpg: Gpg) -> None:
+    """Debian may add a v6 (RFC 9580) signature beside its v4 ones; a v6, or a malformed v4
+    packet, counts for nothing, as an unpinned key's signature does, and the good one
+    still verifies."""
+    fpr = gpg.fingerprint("a@example.org")
+    keys = keys_of(gpg, "a@example.org", [fpr])
+    message = signed(gpg, "a@example.org")
+    _head, good, _tail = _signature_block(message)
+    v6 = _packet(2, b"\x06\x01\x1b\x08" + b"\0" * 40)
+    truncated_v4 = _packet(2, b"\x04\x01\x01\x08\x00\x09\x05\x02")  # hashed area runs past
+    for extra in (v6 + good, truncated_v4 + good, good + v6):
+        assert openpgp.verify_cleartext(_rearmored(message, extra), keys, NOW).fingerprint == fpr
+    # Control: without the good signature, nothing verifies, and the reason is given.
+    with pytest.raises(openpgp.Unverified, match="version 6"):
+        openpgp.verify_cleartext(_rearmored(message, v6), keys, NOW)
+    with pytest.raises(openpgp.Unverified, match="truncated"):
+        openpgp.verify_cleartext(_rearmored(message, truncated_v4 + v6), keys, NOW)
+
+
+def test_a_local_copy_needs_only_one_of_the_listed_package_indexes(tmp_path: Path) -> None:
+    """An air-gapped copy may hold Packages.gz, or the uncompressed Packages (what apt keeps in
+    /var/lib/apt/lists), and not Packages.xz, which the InRelease lists first."""
+    text = (stanza("linux-image-amd64") + stanza("busybox-static")).encode()
+    forms = {"Packages.xz": lzma.compress(text), "Packages.gz": gzip.compress(text), "Packages": text}
+    listed = {f"main/binary-amd64/{name}": (hashlib.sha256(data).hexdigest(), len(data))
+              for name, data in forms.items()}
+    for present in forms:
+        mirror = tmp_path / present
+        index = mirror / "dists" / "bookworm" / "main" / "binary-amd64"
+        index.mkdir(parents=True)
+        (index / present).write_bytes(forms[present])
+        release = debian_archive.Release(str(mirror), "bookworm", 0, "F" * 40, listed)
+        assert set(debian_archive.read_packages(release, lambda n: True)) == {"linux-image-amd64",
+                                                                              "busybox-static"}
+    # An index that is there but altered is refused, not passed over for another.
+    (tmp_path / "Packages.xz" / "dists" / "bookworm" / "main" / "binary-amd64" / "Packages.gz").write_bytes(
+        forms["Packages.gz"])
+    altered = tmp_path / "Packages.xz" / "dists" / "bookworm" / "main" / "binary-amd64" / "Packages.xz"
+    altered.write_bytes(altered.read_bytes()[:-1] + b"\0")
+    release = debian_archive.Release(str(tmp_path / "Packages.xz"), "bookworm", 0, "F" * 40, listed)
+    with pytest.raises(debian_archive.ArchiveError, match="Packages.xz does not match") as refused:
+        debian_archive.read_packages(release, lambda n: True)
+    assert refused.value.refused
+    # None present: the failure names the index it looked for first.
+    empty = debian_archive.Release(str(tmp_path / "none"), "bookworm", 0, "F" * 40, listed)
+    with pytest.raises(debian_archive.ArchiveError, match="Packages.xz") as missing:
+        debian_archive.read_packages(empty, lambda n: True)
+    assert not missing.value.refused
+
+
+def test_an_ar_member_size_that_is_not_decimal_digits_is_refused(tmp_path: Path) -> None:
+    deb = make_deb(tmp_path / "ok.deb", [("./bin/busybox", b"BB")])
+    assert list(debpkg.read_members(deb, lambda n: True)) == [("bin/busybox", b"BB")]
+    data = deb.read_bytes()
+    at = len(debpkg.AR_MAGIC) + 48  # the size of the first member (debian-binary, 4 bytes)
+    for size in (b"-1000     ", b"+4        ", b"0_4       "):
+        (tmp_path / "bad.deb").write_bytes(data[:at] + size + data[at + 10:])
+        with pytest.raises(debpkg.DebError, match="no size"):
+            list(debpkg.read_members(tmp_path / "bad.deb", lambda n: True))
+
+
+def test_a_stanza_with_a_field_twice_is_refused_and_a_package_listed_twice_is_its_highest_version() -> None:
+    twice = stanza("busybox-static").replace("Size:", "Filename: pool/main/b/evil.deb\nSize:")
+    with pytest.raises(debian_archive.ArchiveError, match="field .Filename. twice"):
+        debian_archive.parse_packages(twice.encode(), lambda n: True)
+    # Debian's own indexes list some packages at several versions (bookworm's linux-doc,
+    # Architecture: all, twice); the highest version is the package, as apt takes it.
+    older = stanza("linux-image-amd64").replace("Version: 1.0", "Version: 6.1.90-1")
+    newer = stanza("linux-image-amd64").replace("Version: 1.0", "Version: 6.1.176-1")
+    for text in (older + newer, newer + older):
+        got = debian_archive.parse_packages(text.encode(), lambda n: True)
+        assert got["linux-image-amd64"].version == "6.1.176-1"
+    with pytest.raises(debian_archive.ArchiveError, match="twice at version 1.0"):
+        debian_archive.parse_packages((stanza("a") + stanza("a")).encode(), lambda n: True)
+
+
+VERSIONS = ["0.9", "1.0~rc1", "1.0", "1.0-0", "1.0-1", "1.0+b1", "1.0a", "1.00.1", "1.0.1",
+            "6.1.90-1", "6.1.176-1", "6.1.176-1+deb12u1", "6.1.192-3", "1:0.1", "2:0~", "1.0-1~bpo12+1"]
+
+
+def test_debian_version_ordering_agrees_with_dpkg() -> None:
+    # The case that a string comparison gets wrong: 90 < 176 as numbers.
+    assert debian_archive.compare_versions("6.1.90-1", "6.1.176-1") < 0
+    assert debian_archive.compare_versions("6.1.192-3", "6.1.176-1") > 0
+    assert debian_archive.compare_versions("1.0-0", "1.0") == 0
+    dpkg = shutil.which("dpkg")
+    if dpkg is None:
+        pytest.skip("dpkg is not installed: nothing to cross-check against")
+    for a in VERSIONS:
+        for b in VERSIONS:
+            ours = debian_archive.compare_versions(a, b)
+            def dpkg_says(relation: str, a: str = a, b: str = b) -> bool:
+                return subprocess.run([dpkg, "--compare-versions", a, relation, b], check=False).returncode == 0
+
+            theirs = 0 if dpkg_says("eq") else (1 if dpkg_says("gt") else -1)
+            assert (ours > 0) - (ours < 0) == theirs, (a, b)
+    for bad in ("", "a1", "1 0", "1:", "x:1"):
+        with pytest.raises(debian_archive.ArchiveError, match="not a Debian version"):
+            debian_archive.compare_versions(bad, "1")
+
+
+def test_a_redirect_is_followed_to_http_or_https_only(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer]) -> None:
+    """urllib's default opener follows a redirect to ftp://, whose login the rate bound never
+    sees (a trickling FTP greeting held a registry pull past its deadline: store/registry.py)."""
+    contacted: list[bool] = []
+    ftp = serve(lambda conn: contacted.append(True))
+    port = ftp.sock.getsockname()[1]
+    hostile = serve(lambda conn: conn.sendall(
+        f"HTTP/1.1 302 Found\r\nLocation: ftp://127.0.0.1:{port}/pool/k.deb\r\nContent-Length: 0\r\n\r\n".encode()))
+    with pytest.raises(debian_archive.ArchiveError, match="redirected to ftp") as refused:
+        debian_archive.fetch(hostile.url, "pool/k.deb", 1000)
+    assert not refused.value.refused
+    time.sleep(0.2)
+    assert contacted == []
+    # Control: a redirect to another HTTP mirror is followed (the content is checked by digest).
+    good = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+    moved = serve(lambda conn: conn.sendall(
+        f"HTTP/1.1 302 Found\r\nLocation: {good.url}/pool/k.deb\r\nContent-Length: 0\r\n\r\n".encode()))
+    assert debian_archive.fetch(moved.url, "pool/k.deb", 1000) == b"ok"
