@@ -10,6 +10,8 @@ The exit codes are part of the interface (README.md, "Exit codes"):
        report that can be trusted (no report ever calls such a tree clean)
     4  internal error (a bug: one line, and where the log is)
     130 interrupted
+    141 the reader of stdout left before all was written (`| head`): as `cat` ends,
+        128 + SIGPIPE, and silent (roteiro_py/stdout.py)
 
 The rule between 2 and 3: a value that is wrong in itself, whatever this host holds, is
 usage (2): a flag, a variable or a configuration key, an image reference that is
@@ -32,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import shlex
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -46,6 +49,8 @@ EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
+#: What a shell shows for `cat` killed by SIGPIPE; a command whose reader left ends so.
+EXIT_READER_LEFT = 128 + signal.SIGPIPE
 
 #: The number of lines of `Dockerfile.clippy` (the one `pylint-sandbox dockerfile clippy`
 #: prints), stated here and nowhere else; a test checks it against the file, the package's
@@ -144,6 +149,24 @@ class UsageError(RoteiroError):
 
     def guidance(self) -> Guidance:
         return Guidance(summary=_p(self.message), notes=(self.hint,) if self.hint else ())
+
+
+class StdoutUnwritable(UsageError):
+    """stdout cannot take what the command prints: it is closed (`>&-`), or a write failed
+    for another reason than its reader leaving (ENOSPC on a full disk or /dev/full, EIO).
+    The place to write is the problem, not the tool (roteiro_py/stdout.py).
+
+    `command`: the command line the user ran, quoted (invocation.command_line()); `why`:
+    the system's reason, None when stdout was closed before the command started."""
+
+    code = "stdout-unwritable"
+
+    def __init__(self, command: str, why: str | None) -> None:
+        self.command = command
+        self.why = why
+        super().__init__(f"`{command}` prints on stdout, and stdout is closed." if why is None
+                         else f"`{command}` could not write on stdout ({why}).",
+                         hint=f"Print it somewhere it can be written: `{command} > FILE`.")
 
 
 class ConfigError(RoteiroError):

@@ -98,5 +98,11 @@ class Invocation:
                 kept.append(self.words[index + 1])
                 index += 1
             index += 1
-        line = " ".join([PROGRAM, *(shell_word(word) for word in (*kept, option, value, *rest))])
-        return line if len(line) <= MAX_RERUN_CHARS else None
+        return command_line((*kept, option, value, *rest))
+
+
+def command_line(words: tuple[str, ...] | list[str]) -> str | None:
+    """`pylint-sandbox WORDS...` as one line to paste, every word quoted by `shell_word()`;
+    None when it is longer than MAX_RERUN_CHARS."""
+    line = " ".join([PROGRAM, *(shell_word(word) for word in words)])
+    return line if len(line) <= MAX_RERUN_CHARS else None

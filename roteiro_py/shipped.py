@@ -101,49 +101,29 @@ def build_hint(analyzer: str = "clippy") -> str:
             f"#   {prefetch_from_docker_command(analyzer)}\n")
 
 
-def _emit(data: bytes, shown: str) -> int:
-    """Write `data` on stdout, which these commands exist to pipe (`| docker build -`,
-    `| less`); the exit status.
+def _emit(data: bytes) -> int:
+    """Write `data` on stdout as its bytes (a document's own encoding, not the locale's).
 
-    A reader that leaves first (`| head`, a `docker build` that failed) is not our
-    failure: 128 + SIGPIPE, as `cat` ends there, and nothing on stderr (a BrokenPipeError
-    was exit 4, "internal error", and a traceback log). A closed stdout or a full disk is
-    the place to write's problem, said as such (exit 2), not an internal error."""
-    import os
-    import signal
+    These commands exist to be piped (`| docker build -`, `| less`): a reader that leaves
+    first, or a stdout that is closed or full, ends the command as roteiro_py/stdout.py
+    says for every command (141, silent; exit 2), raised from here."""
     import sys
 
-    from roteiro_py.errors import UsageError
-
-    hint = f"Print it somewhere it can be written: `{shown} > FILE`."
-    if sys.stdout is None:
-        raise UsageError(f"`{shown}` prints on stdout, and stdout is closed.", hint=hint)
-    try:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        # What is still buffered would fail again at exit ("Exception ignored", exit 120).
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return 128 + signal.SIGPIPE
-    except OSError as error:
-        raise UsageError(f"`{shown}` could not write on stdout ({error.strerror or error}).",
-                         hint=hint) from None
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()  # before the build hint on stderr: no hint after a failure
     return 0
 
 
 def run_docs(topic: str | None) -> int:
     if topic is None:
-        return _emit(listing().encode(), "pylint-sandbox docs")
-    return _emit(DOCS[topic].read(), docs_command(topic))
+        return _emit(listing().encode())
+    return _emit(DOCS[topic].read())
 
 
 def run_dockerfile(analyzer: str) -> int:
     import sys
 
-    status = _emit(DOCKERFILES[analyzer].read(), dockerfile_command(analyzer))
-    if status == 0:
-        sys.stderr.write(build_hint(analyzer))
-    return status
+    _emit(DOCKERFILES[analyzer].read())
+    sys.stderr.write(build_hint(analyzer))
+    return 0

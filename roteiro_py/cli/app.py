@@ -517,15 +517,44 @@ def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: Typer parses (usage errors exit 2), commands exit through `_guard`."""
+    """Entry point: Typer parses (usage errors exit 2), commands exit through `_guard`.
+
+    stdout's failures end here, whichever command or option (--help, --version) wrote:
+    its reader leaving is `ReaderLeft` (exit 141, silent: it is no error of the tool's,
+    so it passes through `_guard`), a closed or full stdout a StdoutUnwritable (exit 2);
+    roteiro_py/stdout.py says how they are told from a child's broken pipe. What is still
+    buffered is flushed here, where its failure can still choose the exit status; at
+    interpreter exit it would be "Exception ignored" and exit 120."""
+    from roteiro_py import stdout
+
     args = sys.argv[1:] if argv is None else argv
     _argv.append(tuple(args))
+    restore = stdout.install(args)
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+    except stdout.ReaderLeft:
+        from roteiro_py.errors import EXIT_READER_LEFT
+
+        code = EXIT_READER_LEFT
+    except Exception as error:
+        from roteiro_py.errors import StdoutUnwritable
+
+        if not isinstance(error, StdoutUnwritable):  # raised by --help/--version, or the last flush
+            raise
+        _print_error(error)
+        code = error.exit_code
+    finally:
+        _argv.pop()
+        restore()
+    return code
+
+
+def _run(args: list[str]) -> int:
     try:
         app(args=args, prog_name="pylint-sandbox")
     except SystemExit as exit_:
         if exit_.code is None:
             return 0
         return exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        _argv.pop()
     return 0

@@ -235,11 +235,15 @@ def refuse_linked_directory(output: Path, shown: str) -> None:
 
 def check_output(output: Path | None, *, shown: str | None = None) -> None:
     """Refuse an output file (`--output`, `--format FMT=PATH`) that cannot be written,
-    before anything is booted; `shown` is how the refusal names it.
+    or stdout (None) when it is closed, before anything is booted; `shown` is how the
+    refusal names a file.
 
     Found only after the lint, a directory or a missing parent cost the whole run and
     ended as an internal error (IsADirectoryError, exit 4)."""
     if output is None:
+        from roteiro_py.stdout import require_open
+
+        require_open()
         return
     shown = shown or f"--output {output}"
     refuse_linked_directory(output, shown)

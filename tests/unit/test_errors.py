@@ -19,6 +19,9 @@ D = "sha256:" + "d" * 64
 FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroError, list[str]]]] = {
     errors.UsageError: lambda: (errors.UsageError("bad flag --zork.", hint="Try --help."),
                                 ["--zork", "Try --help."]),
+    errors.StdoutUnwritable: lambda: (errors.StdoutUnwritable("pylint-sandbox config get vm.cpus-9",
+                                                              "Input/output error"),
+                                      ["`pylint-sandbox config get vm.cpus-9 > FILE`", "Input/output error"]),
     errors.ConfigError: lambda: (errors.ConfigError(Path("/cfg/roteiro-7.toml"), "wrong type",
                                                     key="vm.cpus", line=17, column=4),
                                  ["/cfg/roteiro-7.toml", "vm.cpus", "line 17", "column 4"]),
