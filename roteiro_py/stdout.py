@@ -51,17 +51,22 @@ class _Stdout(io.FileIO):
     still buffered would fail again in Python's own flush at exit ("Exception ignored",
     exit 120)."""
 
-    def __init__(self, command: str, *, closed: bool) -> None:
+    def __init__(self, words: Sequence[str], *, closed: bool) -> None:
         super().__init__(1, "w", closefd=False)
-        self.command = command
+        self.words = tuple(words)
         #: fd 1 was closed when the process started (it now holds /dev/null, `install()`).
         self.closed_at_start = closed
         self.failed = False
 
     def unwritable(self, why: str | None) -> StdoutUnwritable:
+        """The refusal, naming the command line the user ran (`words`, quoted only now:
+        the quoting's imports cost `--help` 11 ms); one too long to paste is named by its
+        command's words (`pylint-sandbox lint clippy`)."""
         from roteiro_py.errors import StdoutUnwritable
+        from roteiro_py.invocation import PROGRAM, command_line
 
-        return StdoutUnwritable(self.command, why)
+        leading = tuple(word for word in self.words[:2] if not word.startswith("-"))
+        return StdoutUnwritable(command_line(self.words) or command_line(leading) or PROGRAM, why)
 
     def isatty(self) -> bool:
         return not self.closed_at_start and super().isatty()
@@ -91,8 +96,6 @@ def install(words: Sequence[str]) -> Callable[[], None]:
 
     Only the process's own stdout is replaced: a stream someone else put there (pytest's
     capture, typer's CliRunner, a program embedding the app) is theirs, and left alone."""
-    from roteiro_py.invocation import command_line
-
     before = sys.stdout
     if before is not None and before is not sys.__stdout__:
         return lambda: None
@@ -106,9 +109,7 @@ def install(words: Sequence[str]) -> Callable[[], None]:
             os.close(devnull)
     else:
         before.flush()
-    # A line too long to paste is named by its command's words (`pylint-sandbox lint clippy`).
-    leading = tuple(word for word in words[:2] if not word.startswith("-"))
-    raw = _Stdout(command_line(tuple(words)) or command_line(leading) or "pylint-sandbox", closed=before is None)
+    raw = _Stdout(words, closed=before is None)
     sys.stdout = io.TextIOWrapper(
         io.BufferedWriter(raw), encoding=before.encoding if before else "utf-8",
         errors=before.errors if before else "strict",

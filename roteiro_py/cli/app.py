@@ -6,7 +6,8 @@ Typer and rich (measured in the closing note of the foundation issue).
 
 `main()` is the one boundary that turns exceptions into exit codes (see errors.py):
 refusals render their guidance, usage errors exit 2, anything unexpected is one line plus
-the path of a log holding the traceback (shown only with --debug, never with locals).
+the path of a log holding the traceback (shown only with --debug, never with locals), and
+stdout's reader leaving is 141, said by no one (roteiro_py/stdout.py).
 """
 
 from __future__ import annotations
@@ -476,7 +477,9 @@ def _invocation(ctx: typer.Context) -> Invocation | None:
 def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> NoReturn:
     """Run one command's core and exit with its code; the one place errors become codes.
 
-    `invocation`: the command line, given to the error so its rerun repeats it."""
+    `invocation`: the command line, given to the error so its rerun repeats it. stdout's
+    reader leaving (stdout.ReaderLeft, a BaseException) passes through to `main()`, which
+    also meets it in --help and --version."""
     import signal
 
     from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, RoteiroError
