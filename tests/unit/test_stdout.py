@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from realcargo import DATA
+from test_deps import workspace
 from test_doctor import provisioned
 
 from roteiro_py import errors
@@ -30,13 +31,9 @@ CLI = [sys.executable, "-m", "roteiro_py"]
 
 
 def crate(tmp_path: Path) -> Path:
-    """A crate with no dependencies and its lockfile: fetch-deps needs no network."""
-    root = tmp_path / "crate"
-    (root / "src").mkdir(parents=True)
-    (root / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
-    (root / "Cargo.lock").write_text('version = 3\n\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
-    (root / "src" / "lib.rs").write_text("")
-    return root
+    """A workspace of one crate with no dependencies, and its lockfile: fetch-deps needs no
+    network."""
+    return workspace(tmp_path, "a")
 
 
 #: Each command that prints on stdout: its command line under tmp_path, and its exit
