@@ -540,17 +540,22 @@ class DownloadNotAllowed(Refusal):
 class PrefetchFailed(Refusal):
     code = "prefetch-failed"
 
-    def __init__(self, reference: str, source: str, reason: str) -> None:
+    def __init__(self, reference: str, source: str, reason: str, *, note: str | None = None,
+                 commands: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.reference = reference
         self.source = source
         self.reason = reason
+        self.note = note  # a way forward particular to the source
+        self.commands = commands
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Could not provision {_p(self.reference)} from {_p(self.source)}: "
             f"{_p(self.reason).rstrip('.')}.",
-            notes=("Nothing partial was left in the store: the reference is not present.",),
+            notes=("Nothing partial was left in the store: the reference is not present.",
+                   *((self.note,) if self.note else ())),
+            commands=self.commands,
         )
 
 

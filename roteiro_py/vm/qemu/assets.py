@@ -340,8 +340,15 @@ def _refused(source: _Source, exc: Exception) -> errors.RoteiroError:
                                          debian_archive.when(exc.valid_until),
                                          round((exc.valid_until - exc.date) / 86400))
     if isinstance(exc, debian_archive.ArchiveError) and not exc.refused:
-        what = "security archive" if source.kind == debian_archive.SECURITY else "archive"
-        return errors.PrefetchFailed("VM assets", f"the Debian {what} {source.archive}", str(exc))
+        if source.kind != debian_archive.SECURITY:
+            return errors.PrefetchFailed("VM assets", f"the Debian archive {source.archive}", str(exc))
+        return errors.PrefetchFailed(
+            "VM assets", f"the Debian security archive {source.archive}", str(exc),
+            note="A host that cannot reach it can point `[vm] debian_security_archive` at a "
+            "mirror or a local copy of it, or set it to \"\" to read the main archive alone "
+            "(the guest kernel then lags the security fixes since the last point release).",
+            commands=("pylint-sandbox config set vm.debian_security_archive MIRROR-URL-OR-DIRECTORY",
+                      "pylint-sandbox config set vm.debian_security_archive ''"))
     return errors.ArchiveRefused(source.archive, source.suite, str(exc), setting=source.setting)
 
 

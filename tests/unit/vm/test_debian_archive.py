@@ -838,3 +838,31 @@ def test_a_fifo_in_a_local_archive_is_refused_and_does_not_block(
     target.symlink_to(tmp_path / "elsewhere")
     assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
     assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-50-amd64"
+
+
+def test_without_permission_to_download_the_refusal_names_each_archive_it_would_read(tmp_path: Path) -> None:
+    with pytest.raises(errors.DownloadNotAllowed) as both:
+        assets.provision_assets(False, archive="/srv/main-1", suite="trixie", security_archive="/srv/sec-2")
+    assert ("the Debian main archive /srv/main-1 (trixie) and the Debian security archive /srv/sec-2 "
+            "(trixie-security)") in both.value.guidance().summary
+    with pytest.raises(errors.DownloadNotAllowed) as alone:
+        assets.provision_assets(False, archive="/srv/main-1", suite="trixie", security_archive="")
+    assert "from the Debian main archive /srv/main-1 (trixie);" in alone.value.guidance().summary
+
+
+def test_a_security_archive_that_cannot_be_reached_is_a_failure_that_offers_the_way_around_it(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path) -> None:
+    """Never a silent fall back to the main archive alone: the user chooses that."""
+    main = archive(gpg, tmp_path / "main", "bookworm", date=time.time() - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    with pytest.raises(errors.PrefetchFailed) as failed:
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(tmp_path / "gone"))
+    text = failed.value.guidance().render_text()
+    assert f"from the Debian security archive {tmp_path / 'gone'}: dists/bookworm-security/InRelease" in text
+    assert "pylint-sandbox config set vm.debian_security_archive ''" in text
+    assert not (roteiro_home / "vm" / assets.MANIFEST).exists()
+    # Control: the main archive unreachable is the plain failure, naming it, with no such advice.
+    with pytest.raises(errors.PrefetchFailed) as main_failed:
+        assets.provision_assets(True, archive=str(tmp_path / "gone"), suite="bookworm", security_archive=str(main))
+    assert f"from the Debian archive {tmp_path / 'gone'}:" in main_failed.value.guidance().summary
+    assert "debian_security_archive" not in main_failed.value.guidance().render_text()
