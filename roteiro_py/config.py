@@ -73,6 +73,9 @@ MAX_MEMORY_MIB = 1 << 20
 #: does not change the guest kernel (and its module layout) under a user who did not ask.
 DEFAULT_DEBIAN_ARCHIVE = "http://deb.debian.org/debian"
 DEFAULT_DEBIAN_SUITE = "bookworm"
+#: Where kernel security updates land between point releases (suite `SUITE-security`);
+#: an empty `[vm] debian_security_archive` reads none.
+DEFAULT_DEBIAN_SECURITY_ARCHIVE = "http://security.debian.org/debian-security"
 
 
 #: The keys of each section, by name: what files, variables and flags may set. Stated here
@@ -86,14 +89,14 @@ FIELDS: dict[str, tuple[str, ...]] = {
              "levels", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
            "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template",
-           "debian_archive", "debian_suite"),
+           "debian_archive", "debian_suite", "debian_security_archive"),
 }
 
 
 #: What a repository's roteiro.toml may set: what to lint and with which image. The
 #: repository is the code under review; a branch must not be able to weaken how it is
 #: confined or judged: the guest kernel and initramfs (host files booted as the guest's
-#: root) and the Debian archive and suite they are provisioned from, the accelerator
+#: root) and the Debian archives and suite they are provisioned from, the accelerator
 #: (TCG is the user's opt-in), warm caches, resources, the
 #: deadline, the exit-status threshold and which images a repository may choose
 #: (allowed_images) come only from the user's config, the environment or flags.

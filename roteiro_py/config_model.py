@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from roteiro_py.config import (
     _IMAGE_PREFIX,
     DEFAULT_DEBIAN_ARCHIVE,
+    DEFAULT_DEBIAN_SECURITY_ARCHIVE,
     DEFAULT_DEBIAN_SUITE,
     MAX_ALLOWED_IMAGES,
     MAX_MEMORY_MIB,
@@ -99,6 +100,10 @@ class VmSettings(BaseModel):
                                 "or file URL, or a directory with the same dists/ and pool/ layout")
     debian_suite: str = Field(DEFAULT_DEBIAN_SUITE, pattern=r"^[a-z][a-z0-9.-]{0,63}$",
                               description="suite of that archive, by codename (read once, at prefetch)")
+    debian_security_archive: str = Field(DEFAULT_DEBIAN_SECURITY_ARCHIVE, max_length=4096,
+                                         description="Debian security archive read beside it (suite "
+                                         "SUITE-security), the newer kernel of the two provisioned; "
+                                         "empty: read none (the kernel then lags its security fixes)")
 
 
 class Settings(BaseModel):

@@ -193,8 +193,9 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
                                f"{asset.path} sha256:{asset.sha256[:16]}… ({asset.size} bytes)",
                                required=True))
         if not (vm and (vm.kernel or vm.initrd)):
-            found.append(Check("vm assets source", True, printable(
-                source_of_assets() or "not recorded (provisioned by an older version)")))
+            lines = source_of_assets() or ["not recorded (provisioned by an older version)"]
+            found.append(Check("vm assets source", True,
+                               printable("\n      ".join(lines), keep_newlines=True)))
     except RoteiroError as error:
         found.append(Check("vm assets", False, error.guidance().summary, PROVISION_COMMAND,
                            required=True))

@@ -563,17 +563,22 @@ class DownloadNotAllowed(Refusal):
 class PrefetchFailed(Refusal):
     code = "prefetch-failed"
 
-    def __init__(self, reference: str, source: str, reason: str) -> None:
+    def __init__(self, reference: str, source: str, reason: str, *, note: str | None = None,
+                 commands: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.reference = reference
         self.source = source
         self.reason = reason
+        self.note = note  # a way forward particular to the source
+        self.commands = commands
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Could not provision {_p(self.reference)} from {_p(self.source)}: "
             f"{_p(self.reason).rstrip('.')}.",
-            notes=("Nothing partial was left in the store: the reference is not present.",),
+            notes=("Nothing partial was left in the store: the reference is not present.",
+                   *((self.note,) if self.note else ())),
+            commands=self.commands,
         )
 
 
@@ -582,11 +587,12 @@ class ArchiveRefused(Refusal):
 
     code = "archive-refused"
 
-    def __init__(self, archive: str, suite: str, reason: str) -> None:
+    def __init__(self, archive: str, suite: str, reason: str, *, setting: str = "debian_archive") -> None:
         super().__init__()
         self.archive = archive
         self.suite = suite
         self.reason = reason
+        self.setting = setting  # the [vm] key that names this archive
 
     def guidance(self) -> Guidance:
         return Guidance(
@@ -595,9 +601,40 @@ class ArchiveRefused(Refusal):
             notes=("Its InRelease must be signed by a pinned Debian archive key, and Packages "
                    "and each .deb must match the digests it lists; nothing was provisioned.",
                    "Check the mirror (a proxy or a partial copy can alter files), point "
-                   "`[vm] debian_archive` at another mirror or a local copy, or set "
+                   f"`[vm] {self.setting}` at another mirror or a local copy, or set "
                    "`[vm] kernel` and `[vm] initrd` to files of your own."),
-            commands=("pylint-sandbox config set vm.debian_archive MIRROR-URL-OR-DIRECTORY",
+            commands=(f"pylint-sandbox config set vm.{self.setting} MIRROR-URL-OR-DIRECTORY",
+                      "pylint-sandbox prefetch --vm-assets --allow-download"),
+        )
+
+
+class SecurityIndexStale(Refusal):
+    """The security archive's InRelease is past its Valid-Until: nothing was provisioned."""
+
+    code = "security-index-stale"
+
+    def __init__(self, archive: str, suite: str, date: str, valid_until: str, valid_days: int) -> None:
+        super().__init__()
+        self.archive = archive
+        self.suite = suite
+        self.date = date
+        self.valid_until = valid_until
+        self.valid_days = valid_days  # Valid-Until minus Date, as the InRelease states them
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The Debian security archive {_p(self.archive)} (suite {_p(self.suite)}) "
+            f"serves a stale index: its InRelease of {_p(self.date)} expired at "
+            f"{_p(self.valid_until)} (Valid-Until).",
+            notes=(f"The security archive signs its index valid for {self.valid_days} days only, "
+                   "so a mirror that stopped syncing, or one replaying an old index, is refused; "
+                   "a local (air-gapped) copy of it goes stale every "
+                   f"{self.valid_days} days and must be refreshed from security.debian.org.",
+                   "Refresh the copy, point `[vm] debian_security_archive` at a mirror that is "
+                   "current, or set it to \"\" to read the main archive alone (the guest kernel "
+                   "then lags the security fixes released since the last point release); "
+                   "nothing was provisioned."),
+            commands=("pylint-sandbox config set vm.debian_security_archive ''",
                       "pylint-sandbox prefetch --vm-assets --allow-download"),
         )
 

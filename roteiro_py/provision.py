@@ -80,7 +80,7 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
 
         vm = config.resolve(path).settings.vm
         files = provision_assets(allow_download, progress=_say, archive=vm.debian_archive,
-                                 suite=vm.debian_suite)
+                                 suite=vm.debian_suite, security_archive=vm.debian_security_archive)
         for asset in files:
             sys.stdout.write(f"{asset.name}  {asset.sha256}  {printable(str(asset.path))}\n")
     if analyzer is not None:

@@ -90,6 +90,7 @@ VALUES = {"lint.backend": '"qemu"', "lint.fail_on": '"never"', "lint.keep_cache"
           "vm.initrd": '"/root/.cargo/credentials.toml"', "vm.stage_max_mib": "1048576",
           "vm.stage_max_files": "100000000", "vm.stage_max_depth": "400", "vm.template": "false",
           "vm.debian_archive": '"/srv/mirror-7/debian"', "vm.debian_suite": '"trixie"',
+          "vm.debian_security_archive": '""',
           "lint.allowed_images": '["evil.example/"]', "lint.levels": '["-A", "warnings"]'}
 
 

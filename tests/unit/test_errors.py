@@ -76,6 +76,11 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                     ["file:///srv/mirror-5", "bookworm-9", "does not match the SHA256",
                                      "[vm] debian_archive", "[vm] kernel", "config set vm.debian_archive",
                                      "prefetch --vm-assets --allow-download"]),
+    errors.SecurityIndexStale: lambda: (errors.SecurityIndexStale(
+        "/srv/security-3", "bookworm-security-4", "2026-11-01 00:53:13 UTC", "2026-11-08 00:53:13 UTC", 7),
+        ["/srv/security-3", "bookworm-security-4", "2026-11-01 00:53:13 UTC", "expired at 2026-11-08 00:53:13 UTC",
+         "valid for 7 days", "goes stale every 7 days", "Refresh the copy", "`[vm] debian_security_archive`",
+         "config set vm.debian_security_archive ''", "prefetch --vm-assets --allow-download"]),
     errors.UnsafeImageLayer: lambda: (errors.UnsafeImageLayer("sha256:feed01", "../../etc/x", "`..` in member name"),
                                       ["sha256:feed01", "../../etc/x", "`..` in member name"]),
     errors.HostToolMissing: lambda: (errors.HostToolMissing("mkfs.ext4", "e2fsprogs-x",

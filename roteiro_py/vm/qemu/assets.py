@@ -18,10 +18,20 @@ Guarantees:
   `.modinfo` `depends=` (what depmod reads to write modules.dep; the .deb ships none).
   `crc32c_generic` is listed explicitly: it is only a soft dependency of ext4, but
   mkfs.ext4 turns on metadata_csum and the mount fails without it (VM_NOTES).
-- `[vm] debian_archive` / `[vm] debian_suite` choose the archive (a mirror, or a local
-  directory for an air-gapped host); `[vm] kernel` / `[vm] initrd` override the
-  provisioned files altogether (a host that can reach no Debian archive); such files
-  are hashed, not checked against a manifest.
+- Two archives are read: the main one (`[vm] debian_archive`, suite `[vm] debian_suite`)
+  and the security one (`[vm] debian_security_archive`, suite `SUITE-security`; an empty
+  setting reads none), each verified down from its own signed InRelease. The kernel is
+  the highest Debian version of the package `linux-image-amd64` names in either index,
+  and busybox the highest `busybox-static` found; each .deb is fetched from the archive
+  that listed it. Without the security archive the kernel is the last point release's,
+  weeks to months behind its security fixes.
+- The manifest records, per archive, the InRelease's Date; an older one from the same
+  archive and suite is refused (a mirror replaying an old index to pin an old kernel),
+  as is one older than the tool's `debian_archive.DATE_FLOOR` on a first provisioning.
+- `[vm] debian_archive` and the security archive may be mirrors or local directories (an
+  air-gapped host); `[vm] kernel` / `[vm] initrd` override the provisioned files
+  altogether (a host that can reach no Debian archive); such files are hashed, not
+  checked against a manifest.
 """
 
 from __future__ import annotations
@@ -207,18 +217,40 @@ def describe_assets() -> list[AssetFile]:
 # -- provisioning ------------------------------------------------------------------------
 
 
-def source_of_assets() -> str | None:
-    """Where the provisioned assets came from, for `doctor`: archive, suite, index date,
-    signing key and packages, as the manifest records them; None if it records none."""
+def _recorded_sources(manifest: dict[str, object]) -> dict[str, dict[str, object] | None]:
+    """The archives a manifest says it read, by kind (None: deliberately not read). A
+    manifest written before the security archive was read names its one archive at the top."""
+    sources = manifest.get("sources")
+    if isinstance(sources, dict):
+        return {kind: entry if isinstance(entry, dict) else None for kind, entry in sources.items()
+                if kind in debian_archive.KINDS}
+    if isinstance(manifest.get("archive"), str):
+        return {debian_archive.MAIN: manifest}
+    return {}
+
+
+def source_of_assets() -> list[str] | None:
+    """Where the provisioned assets came from, for `doctor`: a line per archive (archive,
+    suite, index date, signing key), then the packages and the archive each came from, as
+    the manifest records them; None if it records none."""
     manifest = _read_manifest(paths.vm_assets_root()) or {}
-    archive, suite = manifest.get("archive"), manifest.get("suite")
+    sources = _recorded_sources(manifest)
     packages = manifest.get("packages")
-    if not isinstance(archive, str) or not isinstance(suite, str) or not isinstance(packages, dict):
+    if not sources or not isinstance(packages, dict):
         return None
-    listed = ", ".join(f"{name} {entry.get('version')}" for name, entry in sorted(packages.items())
-                       if isinstance(entry, dict))
-    return (f"{archive} {suite} (InRelease of {manifest.get('inrelease_date')}, signed by "
-            f"{manifest.get('signing_key')}): {listed}")
+    lines = []
+    for kind in debian_archive.KINDS:
+        entry = sources.get(kind)
+        if entry is None:
+            lines.append(f"{kind}: not read" + (" ([vm] debian_security_archive is empty)"
+                                                 if kind in sources else ""))
+            continue
+        lines.append(f"{kind}: {entry.get('archive')} {entry.get('suite')} (InRelease of "
+                     f"{entry.get('inrelease_date')}, signed by {entry.get('signing_key')})")
+    lines.append(", ".join(f"{name} {entry.get('version')}"
+                           + (f" from {entry['source']}" if "source" in entry else "")
+                           for name, entry in sorted(packages.items()) if isinstance(entry, dict)))
+    return lines
 
 
 def extract_vmlinux(bzimage: bytes) -> bytes:
@@ -291,10 +323,68 @@ def build_base_initrd(busybox: bytes, modules: list[tuple[str, bytes]]) -> bytes
     return write_newc(entries)
 
 
-def _refused(archive: str, suite: str, exc: Exception) -> errors.RoteiroError:
+@dataclass(frozen=True)
+class _Source:
+    kind: str  # debian_archive.MAIN or SECURITY
+    archive: str
+    suite: str
+
+    @property
+    def setting(self) -> str:
+        return "debian_security_archive" if self.kind == debian_archive.SECURITY else "debian_archive"
+
+
+def _refused(source: _Source, exc: Exception) -> errors.RoteiroError:
+    if isinstance(exc, debian_archive.Stale) and source.kind == debian_archive.SECURITY:
+        return errors.SecurityIndexStale(source.archive, source.suite, debian_archive.when(exc.date),
+                                         debian_archive.when(exc.valid_until),
+                                         round((exc.valid_until - exc.date) / 86400))
     if isinstance(exc, debian_archive.ArchiveError) and not exc.refused:
-        return errors.PrefetchFailed("VM assets", f"the Debian archive {archive}", str(exc))
-    return errors.ArchiveRefused(archive, suite, str(exc))
+        if source.kind != debian_archive.SECURITY:
+            return errors.PrefetchFailed("VM assets", f"the Debian archive {source.archive}", str(exc))
+        return errors.PrefetchFailed(
+            "VM assets", f"the Debian security archive {source.archive}", str(exc),
+            note="A host that cannot reach it can point `[vm] debian_security_archive` at a "
+            "mirror or a local copy of it, or set it to \"\" to read the main archive alone "
+            "(the guest kernel then lags the security fixes since the last point release).",
+            commands=("pylint-sandbox config set vm.debian_security_archive MIRROR-URL-OR-DIRECTORY",
+                      "pylint-sandbox config set vm.debian_security_archive ''"))
+    return errors.ArchiveRefused(source.archive, source.suite, str(exc), setting=source.setting)
+
+
+def _sources(archive: str, suite: str, security_archive: str) -> list[_Source]:
+    found = [_Source(debian_archive.MAIN, archive, suite)]
+    if security_archive:
+        found.append(_Source(debian_archive.SECURITY, security_archive,
+                             debian_archive.security_suite(suite)))
+    return found
+
+
+def _not_older(previous: dict[str, object], release: debian_archive.Release) -> None:
+    """Refuse an InRelease dated before the one the last provisioning read from the same
+    archive and suite."""
+    entry = _recorded_sources(previous).get(release.kind)
+    if entry is None or (entry.get("archive"), entry.get("suite")) != (release.archive, release.suite):
+        return
+    recorded = entry.get("inrelease_epoch")
+    if isinstance(recorded, int) and release.date < recorded:
+        raise debian_archive.ArchiveError(
+            f"InRelease is dated {debian_archive.when(release.date)}, before the "
+            f"{debian_archive.when(recorded)} this host already provisioned from: an old index "
+            "replayed", refused=True)
+
+
+def _wanted(name: str) -> bool:
+    return name in (KERNEL_META_PACKAGE, BUSYBOX_PACKAGE) or name.startswith("linux-image-")
+
+
+def _highest(found: list[tuple[_Source, debian_archive.Package]]) -> tuple[_Source, debian_archive.Package]:
+    """The highest version (dpkg's order); on a tie the first read, the main archive's."""
+    best = found[0]
+    for candidate in found[1:]:
+        if debian_archive.compare_versions(candidate[1].version, best[1].version) > 0:
+            best = candidate
+    return best
 
 
 def _kernel_contents(deb: Path, release: str) -> tuple[bytes, list[tuple[str, bytes]], list[str]]:
@@ -329,15 +419,19 @@ def _kernel_contents(deb: Path, release: str) -> tuple[bytes, list[tuple[str, by
 
 def provision_assets(allow_download: bool, progress: Progress | None = None,
                      archive: str = debian_archive.DEFAULT_ARCHIVE,
-                     suite: str = debian_archive.DEFAULT_SUITE) -> list[AssetFile]:
+                     suite: str = debian_archive.DEFAULT_SUITE,
+                     security_archive: str = debian_archive.DEFAULT_SECURITY_ARCHIVE) -> list[AssetFile]:
     """Fill `paths.vm_assets_root()` (idempotent), and return the files with their digests.
 
     Already provisioned and intact -> nothing is downloaded. Otherwise downloading must be
     allowed (errors.DownloadNotAllowed), and the packages come from the Debian `archive`
-    (a URL or a local directory), verified down from its signed InRelease
-    (debian_archive.py); any mismatch is errors.ArchiveRefused and nothing is written.
-    An InRelease dated before the one the previous provisioning of the same archive and
-    suite recorded is refused too (a mirror replaying an old index to pin an old kernel).
+    and `security_archive` ("" reads none; each a URL or a local directory), each verified
+    down from its own signed InRelease (debian_archive.py); any mismatch is
+    errors.ArchiveRefused naming the archive, a security InRelease past its Valid-Until is
+    errors.SecurityIndexStale, and nothing is written. The kernel and busybox are the
+    highest versions either index lists. An InRelease dated before the one the previous
+    provisioning recorded for the same archive and suite is refused too (a mirror
+    replaying an old index to pin an old kernel).
     Runs under a lock so two prefetches cannot interleave; each file is written to a
     temporary name and renamed, and the manifest is written last. A run (which takes no
     lock) that reads between the renames, or after a crash between them, finds a file
@@ -347,6 +441,7 @@ def provision_assets(allow_download: bool, progress: Progress | None = None,
     say = progress or (lambda _message: None)
     root = paths.vm_assets_root()
     root.mkdir(parents=True, exist_ok=True)
+    sources = _sources(archive, suite, security_archive)
     with FileLock(str(root / ".provision.lock")):
         manifest = _read_manifest(root)
         if manifest is not None:
@@ -359,49 +454,60 @@ def provision_assets(allow_download: bool, progress: Progress | None = None,
                 say("VM assets incomplete or altered: provisioning again")
         if not allow_download:
             raise errors.DownloadNotAllowed(
-                "VM assets", f"the Debian archive {archive} ({suite})",
+                "VM assets", " and ".join(f"the Debian {s.kind} archive {s.archive} ({s.suite})"
+                                          for s in sources),
                 f"{KERNEL_META_PACKAGE} and {BUSYBOX_PACKAGE}", command=PROVISION_COMMAND)
+        now = time.time()
+        at = sources[0]  # the archive a failure is reported against
         try:
-            say(f"reading dists/{suite}/InRelease from {archive}")
-            release = debian_archive.read_release(archive, suite, time.time())
-            previous = manifest or {}
-            if (previous.get("archive"), previous.get("suite")) == (archive, suite):
-                recorded = previous.get("inrelease_epoch")
-                if isinstance(recorded, int) and release.date < recorded:
+            releases: list[debian_archive.Release] = []
+            kernels: list[tuple[_Source, debian_archive.Package]] = []
+            busyboxes: list[tuple[_Source, debian_archive.Package]] = []
+            for at in sources:
+                say(f"reading dists/{at.suite}/InRelease from {at.archive}")
+                release = debian_archive.read_release(at.archive, at.suite, now, kind=at.kind)
+                _not_older(manifest or {}, release)
+                packages = debian_archive.read_packages(release, _wanted)
+                releases.append(release)
+                if KERNEL_META_PACKAGE in packages:
+                    name = debian_archive.versioned_dependency(
+                        packages[KERNEL_META_PACKAGE], r"linux-image-[0-9][^\s]*-amd64")
+                    if name not in packages:
+                        raise debian_archive.ArchiveError(f"the package index has no {name}",
+                                                          refused=True)
+                    kernels.append((at, packages[name]))
+                if BUSYBOX_PACKAGE in packages:
+                    busyboxes.append((at, packages[BUSYBOX_PACKAGE]))
+            at = sources[0]
+            for name, found in ((KERNEL_META_PACKAGE, kernels), (BUSYBOX_PACKAGE, busyboxes)):
+                if not found:
                     raise debian_archive.ArchiveError(
-                        f"InRelease is dated {_when(release.date)}, before the "
-                        f"{_when(recorded)} this host already provisioned from: an old index "
-                        "replayed", refused=True)
-            packages = debian_archive.read_packages(
-                release, lambda n: n in (KERNEL_META_PACKAGE, BUSYBOX_PACKAGE)
-                or n.startswith("linux-image-"))
-            for name in (KERNEL_META_PACKAGE, BUSYBOX_PACKAGE):
-                if name not in packages:
-                    raise debian_archive.ArchiveError(f"the package index has no {name}", refused=True)
-            kernel_name = debian_archive.versioned_dependency(
-                packages[KERNEL_META_PACKAGE], r"linux-image-[0-9][^\s]*-amd64")
-            if kernel_name not in packages:
-                raise debian_archive.ArchiveError(f"the package index has no {kernel_name}",
-                                                  refused=True)
-            chosen = (packages[kernel_name], packages[BUSYBOX_PACKAGE])
+                        f"the package index{'es' if len(sources) > 1 else ''} of "
+                        f"{' and '.join(s.suite for s in sources)} list no {name}", refused=True)
+            chosen = (_highest(kernels), _highest(busyboxes))
+            kernel_name = chosen[0][1].name
             kernel_release = kernel_name.removeprefix("linux-image-")
             with tempfile.TemporaryDirectory(prefix="vm-assets-", dir=root) as tmp_name:
                 tmp = Path(tmp_name)
                 debs = {}
-                for package in chosen:
-                    say(f"downloading {package.name} {package.version} ({package.size} bytes)")
+                for at, package in chosen:
+                    say(f"downloading {package.name} {package.version} ({package.size} bytes) "
+                        f"from {at.archive}")
                     debs[package.name] = tmp / f"{package.name}.deb"
-                    debian_archive.download(archive, package, debs[package.name])
+                    debian_archive.download(at.archive, package, debs[package.name])
+                at = chosen[0][0]
                 say(f"reading {kernel_name}")
                 bzimage, modules, order = _kernel_contents(debs[kernel_name], kernel_release)
+                at = chosen[1][0]
                 busybox = dict(debpkg.read_members(debs[BUSYBOX_PACKAGE],
                                                    lambda n: n == "bin/busybox")).get("bin/busybox")
                 if busybox is None:
                     raise debpkg.DebError(f"{BUSYBOX_PACKAGE} has no bin/busybox")
+                at = chosen[0][0]
                 say("extracting the uncompressed vmlinux")
                 vmlinux = extract_vmlinux(bzimage)
         except (debian_archive.ArchiveError, debpkg.DebError, ValueError) as exc:
-            raise _refused(archive, suite, exc) from exc
+            raise _refused(at, exc) from exc
         say(f"building the base initramfs ({len(modules)} modules)")
         initrd = build_base_initrd(busybox, modules)
         files: dict[str, dict[str, object]] = {}
@@ -410,14 +516,17 @@ def provision_assets(allow_download: bool, progress: Progress | None = None,
             staged.write_bytes(data)
             os.replace(staged, root / name)
             files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        recorded: dict[str, dict[str, object] | None] = dict.fromkeys(debian_archive.KINDS)
+        for release in releases:
+            recorded[release.kind] = {"archive": release.archive, "suite": release.suite,
+                                      "inrelease_date": debian_archive.when(release.date),
+                                      "inrelease_epoch": release.date,
+                                      "signing_key": release.fingerprint}
         document = {
-            "archive": archive,
-            "suite": suite,
-            "inrelease_date": _when(release.date),
-            "inrelease_epoch": release.date,
-            "signing_key": release.fingerprint,
-            "packages": {p.name: {"version": p.version, "filename": p.filename,
-                                  "sha256": p.sha256, "size": p.size} for p in chosen},
+            "sources": recorded,
+            "packages": {p.name: {"version": p.version, "filename": p.filename, "sha256": p.sha256,
+                                  "size": p.size, "source": s.kind, "archive": s.archive}
+                         for s, p in chosen},
             "kernel_package": kernel_name,
             "kernel_release": kernel_release,
             "busybox_package": BUSYBOX_PACKAGE,
@@ -431,6 +540,3 @@ def provision_assets(allow_download: bool, progress: Progress | None = None,
         say(f"VM assets provisioned in {root}")
         return describe_assets()
 
-
-def _when(epoch: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))

@@ -5,9 +5,11 @@ Guarantees:
   returns its fields only if a signature by a key shipped in `roteiro_py/data/` and pinned
   by fingerprint in `PINNED_KEYS` verifies (`openpgp.verify_cleartext`), the file names
   the suite that was asked for (a validly signed InRelease of another suite is refused),
-  its `Date` is not in the future and its `Valid-Until`, when there is one, has not
-  passed. `Date` is returned so the caller can refuse an index older than one it already
-  used (a replayed old InRelease is a downgrade: assets.py records it in its manifest).
+  its `Date` is not in the future, not before `DATE_FLOOR` for its kind of archive, and
+  its `Valid-Until`, when there is one, has not passed (`Stale`). `Date` is returned so
+  the caller can refuse an index older than one it already used (a replayed old InRelease
+  is a downgrade: assets.py records it in its manifest); the floor refuses one on a host
+  that never provisioned before, which has nothing recorded to compare with.
 - `read_packages` fetches `COMPONENT/binary-ARCH/Packages.xz` (or `.gz`, or uncompressed,
   whichever of them is there first) and accepts it
   only if its size and SHA-256 are the ones the verified InRelease lists; it is parsed as
@@ -21,27 +23,36 @@ Guarantees:
 - The archive is a URL (http, https, file) or a local directory with the same
   `dists/` and `pool/` layout (an air-gapped host's copy of a mirror): it needs
   `dists/SUITE/InRelease`, one of `dists/SUITE/main/binary-amd64/Packages.xz`, `.gz` or
-  `Packages`, and the two .debs at their `Filename` under `pool/`.
+  `Packages`, and the .debs at their `Filename` under `pool/`. A local file is opened only
+  if it is a regular file (a symlink to one is fine: its bytes are checked by digest); a
+  FIFO would block the open for ever, a device would read for ever.
 
-One suite is read: the pinned `bookworm` by default, whose point releases (every two
-months or so) carry the kernel security updates; `bookworm-security` lives in another
-archive (security.debian.org) and is not read. The guest kernel is not what confines the
-tree: the hypervisor is, and everything the guest says is treated as hostile, so a kernel
-that lags the security archive by weeks does not weaken the sandbox. A user who wants a
-newer kernel sets `[vm] kernel` and `[vm] initrd`: a mirror that merged the security
-archive into this suite would have to sign its InRelease with its own key, which is not
-pinned, and is refused.
+Two archives are read, each against the same pinned keys (`KINDS`): the main archive's
+suite (`bookworm` by default), which changes only at a point release (every two months or
+so), and the security archive's `SUITE-security` (security.debian.org), where kernel
+security updates land between them; assets.py takes the highest version of each package
+found in either. The security archive's InRelease says `Components: updates/main`, but it
+lists and serves its index under `main/binary-amd64/` like the main archive
+(`dists/bookworm-security/updates/main/...` is 404, measured 2026-11-30), and its
+`Filename`s lie under `pool/updates/main/`. Its InRelease carries a `Valid-Until` a week
+after its `Date`, so a local copy of it goes stale weekly; the main archive's has none,
+which is why `DATE_FLOOR` exists. A mirror that merged the security archive into the main
+suite would have to sign its InRelease with its own key, which is not pinned, and is
+refused.
 """
 
 from __future__ import annotations
 
+import calendar
 import email.utils
 import gzip
 import hashlib
 import http.client
 import io
 import lzma
+import os
 import re
+import stat
 import time
 import urllib.error
 import urllib.parse
@@ -52,11 +63,24 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from roteiro_py.config import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SUITE
+from roteiro_py.config import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
 from roteiro_py.vm.qemu import openpgp
 
 DEFAULT_ARCHIVE = DEFAULT_DEBIAN_ARCHIVE
+DEFAULT_SECURITY_ARCHIVE = DEFAULT_DEBIAN_SECURITY_ARCHIVE
 DEFAULT_SUITE = DEFAULT_DEBIAN_SUITE
+#: The kinds of archive read: the main archive's suite, and the security archive's.
+MAIN = "main"
+SECURITY = "security"
+KINDS = (MAIN, SECURITY)
+
+#: The oldest InRelease `Date` accepted from each kind of archive, even by a host with no
+#: earlier provisioning to compare with: a replayed old index still verifies (a 2023
+#: bookworm InRelease is as validly signed today, and the main archive's carries no
+#: Valid-Until), and would pin the guest to a kernel years old. Set shortly before the
+#: indexes this version was checked against (bookworm's of 2026-07-11, bookworm-security's
+#: of 2026-11-29; trixie's was newer than both); raise them with each release.
+DATE_FLOOR: dict[str, str] = {MAIN: "2026-07-01", SECURITY: "2026-11-01"}
 COMPONENT = "main"
 ARCH = "amd64"
 
@@ -108,10 +132,30 @@ class ArchiveError(Exception):
         self.missing = missing
 
 
+class Stale(ArchiveError):
+    """The InRelease's Valid-Until has passed (`date`, `valid_until`: seconds since the epoch)."""
+
+    def __init__(self, message: str, date: int, valid_until: int) -> None:
+        super().__init__(message, refused=True)
+        self.date = date
+        self.valid_until = valid_until
+
+
+def security_suite(suite: str) -> str:
+    """The security archive's suite for the main archive's `suite` (bookworm-security)."""
+    return f"{suite}-security"
+
+
+def floor_epoch(kind: str) -> int:
+    """DATE_FLOOR[kind], midnight UTC, in seconds since the epoch."""
+    return calendar.timegm(time.strptime(DATE_FLOOR[kind], "%Y-%m-%d"))
+
+
 @dataclass(frozen=True)
 class Release:
     archive: str
     suite: str
+    kind: str  # MAIN or SECURITY
     date: int  # seconds since the epoch, from the signed Date field
     fingerprint: str  # of the key whose signature verified
     sha256: dict[str, tuple[str, int]]  # path under dists/SUITE -> (digest, size)
@@ -170,11 +214,35 @@ def _opener() -> urllib.request.OpenerDirector:
     return opener
 
 
+def _open_local(file: Path, path: str) -> BinaryIO:
+    """`file` if it is a regular file (or a symlink to one). A FIFO would block `open` until
+    a writer came, and a device would read for ever or have effects: refused before the open
+    (stat), and again after it (fstat, on what was opened: the path may have been swapped
+    between the two), which O_NONBLOCK keeps from blocking."""
+    def refuse(mode: int) -> ArchiveError:
+        return ArchiveError(f"{path} in the local archive is not a regular file (mode "
+                            f"{stat.filemode(mode)}): refused, not read", refused=True)
+
+    mode = os.stat(file).st_mode
+    if not stat.S_ISREG(mode):
+        raise refuse(mode)
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise refuse(mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _open(archive: str, path: str) -> BinaryIO:
     root = local_root(archive)
     try:
         if root is not None:
-            return (root / path).open("rb")
+            return _open_local(root / path, path)
         url = archive.rstrip("/") + "/" + urllib.parse.quote(path)
         request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox"})
         response: BinaryIO = _opener().open(request, timeout=NETWORK_TIMEOUT_S)
@@ -268,7 +336,13 @@ def _date(value: str, what: str) -> int:
         raise ArchiveError(f"InRelease has no readable {what} ({value[:60]!r})", refused=True) from exc
 
 
-def parse_release(archive: str, suite: str, verified: openpgp.Verified, now: float) -> Release:
+def when(epoch: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+def parse_release(archive: str, suite: str, verified: openpgp.Verified, now: float, *,
+                  kind: str) -> Release:
+    """The fields of a verified InRelease of `kind` (MAIN or SECURITY), its dates checked."""
     fields = _fields(verified.text.split("\n\n", 1)[0].strip("\n"))
     if suite not in (fields.get("Codename"), fields.get("Suite")):
         raise ArchiveError(f"InRelease is signed but for suite {fields.get('Codename')!r}, "
@@ -276,24 +350,31 @@ def parse_release(archive: str, suite: str, verified: openpgp.Verified, now: flo
     date = _date(fields.get("Date", ""), "Date")
     if date > now + openpgp.MAX_CLOCK_SKEW_S:
         raise ArchiveError(f"InRelease is dated in the future ({fields['Date']})", refused=True)
-    if "Valid-Until" in fields and _date(fields["Valid-Until"], "Valid-Until") < now:
-        raise ArchiveError(f"InRelease expired at {fields['Valid-Until']} (Valid-Until): the "
-                           "mirror is stale or replays an old index", refused=True)
+    if date < floor_epoch(kind):
+        raise ArchiveError(f"InRelease is dated {when(date)}, before {DATE_FLOOR[kind]}, the "
+                           f"oldest {kind} archive index this version of pylint-sandbox "
+                           "accepts: an old index replayed, or a copy older than the tool",
+                           refused=True)
+    if "Valid-Until" in fields:
+        valid_until = _date(fields["Valid-Until"], "Valid-Until")
+        if valid_until < now:
+            raise Stale(f"InRelease expired at {when(valid_until)} (Valid-Until): the mirror "
+                        "or copy is stale, or replays an old index", date, valid_until)
     sums: dict[str, tuple[str, int]] = {}
     for line in fields.get("SHA256", "").split("\n"):
         parts = line.split()
         if len(parts) == 3 and _SHA256.fullmatch(parts[0]) and parts[1].isdigit():
             sums[parts[2]] = (parts[0], int(parts[1]))
-    return Release(archive, suite, date, verified.fingerprint, sums)
+    return Release(archive, suite, kind, date, verified.fingerprint, sums)
 
 
-def read_release(archive: str, suite: str, now: float) -> Release:
+def read_release(archive: str, suite: str, now: float, *, kind: str) -> Release:
     data = fetch(archive, f"dists/{suite}/InRelease", MAX_INRELEASE_BYTES)
     try:
         verified = openpgp.verify_cleartext(data, pinned_keys(), now)
     except openpgp.Unverified as exc:
         raise ArchiveError(f"dists/{suite}/InRelease: {exc}", refused=True) from exc
-    return parse_release(archive, suite, verified, now)
+    return parse_release(archive, suite, verified, now, kind=kind)
 
 
 # -- the package index -----------------------------------------------------------------------

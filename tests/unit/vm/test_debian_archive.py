@@ -189,14 +189,14 @@ RELEASE = ("Origin: Test\nSuite: stable\nCodename: bookworm\nDate: Sat, 11 Jul 2
 
 def test_release_fields_name_the_suite_and_refuse_an_expired_index() -> None:
     verified = openpgp.Verified(RELEASE, "F" * 40, 0)
-    release = debian_archive.parse_release("file:///m", "bookworm", verified, NOW)
+    release = debian_archive.parse_release("file:///m", "bookworm", verified, NOW, kind="main")
     assert release.sha256 == {"main/binary-amd64/Packages.xz": ("a" * 64, 12)}
     with pytest.raises(debian_archive.ArchiveError, match="not 'trixie'"):
-        debian_archive.parse_release("file:///m", "trixie", verified, NOW)
+        debian_archive.parse_release("file:///m", "trixie", verified, NOW, kind="main")
     expired = openpgp.Verified(RELEASE.replace("Origin: Test\n", "Valid-Until: Sat, 11 Jul 2026 10:16:37 UTC\n"),
                                "F" * 40, 0)
     with pytest.raises(debian_archive.ArchiveError, match="Valid-Until"):
-        debian_archive.parse_release("file:///m", "bookworm", expired, 1_900_000_000)
+        debian_archive.parse_release("file:///m", "bookworm", expired, 1_900_000_000, kind="main")
 
 
 # -- Packages -------------------------------------------------------------------------------
@@ -477,7 +477,7 @@ def test_a_local_copy_needs_only_one_of_the_listed_package_indexes(tmp_path: Pat
         index = mirror / "dists" / "bookworm" / "main" / "binary-amd64"
         index.mkdir(parents=True)
         (index / present).write_bytes(forms[present])
-        release = debian_archive.Release(str(mirror), "bookworm", 0, "F" * 40, listed)
+        release = debian_archive.Release(str(mirror), "bookworm", "main", 0, "F" * 40, listed)
         assert set(debian_archive.read_packages(release, lambda n: True)) == {"linux-image-amd64",
                                                                               "busybox-static"}
     # An index that is there but altered is refused, not passed over for another.
@@ -485,12 +485,12 @@ def test_a_local_copy_needs_only_one_of_the_listed_package_indexes(tmp_path: Pat
         forms["Packages.gz"])
     altered = tmp_path / "Packages.xz" / "dists" / "bookworm" / "main" / "binary-amd64" / "Packages.xz"
     altered.write_bytes(altered.read_bytes()[:-1] + b"\0")
-    release = debian_archive.Release(str(tmp_path / "Packages.xz"), "bookworm", 0, "F" * 40, listed)
+    release = debian_archive.Release(str(tmp_path / "Packages.xz"), "bookworm", "main", 0, "F" * 40, listed)
     with pytest.raises(debian_archive.ArchiveError, match="Packages.xz does not match") as refused:
         debian_archive.read_packages(release, lambda n: True)
     assert refused.value.refused
     # None present: the failure names the index it looked for first.
-    empty = debian_archive.Release(str(tmp_path / "none"), "bookworm", 0, "F" * 40, listed)
+    empty = debian_archive.Release(str(tmp_path / "none"), "bookworm", "main", 0, "F" * 40, listed)
     with pytest.raises(debian_archive.ArchiveError, match="Packages.xz") as missing:
         debian_archive.read_packages(empty, lambda n: True)
     assert not missing.value.refused
@@ -566,3 +566,303 @@ def test_a_redirect_is_followed_to_http_or_https_only(
     moved = serve(lambda conn: conn.sendall(
         f"HTTP/1.1 302 Found\r\nLocation: {good.url}/pool/k.deb\r\nContent-Length: 0\r\n\r\n".encode()))
     assert debian_archive.fetch(moved.url, "pool/k.deb", 1000) == b"ok"
+
+
+# -- two archives: the main suite and the security archive, each signed (here by the test's
+# own key, pinned in place of Debian's: the only fake, since no test can make Debian sign) --
+
+
+DAY = 86400
+
+
+def rfc2822(epoch: float) -> str:
+    return time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime(epoch))
+
+
+def kernel_deb(path: Path, release: str) -> bytes:
+    """A kernel .deb as provisioning reads it: boot/vmlinuz-RELEASE (a bzImage whose xz
+    payload is an ELF naming the release) and every wanted module with a .modinfo."""
+    vmlinux = b"\x7fELF" + f"kernel {release}".encode() + b"\0" * 64
+    bzimage = b"\0" * 0x202 + b"HdrS" + lzma.compress(vmlinux, format=lzma.FORMAT_XZ)
+    modules = [(f"./lib/modules/{release}/kernel/{name}.ko", elf_module({"name": name, "depends": ""}))
+               for name in assets.WANTED_MODULES]
+    return make_deb(path, [(f"./boot/vmlinuz-{release}", bzimage), *modules]).read_bytes()
+
+
+def archive(gpg: Gpg, root: Path, suite: str, *, date: float, kernel: tuple[str, str] | None,
+            busybox: str | None, valid_until: float | None = None) -> Path:
+    """A local archive in the dists/ pool/ layout: `kernel` (ABI, version) gives
+    linux-image-amd64 and the linux-image-6.1.0-ABI-amd64 it depends on, `busybox` a
+    busybox-static of that version; the InRelease signed by the test's key."""
+    stanzas, pool = [], root / "pool" / "main"
+    pool.mkdir(parents=True, exist_ok=True)
+
+    def add(name: str, version: str, data: bytes, depends: str = "") -> None:
+        filename = f"pool/main/{name}_{version.replace(':', '%3a')}_amd64.deb"
+        (root / filename).write_bytes(data)
+        stanzas.append(f"Package: {name}\nVersion: {version}\n" + (f"Depends: {depends}\n" if depends else "")
+                       + f"Filename: {filename}\nSize: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n")
+
+    if kernel is not None:
+        abi, version = kernel
+        versioned = f"linux-image-6.1.0-{abi}-amd64"
+        add(versioned, version, kernel_deb(root / "k.deb", f"6.1.0-{abi}-amd64"))
+        add("linux-image-amd64", version, make_deb(root / "m.deb", []).read_bytes(), f"{versioned} (= {version})")
+    if busybox is not None:
+        add("busybox-static", busybox, make_deb(root / "b.deb", [("./bin/busybox", f"busybox {busybox}".encode())])
+            .read_bytes())
+    index = lzma.compress("\n".join(stanzas).encode())
+    dists = root / "dists" / suite
+    (dists / "main" / "binary-amd64").mkdir(parents=True, exist_ok=True)
+    (dists / "main" / "binary-amd64" / "Packages.xz").write_bytes(index)
+    body = (f"Origin: Debian\nSuite: {suite}\nCodename: {suite}\nDate: {rfc2822(date)}\n"
+            + (f"Valid-Until: {rfc2822(valid_until)}\n" if valid_until is not None else "")
+            + f"SHA256:\n {hashlib.sha256(index).hexdigest()} {len(index)} main/binary-amd64/Packages.xz\n")
+    (dists / "InRelease").write_bytes(signed(gpg, "a@example.org", body))
+    return root
+
+
+@pytest.fixture
+def pinned_test_key(gpg: Gpg, monkeypatch: pytest.MonkeyPatch) -> str:
+    fpr = gpg.fingerprint("a@example.org")
+    keys = keys_of(gpg, "a@example.org", [fpr])
+    monkeypatch.setattr(debian_archive, "pinned_keys", lambda: keys)
+    return fpr
+
+
+def manifest_of(home: Path) -> dict[str, object]:
+    import json
+
+    data: dict[str, object] = json.loads((home / "vm" / assets.MANIFEST).read_text())
+    return data
+
+
+@pytest.mark.parametrize(("main_kernel", "security_kernel", "security_busybox", "kernel_from", "busybox_from"), [
+    # Today's case: the security archive has the newer kernel; busybox only in main.
+    (("50", "6.1.176-1"), ("57", "6.1.192-3"), None, "security", "main"),
+    # After a point release, main may have the newer; 176 > 90 as numbers, not as strings.
+    (("50", "6.1.176-1"), ("40", "6.1.90-1"), "1:1.35.0-4", "main", "main"),
+    # busybox too is the highest found, and a security update of it is taken.
+    (("50", "6.1.176-1"), ("57", "6.1.192-3"), "1:1.35.0-4+deb12u1", "security", "security"),
+])
+def test_the_highest_version_across_the_two_archives_is_provisioned_from_the_archive_that_listed_it(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path,
+        main_kernel: tuple[str, str], security_kernel: tuple[str, str], security_busybox: str | None,
+        kernel_from: str, busybox_from: str) -> None:
+    now = time.time()
+    main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=main_kernel, busybox="1:1.35.0-4")
+    security = archive(gpg, tmp_path / "security", "bookworm-security", date=now - 3600, kernel=security_kernel,
+                       busybox=security_busybox, valid_until=now + 6 * DAY)
+    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=f"file://{security}")
+    manifest = manifest_of(roteiro_home)
+    expected = {"main": main_kernel, "security": security_kernel}[kernel_from]
+    kernel_name = f"linux-image-6.1.0-{expected[0]}-amd64"
+    assert manifest["kernel_package"] == kernel_name
+    packages = manifest["packages"]
+    assert isinstance(packages, dict)
+    assert packages[kernel_name]["version"] == expected[1]
+    assert packages[kernel_name]["source"] == kernel_from
+    assert packages["busybox-static"]["source"] == busybox_from
+    assert packages["busybox-static"]["version"] == (security_busybox if busybox_from == "security" else "1:1.35.0-4")
+    # What is booted is that kernel, and busybox that busybox, not only what the manifest says.
+    loaded = assets.load_assets()
+    assert f"kernel 6.1.0-{expected[0]}-amd64".encode() in loaded.kernel.read_bytes()
+    assert (roteiro_home / "vm" / assets.BUSYBOX_FILE).read_bytes() == \
+        f"busybox {packages['busybox-static']['version']}".encode()
+    # Both archives are recorded, and doctor shows both.
+    sources = manifest["sources"]
+    assert isinstance(sources, dict)
+    assert (sources["main"]["archive"], sources["main"]["suite"]) == (str(main), "bookworm")
+    assert (sources["security"]["archive"], sources["security"]["suite"]) == (f"file://{security}",
+                                                                              "bookworm-security")
+    assert sources["security"]["signing_key"] == pinned_test_key
+    shown = assets.source_of_assets()
+    assert shown is not None
+    assert shown[0] == (f"main: {main} bookworm (InRelease of {debian_archive.when(int(now - DAY))}, "
+                        f"signed by {pinned_test_key})")
+    assert shown[1] == (f"security: file://{security} bookworm-security (InRelease of "
+                        f"{debian_archive.when(int(now - 3600))}, signed by {pinned_test_key})")
+    assert f"{kernel_name} {expected[1]} from {kernel_from}" in shown[2]
+
+
+def test_an_empty_security_setting_reads_the_main_archive_alone(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through `prefetch --vm-assets` and the configuration, as a user sets it."""
+    from roteiro_py import provision
+
+    now = time.time()
+    main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    security = archive(gpg, tmp_path / "security", "bookworm-security", date=now - 3600,
+                       kernel=("57", "6.1.192-3"), busybox=None, valid_until=now + 6 * DAY)
+    read: list[tuple[str, str]] = []
+    real_fetch = debian_archive.fetch
+
+    def spy(where: str, path: str, *args: object, **kwargs: object) -> bytes:
+        read.append((where, path))
+        return real_fetch(where, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(debian_archive, "fetch", spy)
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_ARCHIVE", str(main))
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_SECURITY_ARCHIVE", "")
+    provision.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
+                           vm_assets=True, path=tmp_path)
+    manifest = manifest_of(roteiro_home)
+    assert manifest["kernel_package"] == "linux-image-6.1.0-50-amd64"
+    assert manifest["sources"] == {"main": manifest["sources"]["main"], "security": None}  # type: ignore[index]
+    assert read and {where for where, _path in read} == {str(main)}
+    assert (assets.source_of_assets() or [])[1] == "security: not read ([vm] debian_security_archive is empty)"
+    # Control: the same prefetch with the setting naming the security archive reads it, and
+    # takes its newer kernel.
+    (roteiro_home / "vm" / assets.KERNEL_FILE).unlink()
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_SECURITY_ARCHIVE", str(security))
+    provision.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
+                           vm_assets=True, path=tmp_path)
+    assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-57-amd64"
+    assert (str(security), "dists/bookworm-security/InRelease") in read
+    capsys.readouterr()
+
+
+def test_a_stale_security_index_is_refused_saying_a_copy_must_be_refreshed_or_the_setting_emptied(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path) -> None:
+    now = time.time()
+    main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    security = archive(gpg, tmp_path / "security", "bookworm-security", date=now - 8 * DAY,
+                       kernel=("57", "6.1.192-3"), busybox=None, valid_until=now - DAY)
+    with pytest.raises(errors.SecurityIndexStale) as stale:
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+    text = stale.value.guidance().render_text()
+    assert f"The Debian security archive {security} (suite bookworm-security) serves a stale index" in text
+    assert f"expired at {debian_archive.when(int(now - DAY))}" in text
+    assert "valid for 7 days" in text and "goes stale every 7 days" in text  # Valid-Until minus Date
+    assert "Refresh the copy" in text and "pylint-sandbox config set vm.debian_security_archive ''" in text
+    assert sorted(p.name for p in (roteiro_home / "vm").iterdir()) == [".provision.lock"]
+    # Control: the same archive, its index re-signed valid for another day, provisions.
+    archive(gpg, security, "bookworm-security", date=now - 6 * DAY, kernel=("57", "6.1.192-3"), busybox=None,
+            valid_until=now + DAY)
+    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+    assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-57-amd64"
+
+
+@pytest.mark.parametrize("kind", debian_archive.KINDS)
+def test_an_index_older_than_the_shipped_floor_is_refused_even_on_a_first_provisioning(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path, kind: str) -> None:
+    """A replayed old InRelease still verifies (the main archive's has no Valid-Until); with
+    no earlier provisioning recorded, only the floor the tool ships refuses it."""
+    now = time.time()
+    floor = debian_archive.floor_epoch(kind)
+    assert debian_archive.when(floor) == f"{debian_archive.DATE_FLOOR[kind]} 00:00:00 UTC"
+    assert floor < now
+
+    def provision(date: float) -> None:
+        dates = {"main": now - DAY, "security": now - 3600, kind: date}
+        main = archive(gpg, tmp_path / "main", "bookworm", date=dates["main"], kernel=("50", "6.1.176-1"),
+                       busybox="1:1.35.0-4")
+        security = archive(gpg, tmp_path / "security", "bookworm-security", date=dates["security"],
+                           kernel=("57", "6.1.192-3"), busybox=None, valid_until=now + DAY)
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+
+    with pytest.raises(errors.ArchiveRefused) as refused:
+        provision(floor - 1)
+    assert (f"InRelease is dated {debian_archive.when(floor - 1)}, before {debian_archive.DATE_FLOOR[kind]}, "
+            f"the oldest {kind} archive index") in refused.value.reason
+    assert refused.value.archive == str(tmp_path / kind)
+    assert not (roteiro_home / "vm" / assets.MANIFEST).exists()
+    # Control: an index dated at the floor provisions.
+    provision(floor)
+    assert manifest_of(roteiro_home)["sources"][kind]["inrelease_epoch"] == floor  # type: ignore[index]
+
+
+def test_an_older_index_than_the_one_recorded_is_refused_for_each_archive(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path) -> None:
+    now = time.time()
+
+    def provision(main_date: float, security_date: float) -> None:
+        main = archive(gpg, tmp_path / "main", "bookworm", date=main_date, kernel=("50", "6.1.176-1"),
+                       busybox="1:1.35.0-4")
+        security = archive(gpg, tmp_path / "security", "bookworm-security", date=security_date,
+                           kernel=("57", "6.1.192-3"), busybox=None, valid_until=now + DAY)
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+
+    provision(now - 2 * DAY, now - 3600)
+    for older, kind in (((now - 3 * DAY, now - 3600), "main"), ((now - 2 * DAY, now - 7200), "security")):
+        (roteiro_home / "vm" / assets.KERNEL_FILE).unlink(missing_ok=True)
+        with pytest.raises(errors.ArchiveRefused) as refused:
+            provision(*older)
+        assert "this host already provisioned from: an old index replayed" in refused.value.reason
+        assert refused.value.archive == str(tmp_path / kind)
+        setting = "debian_security_archive" if kind == "security" else "debian_archive"
+        assert f"config set vm.{setting} " in refused.value.guidance().render_text()
+    # Control: the same dates again, and newer ones, provision.
+    provision(now - 2 * DAY, now - 3600)
+    provision(now - DAY, now - 60)
+
+
+@pytest.mark.parametrize("where", ["dists/bookworm/InRelease", "dists/bookworm/main/binary-amd64/Packages.xz",
+                                   "pool/main/busybox-static_1%3a1.35.0-4_amd64.deb"])
+def test_a_fifo_in_a_local_archive_is_refused_and_does_not_block(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path, where: str) -> None:
+    now = time.time()
+    main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    target = main / where
+    regular = target.read_bytes()
+    target.unlink()
+    os.mkfifo(target)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    if worker.is_alive():  # blocked in open(): a writer releases it, and the test fails
+        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(timeout=10)
+        pytest.fail(f"provisioning blocked on the FIFO at {where}")
+    assert time.monotonic() - started < 10
+    assert isinstance(outcome[0], errors.ArchiveRefused), outcome
+    assert f"{where} in the local archive is not a regular file (mode prw" in outcome[0].reason
+    # Control: a symlink to a regular file holding the same bytes is read (its bytes are
+    # checked by digest, as any file's are).
+    target.unlink()
+    (tmp_path / "elsewhere").write_bytes(regular)
+    target.symlink_to(tmp_path / "elsewhere")
+    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
+    assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-50-amd64"
+
+
+def test_without_permission_to_download_the_refusal_names_each_archive_it_would_read(tmp_path: Path) -> None:
+    with pytest.raises(errors.DownloadNotAllowed) as both:
+        assets.provision_assets(False, archive="/srv/main-1", suite="trixie", security_archive="/srv/sec-2")
+    assert ("the Debian main archive /srv/main-1 (trixie) and the Debian security archive /srv/sec-2 "
+            "(trixie-security)") in both.value.guidance().summary
+    with pytest.raises(errors.DownloadNotAllowed) as alone:
+        assets.provision_assets(False, archive="/srv/main-1", suite="trixie", security_archive="")
+    assert "from the Debian main archive /srv/main-1 (trixie);" in alone.value.guidance().summary
+
+
+def test_a_security_archive_that_cannot_be_reached_is_a_failure_that_offers_the_way_around_it(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path) -> None:
+    """Never a silent fall back to the main archive alone: the user chooses that."""
+    main = archive(gpg, tmp_path / "main", "bookworm", date=time.time() - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    with pytest.raises(errors.PrefetchFailed) as failed:
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(tmp_path / "gone"))
+    text = failed.value.guidance().render_text()
+    assert f"from the Debian security archive {tmp_path / 'gone'}: dists/bookworm-security/InRelease" in text
+    assert "pylint-sandbox config set vm.debian_security_archive ''" in text
+    assert not (roteiro_home / "vm" / assets.MANIFEST).exists()
+    # Control: the main archive unreachable is the plain failure, naming it, with no such advice.
+    with pytest.raises(errors.PrefetchFailed) as main_failed:
+        assets.provision_assets(True, archive=str(tmp_path / "gone"), suite="bookworm", security_archive=str(main))
+    assert f"from the Debian archive {tmp_path / 'gone'}:" in main_failed.value.guidance().summary
+    assert "debian_security_archive" not in main_failed.value.guidance().render_text()
