@@ -170,11 +170,16 @@ class QemuBackend:
                            "proc:exec:*")
 
     def mounts(self, steps: Sequence[Command], grant: GrantSet) -> MountTable:
-        tables = {derive_mounts(grant, step, scratch=self.scratch_guest if self.scratch
-                                else None, host_cargo_home=paths.cargo_home())
-                  for step in steps}
-        assert len(tables) == 1  # the table depends on the grant, not the step
-        return tables.pop()
+        return _table(steps, grant, self.scratch_guest if self.scratch else None)
+
+    def check(self, steps: Sequence[Command], grant: GrantSet) -> None:
+        """errors.Unenforceable exactly where `run_steps` would refuse `grant` (the mount
+        table, mounts.py), asking only the host's paths, as if the run's scratch disk were
+        attached: a backend built for the preflight has none yet. The ceiling cannot say
+        which trees are never shared (the cargo home's root, /dev, a workspace holding
+        the cargo home): without this, those were refused only after the root filesystem
+        and the dependency cache were built."""
+        _table(steps, grant, self.scratch_guest)
 
     # -- running --------------------------------------------------------------------
 
@@ -305,6 +310,13 @@ class QemuBackend:
         return JobOutcome(steps=(), isolation=isolation, completed=False, boot_seconds=None,
                           failure=f"the VM template {key} failed to restore twice: {failure}",
                           console=result.console)
+
+
+def _table(steps: Sequence[Command], grant: GrantSet, scratch: str | None) -> MountTable:
+    tables = {derive_mounts(grant, step, scratch=scratch, host_cargo_home=paths.cargo_home())
+              for step in steps}
+    assert len(tables) == 1  # the table depends on the grant, not the step
+    return tables.pop()
 
 
 def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[float, int, bool]],
