@@ -49,6 +49,10 @@ ACCEL_CHOICES = ("auto", "kvm", "tcg")
 CLOCK_DIGITS = 12
 #: The guest's "oom I N" line is read only with at most this many digits in N.
 OOM_DIGITS = 6
+#: The guest's "exit I RC T" line is read only with at most this many digits in RC: a
+#: shell's `$?` is 0-255. A longer one is no verdict (it was any int() would take, up to
+#: 4300 digits, printed whole in UnexpectedStatus's summary).
+EXIT_DIGITS = 3
 
 
 def isolation_for(accel: str) -> Isolation:
@@ -347,7 +351,8 @@ def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[fl
             elif len(words) == 3 and words[0] == "oom" and words[2].isascii() \
                     and words[2].isdigit() and len(words[2]) <= OOM_DIGITS:
                 ooms[int(words[1])] = int(words[2])
-            elif len(words) == 4 and words[0] == "exit":
+            elif len(words) == 4 and words[0] == "exit" and words[2].isascii() \
+                    and words[2].isdigit() and len(words[2]) <= EXIT_DIGITS:
                 exits[int(words[1])] = (at, int(words[2]), words[3] == "1")
             elif words and words[0] == "error":
                 error = "the guest's init failed: " + " ".join(words[1:])[:300]
