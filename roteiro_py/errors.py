@@ -814,8 +814,12 @@ class ImageLacksLinter(Refusal):
         self.probe = probe
 
     def guidance(self) -> Guidance:
+        # `rustc -vV` answering nothing came after cargo-clippy answered: what is missing
+        # then is the compiler clippy runs, and the summary must not say clippy is.
+        missing = "`cargo clippy`" if self.probe.startswith("cargo-clippy") else \
+            f"`rustc` (`{_p(self.probe)}` answered nothing), which `cargo clippy` runs"
         return Guidance(
-            summary=f"The image {_p(self.reference)} has no working `cargo clippy`.",
+            summary=f"The image {_p(self.reference)} has no working {missing}.",
             notes=(_said(f"`{_p(self.probe)}` in the guest said", self.output),
                    f"Build the image from the {DOCKERFILE_LINES}-line Dockerfile this package "
                    f"carries (`{dockerfile_command()}`: a Rust base plus `rustup component add "

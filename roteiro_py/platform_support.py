@@ -5,8 +5,8 @@ for it:
 
 * the guest is a QEMU x86 `microvm` booted by `qemu-system-x86_64` (vm/qemu/machine.py
   `qemu_argv`) under KVM, or TCG by explicit opt-in (vm/qemu/backend.py);
-* the process layer waits on qemu with `pidfd_open` and `waitid(P_PIDFD)`
-  (process/stream.py): Linux 5.3 or later (`PIDFD_KERNEL`);
+* the process layer waits on qemu with `pidfd_open` (Linux 5.3) and `waitid(P_PIDFD)`
+  (Linux 5.4) (process/stream.py): Linux 5.4 or later (`PIDFD_KERNEL`);
 * qemu is tied to this process by util-linux's `setpriv --pdeathsig`
   (vm/qemu/machine.py `tied_to_caller`), so a SIGKILLed lint leaves no guest running.
 
@@ -29,8 +29,9 @@ from roteiro_py import errors
 SUPPORTED = "Linux x86_64"
 #: Where what runs, and what the other platforms would need, is written down.
 PLATFORMS_DOC = "`pylint-sandbox docs platforms`"
-#: The first Linux with `pidfd_open` (process/stream.py waits on children with it).
-PIDFD_KERNEL = (5, 3)
+#: The first Linux with both `pidfd_open` (5.3) and `waitid(P_PIDFD)` (5.4): process/stream.py
+#: waits on children with them.
+PIDFD_KERNEL = (5, 4)
 
 #: `sys.platform` values, by prefix, as a person names the system.
 _SYSTEMS = (("linux", "Linux"), ("darwin", "macOS"), ("win32", "Windows"),
@@ -84,8 +85,10 @@ def require_supported(current: Host | None = None) -> None:
 
 def missing_pidfd(why: str) -> errors.PlatformUnsupported:
     """The refusal for a host that looked supported but cannot wait on a child by pidfd
-    (process/stream.py): an older kernel, or a Python built without `os.pidfd_open`."""
+    (process/stream.py): an older kernel, a seccomp filter that refuses the calls, or a
+    Python built without `os.pidfd_open`."""
     kernel = ".".join(str(part) for part in PIDFD_KERNEL)
     return errors.PlatformUnsupported(
         host().name, SUPPORTED, PLATFORMS_DOC,
-        reason=f"{why}; waiting on the VM needs pidfd_open (Linux {kernel} or later)")
+        reason=f"{why}; waiting on the VM needs pidfd_open and waitid(P_PIDFD) "
+               f"(Linux {kernel} or later)")

@@ -68,7 +68,8 @@ PROBE_CWD = FRESH_CWD
 PIN_SCRIPT = (
     f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
     "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "
-    # killed by a signal (an OOM kill): keep 128+N, which lint/judgement.py reads as that signal
+    # killed by a signal (SIGKILL: an OOM kill or any kill -9): keep 128+N, which
+    # lint/judgement.py reads as that signal
     '[ "$st" -gt 128 ] && exit "$st"; exit 127; }\n'
     'case $s in /*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
     "exit 127;; esac\n"

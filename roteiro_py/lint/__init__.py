@@ -186,7 +186,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
 
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(unpinned(argv))}")
     grant = grant_for(tree, registry, git)
-    check_grant(grant, sandbox.ceiling(), shlex.join(argv), settings.lint.backend)  # before boot
+    check_grant(grant, sandbox, steps, shlex.join(unpinned(argv)), settings.lint.backend)  # before boot
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
     rootfs = root_filesystem(image, store.root, deadline)

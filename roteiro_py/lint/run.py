@@ -110,19 +110,30 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     return GrantSet.of(*atoms)
 
 
-def check_grant(grant: GrantSet, ceiling: GrantSet, command: str, backend: str) -> None:
-    """Refuse a grant beyond what the backend states it can enforce (`VmBackend.ceiling`),
-    before anything is prepared for the run: errors.Unenforceable naming every atom beyond.
+def check_grant(grant: GrantSet, sandbox: VmBackend, steps: list[Command], command: str,
+                backend: str) -> None:
+    """Refuse a grant the backend cannot enforce for these steps, before anything is
+    prepared for the run: errors.Unenforceable.
 
-    The backend refuses such a grant again when it derives the guest's mounts, but only
-    after the root filesystem, the dependency cache and the copy of the tree were built
-    (minutes, the first time); this is the same question the tests ask of a grant
-    (`GrantSet.within`), asked in production, where it costs nothing."""
-    if grant.within(ceiling).allows:
-        return
-    beyond = " ".join(str(atom) for atom in grant.beyond(ceiling))
-    raise Unenforceable(beyond, command, f"beyond what the {backend} backend can enforce "
-                        f"({ceiling}); nothing was prepared or booted")
+    First the grant against what the backend states it can enforce (`VmBackend.ceiling`,
+    `GrantSet.within`, as the tests ask it), naming every atom beyond; then the backend's
+    own mount table for these steps (`VmBackend.check`, what `run_steps` asks), which
+    also refuses the trees it never shares although the ceiling's `fs:read:/**` admits
+    them: a workspace holding the cargo home (a CI job's `CARGO_HOME` inside its
+    checkout), one under /dev. Without the second, those were refused only after the
+    root filesystem and the dependency cache were built (minutes, the first time).
+    `command` is the step as a refusal names it."""
+    ceiling = sandbox.ceiling()
+    if not grant.within(ceiling).allows:
+        beyond = " ".join(str(atom) for atom in grant.beyond(ceiling))
+        raise Unenforceable(beyond, command, f"beyond what the {backend} backend can enforce "
+                            f"({ceiling}); nothing was prepared or booted")
+    try:
+        sandbox.check(steps, grant)
+    except Unenforceable as refused:
+        why = (refused.why or "").rstrip(".")
+        raise Unenforceable(refused.atom, command, f"{why} (the {backend} backend's mount "
+                            "table); nothing was prepared or booted") from None
 
 
 def clippy_command(settings: config.Settings, member: str | None = None) -> list[str]:

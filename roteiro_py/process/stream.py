@@ -33,8 +33,9 @@ both sit on it. What it guarantees, and the failure each guarantee prevents:
   the hook exists to avoid. Linux only: `os.pidfd_open` and `waitid(P_PIDFD, WNOWAIT)`.
   There is no fallback for other systems (a kqueue or a polling wait): the platform is
   refused before a lint starts (platform_support.py), and a spawn that is reached
-  without pidfd anyway (an older kernel, a Python built without it) refuses with
-  errors.PlatformUnsupported before the child starts, or kills it if pidfd_open fails.
+  without pidfd anyway (a kernel before 5.4, a container's seccomp filter, a Python
+  built without it) refuses with errors.PlatformUnsupported before the child starts
+  (`_pidfd_missing`), or kills it if pidfd_open fails for it all the same.
   The hook is part of waiting for the child: if it raises, the terminal frame is
   `Failed(waitFailed)` naming the exception, never a clean `Exit`.
 """
@@ -381,6 +382,44 @@ class Stream:
         self.close()
 
 
+#: Why pidfd_open or waitid(P_PIDFD) fails where they cannot be used, by errno.
+_NO_PIDFD = {errno.ENOSYS: "this kernel has no pidfd_open system call",
+             errno.EPERM: "pidfd_open is not permitted here (a seccomp filter, such as an "
+                          "older container runtime's default profile)"}
+
+
+def _pidfd_missing() -> str | None:
+    """Why this host cannot wait on a child by pidfd, asked of this process's own pid so
+    that no child is started to find out; None when it can.
+
+    `waitid(P_PIDFD)` came a release after `pidfd_open` (Linux 5.4, not 5.3): on 5.3
+    every wait failed with EINVAL once the child was already running, and the run ended
+    as a failed wait, not as this refusal. A seccomp filter that does not know the calls
+    (Docker's default profile before 20.10) answers EPERM, which was exit 4. Two system
+    calls, no child: asked on every spawn, never cached (tests change what `os` has)."""
+    if not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
+        return "this Python has no os.pidfd_open"
+    try:
+        fd = os.pidfd_open(os.getpid())
+    except OSError as exc:
+        if exc.errno in _NO_PIDFD:
+            return _NO_PIDFD[exc.errno]
+        raise
+    try:
+        os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG)
+    except ChildProcessError:
+        return None  # understood: this process is not its own child
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return "this kernel's waitid has no P_PIDFD"
+        if exc.errno in _NO_PIDFD:
+            return _NO_PIDFD[exc.errno]
+        raise
+    finally:
+        os.close(fd)
+    return None
+
+
 def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], timeout: float,
            framing: Literal["chunk", "line"], stdin: Literal["null", "pipe"],
            max_bytes: int | None, exited: Callable[[int], None] | None) -> Stream:
@@ -390,8 +429,9 @@ def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], tim
         raise ValueError(f"timeout must be positive, not {timeout}")
     if max_bytes is not None and max_bytes < 0:
         raise ValueError(f"max_bytes must not be negative, not {max_bytes}")
-    if not hasattr(os, "pidfd_open"):
-        raise missing_pidfd("this Python has no os.pidfd_open")
+    missing = _pidfd_missing()
+    if missing is not None:
+        raise missing_pidfd(missing)
     try:
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=dict(env), bufsize=0, close_fds=True,
@@ -409,8 +449,8 @@ def _start(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], tim
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-        if exc.errno == errno.ENOSYS:  # a kernel older than pidfd_open
-            raise missing_pidfd("this kernel has no pidfd_open system call") from exc
+        if exc.errno in _NO_PIDFD:
+            raise missing_pidfd(_NO_PIDFD[exc.errno]) from exc
         raise
     pump = _Pump(proc, pidfd, timeout=timeout, framing=framing, max_bytes=max_bytes,
                  exited=exited)

@@ -7,8 +7,9 @@ and `rustc -vV`, then runs clippy), each with its own exit status and output, be
 boot costs ~2 s under TCG (VM_NOTES) and three boots would triple that.
 
 What a backend guarantees (the qemu member documents how):
-- It states the most it can enforce as grant atoms (`ceiling()`); a lint checks its grant
-  against that before it prepares anything (lint/run.py `check_grant`).
+- It states the most it can enforce as grant atoms (`ceiling()`), and answers for one
+  job's grant and steps what `run_steps` would refuse (`check()`: the paths it never
+  shares); a lint asks both before it prepares anything (lint/run.py `check_grant`).
 - It refuses, with `errors.Unenforceable` and before booting, every grant atom it cannot
   enforce: `net:*` (there is no network device), `secret:*`, `env:read:*` (the guest's
   environment is set, never inherited), any `fs:write` outside the scratch disk, and
@@ -120,6 +121,11 @@ class VmBackend(Protocol):
 
     def ceiling(self) -> GrantSet:
         """The most this backend can confine a command to; a grant beyond it is refused."""
+        ...
+
+    def check(self, steps: Sequence[Command], grant: GrantSet) -> None:
+        """Refuse (errors.Unenforceable) where `run_steps` would refuse `grant` for these
+        steps, looking only at the host's paths: no image, disk or boot is needed."""
         ...
 
     def run(self, command: Command, grant: GrantSet) -> Outcome:

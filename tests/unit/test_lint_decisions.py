@@ -28,7 +28,7 @@ from roteiro_py.lint import caches, judgement
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command
 from roteiro_py.report.model import Finding
-from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
+from roteiro_py.vm import Isolation, JobOutcome, VmBackend, VmOutcome
 
 PIN = "localhost/x/clippy@sha256:" + "c" * 64
 LOCK_WITH_REGISTRY = (
@@ -370,12 +370,23 @@ def test_the_template_detail_says_how_the_vm_started() -> None:
     assert lint.template_detail(built, template=True).endswith(", built by this run in 12.3 s")
 
 
-def _qemu_ceiling() -> GrantSet:
-    """The ceiling the lint's backend states, built as lint() builds that backend."""
+def _qemu_sandbox() -> VmBackend:
+    """The backend lint() asks before it prepares anything, built as lint() builds it."""
     from roteiro_py.vm import BACKENDS
 
-    return BACKENDS["qemu"](rootfs=Path(os.devnull), scratch=None,
-                            scratch_guest=lint.GUEST_SCRATCH).ceiling()
+    return BACKENDS["qemu"](rootfs=Path(os.devnull), scratch=None, scratch_guest=lint.GUEST_SCRATCH)
+
+
+def _steps(tree: lint.Tree) -> list[Command]:
+    from roteiro_py import config
+
+    settings = config.resolve(tree.asked, layers=config.read_layers(
+        tree.asked, flags={"lint.image": (PIN, "--image")})).settings
+    return lint.steps_for(tree, settings, {}, lint.clippy_command(settings))
+
+
+def _check(grant: GrantSet, tree: lint.Tree) -> None:
+    lint.check_grant(grant, _qemu_sandbox(), _steps(tree), "cargo clippy", "qemu")
 
 
 @pytest.mark.parametrize("extra", ["net:egress:crates.io:443", "fs:write:{ws}/**", "env:read:HOME",
@@ -391,13 +402,12 @@ def test_a_grant_beyond_what_the_backend_can_enforce_is_refused_naming_it(
 
     (tmp_path / "ws").mkdir()
     tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
-    ceiling = _qemu_ceiling()
     normal = lint.grant_for(tree, None, None)
-    lint.check_grant(normal, ceiling, "cargo clippy", "qemu")  # control: the lint's own grant
+    _check(normal, tree)  # control: the lint's own grant
     atom = GrantAtom.parse(extra.format(ws=tree.workspace))
     beyond = GrantSet(normal.atoms | {atom})
     with pytest.raises(Unenforceable) as refused:
-        lint.check_grant(beyond, ceiling, "cargo clippy", "qemu")
+        _check(beyond, tree)
     assert refused.value.atom == str(atom) and refused.value.exit_code == 3
     text = refused.value.guidance().render_text()
     assert str(atom) in text and "qemu backend" in text and "nothing was prepared or booted" in text
@@ -411,16 +421,50 @@ def test_a_grant_beyond_what_the_backend_can_enforce_is_refused_naming_it(
 def test_the_lints_grant_with_its_package_cache_is_within_the_ceiling(tmp_path: Path) -> None:
     from roteiro_py.errors import Unenforceable
     from roteiro_py.process.grants import GrantAtom
+    from roteiro_py.vm.mounts import cargo_views_root
 
+    (tmp_path / "ws").mkdir()
     tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
-    grant = lint.grant_for(tree, tmp_path / "view" / "registry", tmp_path / "view" / "git")
-    lint.check_grant(grant, _qemu_ceiling(), "cargo clippy", "qemu")
+    view = cargo_views_root() / "k"
+    for kind in ("registry", "git"):
+        (view / kind).mkdir(parents=True)
+    grant = lint.grant_for(tree, view / "registry", view / "git")
+    _check(grant, tree)
     # every atom beyond is named, not only the first
     two = GrantSet(grant.atoms | {GrantAtom.parse("net:egress:a.example:443"),
                                   GrantAtom.parse("env:read:HOME")})
     with pytest.raises(Unenforceable) as refused:
-        lint.check_grant(two, _qemu_ceiling(), "cargo clippy", "qemu")
+        _check(two, tree)
     assert refused.value.atom == "env:read:HOME net:egress:a.example:443"
+
+
+@pytest.mark.parametrize("cargo_home", ["ws/.cargo", "ws"])
+def test_a_workspace_the_backend_never_shares_is_refused_before_anything_is_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cargo_home: str) -> None:
+    """The ceiling's `fs:read:/**` admits every tree, but the mount table never shares one
+    holding the cargo home's root (credentials.toml): a CI job's CARGO_HOME inside its
+    checkout. check_grant asks the backend's own table (`check`), so this is refused
+    before the root filesystem and the dependency cache are built, not after; and it is
+    the refusal the run itself would meet (`mounts`, with its scratch disk)."""
+    from roteiro_py.errors import Unenforceable
+    from roteiro_py.vm.qemu.backend import QemuBackend
+
+    (tmp_path / "ws" / ".cargo").mkdir(parents=True)
+    tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
+    grant, steps = lint.grant_for(tree, None, None), _steps(tree)
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "elsewhere"))
+    _check(grant, tree)  # control: the same tree, with the cargo home outside it
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / cargo_home))
+    with pytest.raises(Unenforceable) as refused:
+        _check(grant, tree)
+    text = refused.value.guidance().render_text()
+    assert "cargo home root" in text and "nothing was prepared or booted" in text, text
+    assert "`cargo clippy`" in text and "/bin/sh" not in text  # the step as the user knows it
+    run = QemuBackend(rootfs=Path(os.devnull), scratch=tmp_path / "scratch.img",
+                      scratch_guest=lint.GUEST_SCRATCH)
+    with pytest.raises(Unenforceable) as at_run:
+        run.mounts(steps, grant)  # what run_steps asks, once everything was built
+    assert at_run.value.atom == refused.value.atom
 
 
 def _judged(tmp_path: Path, isolation: Isolation, clippy: tuple[int | None, bytes],
@@ -482,3 +526,36 @@ def test_the_judgement_passes_the_vms_evidence_to_the_refusals(tmp_path: Path) -
     with pytest.raises(OutputTooLarge) as flooded:
         _judged(tmp_path / "c", tcg, (0, CLEAN[1]), truncated=True, truncated_streams=("stderr",))
     assert flooded.value.stream == "stderr"
+
+
+def test_lint_meets_that_refusal_before_the_root_filesystem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """lint() itself, with the real qemu backend deciding: only the hypervisor probe and the
+    image store are stubbed (a probe boots a VM; the store would need an image), and the
+    root filesystem, the first expensive stage, records that it was reached."""
+    from roteiro_py.errors import Unenforceable
+    from roteiro_py.vm.qemu.backend import QemuBackend
+
+    repo = tmp_path / "repo"
+    (repo / ".cargo").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
+    (repo / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
+    monkeypatch.setattr(QemuBackend, "isolation", lambda self: Isolation("qemu", "tcg", False, "TCG"))
+    monkeypatch.setattr("roteiro_py.store.Store.resolve",
+                        lambda self, ref: SimpleNamespace(manifest_digest="sha256:" + "0" * 64, config={}))
+    reached = []
+
+    def root_filesystem(*args: object) -> None:
+        reached.append("rootfs")
+        raise RuntimeError("the root filesystem was reached")
+
+    monkeypatch.setattr(lint, "root_filesystem", root_filesystem)
+    monkeypatch.setenv("CARGO_HOME", str(repo / ".cargo"))
+    with pytest.raises(Unenforceable, match="for `cargo-clippy clippy --message-format=json") as refused:
+        lint.lint(_request(repo, PIN))
+    assert "cargo home root" in refused.value.guidance().render_text()
+    assert reached == []
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))  # control
+    with pytest.raises(RuntimeError, match="root filesystem was reached"):
+        lint.lint(_request(repo, PIN))
+    assert reached == ["rootfs"]

@@ -49,6 +49,10 @@ ACCEL_CHOICES = ("auto", "kvm", "tcg")
 CLOCK_DIGITS = 12
 #: The guest's "oom I N" line is read only with at most this many digits in N.
 OOM_DIGITS = 6
+#: The guest's "exit I RC T" line is read only with at most this many digits in RC: a
+#: shell's `$?` is 0-255. A longer one is no verdict (it was any int() would take, up to
+#: 4300 digits, printed whole in UnexpectedStatus's summary).
+EXIT_DIGITS = 3
 
 
 def isolation_for(accel: str) -> Isolation:
@@ -170,11 +174,16 @@ class QemuBackend:
                            "proc:exec:*")
 
     def mounts(self, steps: Sequence[Command], grant: GrantSet) -> MountTable:
-        tables = {derive_mounts(grant, step, scratch=self.scratch_guest if self.scratch
-                                else None, host_cargo_home=paths.cargo_home())
-                  for step in steps}
-        assert len(tables) == 1  # the table depends on the grant, not the step
-        return tables.pop()
+        return _table(steps, grant, self.scratch_guest if self.scratch else None)
+
+    def check(self, steps: Sequence[Command], grant: GrantSet) -> None:
+        """errors.Unenforceable exactly where `run_steps` would refuse `grant` (the mount
+        table, mounts.py), asking only the host's paths, as if the run's scratch disk were
+        attached: a backend built for the preflight has none yet. The ceiling cannot say
+        which trees are never shared (the cargo home's root, /dev, a workspace holding
+        the cargo home): without this, those were refused only after the root filesystem
+        and the dependency cache were built."""
+        _table(steps, grant, self.scratch_guest)
 
     # -- running --------------------------------------------------------------------
 
@@ -307,6 +316,13 @@ class QemuBackend:
                           console=result.console)
 
 
+def _table(steps: Sequence[Command], grant: GrantSet, scratch: str | None) -> MountTable:
+    tables = {derive_mounts(grant, step, scratch=scratch, host_cargo_home=paths.cargo_home())
+              for step in steps}
+    assert len(tables) == 1  # the table depends on the grant, not the step
+    return tables.pop()
+
+
 def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[float, int, bool]],
                                              float | None, bool, str | None, int | None,
                                              dict[int, int]]:
@@ -335,7 +351,8 @@ def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[fl
             elif len(words) == 3 and words[0] == "oom" and words[2].isascii() \
                     and words[2].isdigit() and len(words[2]) <= OOM_DIGITS:
                 ooms[int(words[1])] = int(words[2])
-            elif len(words) == 4 and words[0] == "exit":
+            elif len(words) == 4 and words[0] == "exit" and words[2].isascii() \
+                    and words[2].isdigit() and len(words[2]) <= EXIT_DIGITS:
                 exits[int(words[1])] = (at, int(words[2]), words[3] == "1")
             elif words and words[0] == "error":
                 error = "the guest's init failed: " + " ".join(words[1:])[:300]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -88,14 +89,31 @@ attempt
 echo scratch-control > /scratch/control && echo "scratch ok"
 """
 
+#: Lines that, if they reached the status port, would change what the host reads: step 3's
+#: status, and OOM evidence for this step (5) and the next (6).
+FORGED = r"oom 5 9\noom 6 9\nexit 3 0 0\nexit 5 0 0\n"
 FORGE = r"""
 for d in /dev/vport* /dev/hvc* /dev/console /dev/ttyS* /dev/virtio-ports/* /dev/tty; do
   [ -e "$d" ] || continue
-  printf 'exit 0 0 0\nexit 1 0 0\ndone\n' > "$d" 2>/dev/null && echo "wrote $d"
+  printf '%s' "$FORGED" > "$d" 2>/dev/null && echo "wrote $d"
+done
+# The status port's device numbers are visible in sysfs (the control: the attempt below is
+# a real one); a node made from them would reach it, but the user has no CAP_MKNOD and
+# every place it can write is nodev.
+for p in /sys/class/virtio-ports/*; do
+  read -r name < "$p/name"; [ "$name" = status ] && read -r dev < "$p/dev"
+done
+echo "status port $dev"
+for d in /tmp /dev/shm /scratch /cargo-home; do
+  if mknod "$d/port" c "${dev%%:*}" "${dev#*:}" 2>/dev/null; then
+    echo "made $d/port"
+    printf '%s' "$FORGED" > "$d/port" 2>/dev/null && echo "wrote $d/port"
+    rm -f "$d/port"
+  fi
 done
 ls /dev
 exit 7
-"""
+""".replace("$FORGED", "'" + FORGED.replace("\\n", "\n") + "'")
 
 PLANT = r"""
 echo warm-data > /scratch/warm.txt
@@ -142,6 +160,9 @@ def test_one_boot_enforces_read_only_env_network_status_and_credentials(world: W
     assert three.exit == 3 and missing.exit == 127
     assert forge.exit == 7, forge
     assert b"vport" not in forge.stdout and b"console" not in forge.stdout
+    assert b"wrote " not in forge.stdout, forge.stdout
+    assert re.search(rb"status port \d+:\d+\n", forge.stdout), forge.stdout  # control
+    assert [step.oom_kills for step in job.steps] == [0] * len(job.steps)  # none forged
     c = creds.stdout.decode()
     assert "Read-only file system" in c and "crate bytes\n" in c
     assert "credentials.toml" not in c and "SECRET-TOKEN" not in c

@@ -120,7 +120,10 @@ def test_a_probe_that_exits_0_and_prints_nothing_is_an_image_without_the_linter(
         assert f"The image {REF} has no working `cargo clippy`." in lacks.value.guidance().render_text()
         with pytest.raises(ImageLacksLinter) as lacks:
             toolchain_from_probe(CLIPPY_OK, ProbeOutput(0, blank, stderr), reference=REF)
-        assert "`rustc -vV` in the guest said" in lacks.value.guidance().render_text()
+        text = lacks.value.guidance().render_text()
+        assert "`rustc -vV` in the guest said" in text
+        # cargo-clippy answered: the summary names rustc, never "no working `cargo clippy`"
+        assert f"The image {REF} has no working `rustc` (`rustc -vV` answered nothing)" in text, text
     with pytest.raises(ProbeFailed) as garbage:
         toolchain_from_probe(ProbeOutput(0, b"garbage-77\n", stderr), RUSTC_OK, reference=REF)
     assert f"the image {REF} failed" in garbage.value.guidance().render_text()

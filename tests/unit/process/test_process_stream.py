@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import errors
+from roteiro_py.platform_support import PIDFD_KERNEL
 from roteiro_py.process import stream as stream_module
 from roteiro_py.process.stream import (
     QUEUE_FRAMES,
@@ -379,7 +380,8 @@ def test_without_pidfd_a_spawn_refuses_naming_the_platform_and_nothing_runs(
         with pytest.raises(errors.PlatformUnsupported) as refused:
             spawn(argv, timeout=5)
     text = refused.value.guidance().render_text()
-    assert "no os.pidfd_open" in text and "Linux 5.3 or later" in text
+    kernel = ".".join(map(str, PIDFD_KERNEL))
+    assert "no os.pidfd_open" in text and f"Linux {kernel} or later" in text
     time.sleep(0.3)
     assert not marker.exists()
     # control: with pidfd the same child runs
@@ -388,7 +390,8 @@ def test_without_pidfd_a_spawn_refuses_naming_the_platform_and_nothing_runs(
 
 def test_a_kernel_without_pidfd_open_is_refused_and_the_child_killed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ENOSYS is faked: a kernel older than 5.3 cannot be had on demand here."""
+    """ENOSYS is faked: a kernel older than 5.3 cannot be had on demand here. The
+    refusal comes from asking about this process's own pid, so no child ever starts."""
     marker = tmp_path / "ran"
 
     def no_pidfd(pid: int, flags: int = 0) -> int:
@@ -399,3 +402,49 @@ def test_a_kernel_without_pidfd_open_is_refused_and_the_child_killed(
         spawn(["sh", "-c", f"sleep 0.3; touch {marker}"], timeout=5)
     time.sleep(0.6)
     assert not marker.exists(), "the child outlived the refusal"
+
+
+def _refusing(call: str, code: int, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make `os.<call>` fail with `code` for pidfds, as a kernel or a filter would
+    (faked: neither a 5.3 kernel nor Docker's old seccomp profile is here on demand);
+    returns the pids the real pidfd_open was asked about."""
+    asked: list[int] = []
+    real_open, real_waitid = os.pidfd_open, os.waitid
+
+    def pidfd_open(pid: int, flags: int = 0) -> int:
+        asked.append(pid)
+        if call == "pidfd_open":
+            raise OSError(code, os.strerror(code))
+        return real_open(pid, flags)
+
+    def waitid(idtype: int, ident: int, options: int) -> object:
+        if call == "waitid" and idtype == os.P_PIDFD:
+            raise OSError(code, os.strerror(code))
+        return real_waitid(idtype, ident, options)
+
+    monkeypatch.setattr(os, "pidfd_open", pidfd_open)
+    monkeypatch.setattr(os, "waitid", waitid)
+    return asked
+
+
+@pytest.mark.parametrize(("call", "code", "said"), [
+    ("waitid", errno.EINVAL, "waitid has no P_PIDFD"),  # Linux 5.3: pidfd_open, no P_PIDFD
+    ("pidfd_open", errno.EPERM, "not permitted here (a seccomp filter"),
+    ("waitid", errno.EPERM, "not permitted here (a seccomp filter"),
+])
+def test_a_host_that_cannot_wait_by_pidfd_is_refused_before_any_child_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, code: int, said: str) -> None:
+    """On Linux 5.3 pidfd_open works and waitid(P_PIDFD) is EINVAL: every wait failed
+    once the child ran, a failed run instead of this refusal. Under a seccomp filter that
+    does not know the calls (EPERM) the spawn was an OSError: exit 4."""
+    marker = tmp_path / "ran"
+    asked = _refusing(call, code, monkeypatch)
+    with pytest.raises(errors.PlatformUnsupported) as refused:
+        spawn(["sh", "-c", f"touch {marker}"], timeout=5)
+    text = refused.value.guidance().render_text()
+    assert said in text and f"Linux {'.'.join(map(str, PIDFD_KERNEL))} or later" in text, text
+    assert asked == [os.getpid()]  # only this process was asked about: no child started
+    time.sleep(0.3)
+    assert not marker.exists()
+    monkeypatch.undo()  # control: the real calls, and the same child runs
+    assert collect(spawn(["sh", "-c", f"touch {marker}"], timeout=5)).exit == 0 and marker.exists()

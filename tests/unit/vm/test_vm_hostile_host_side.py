@@ -98,7 +98,7 @@ def test_the_output_cap_is_a_total_over_the_step_channels() -> None:
     assert not under.truncated  # control
 
 
-words = st.sampled_from(["ready", "done", "start", "exit", "error", "clock", "0", "1", "2", "3", "-1",
+words = st.sampled_from(["ready", "done", "start", "exit", "oom", "error", "clock", "0", "1", "2", "3", "-1",
                          "99999999999999999999", "x", "\u0663", "1.5", ""])
 status_lines = st.one_of(st.lists(words, max_size=5).map(" ".join), st.text(max_size=30))
 
@@ -121,7 +121,8 @@ def test_any_status_lines_give_a_job_outcome(status: list[tuple[float, str]],
     assert outcome.completed == any(line.split() == ["done"] for _, line in status)
     assert outcome.guest_clock is None or 0 <= outcome.guest_clock < 10 ** backend.CLOCK_DIGITS
     for index, step in enumerate(outcome.steps):
-        assert step.exit is None or isinstance(step.exit, int)
+        assert step.exit is None or 0 <= step.exit < 10 ** backend.EXIT_DIGITS
+        assert 0 <= step.oom_kills < 10 ** backend.OOM_DIGITS
         assert step.exit is None or not step.timed_out
         # the stream that passed the cap is named (errors.OutputTooLarge says which)
         assert step.truncated_streams == tuple(kind for kind in ("stdout", "stderr")
@@ -157,6 +158,25 @@ def test_the_oom_kills_init_counted_reach_the_step_they_happened_in() -> None:
     outcome = backend._outcome(steps, result, backend.isolation_for("tcg"))
     assert [step.oom_kills for step in outcome.steps] == [0, 2, 0]
     assert [step.exit for step in outcome.steps] == [0, 137, 137]
+
+
+def test_an_exit_status_no_shell_gives_is_no_verdict() -> None:
+    """`$?` is 0-255: a status line with more digits (or a sign) than EXIT_DIGITS is no
+    exit status, so the step has none (a VM failure), never a 4300-digit status in a
+    refusal. Control: the same line with 137 is read."""
+    def exits(code: str) -> list[int | None]:
+        lines = ["ready", "start 0", f"exit 0 {code} 0", "done"]
+        result = machine.MachineResult(
+            channels={"console": b"", "status": b""}, truncated=set(),
+            status=[(float(n), line) for n, line in enumerate(lines)], console=b"",
+            qemu_output=b"", qemu_exit=0, timed_out=False, failure=None,
+            started_wall=datetime.now(UTC).timestamp(), duration=5.0)
+        steps = [Command("cargo", ("0",), Path("/w"), timeout=10)]
+        return [step.exit for step in backend._outcome(steps, result, backend.isolation_for("tcg")).steps]
+
+    assert exits("137") == [137]
+    for hostile in ("9" * 4000, "1" + "0" * backend.EXIT_DIGITS, "-9", "+1", "\u0663"):
+        assert exits(hostile) == [None], hostile
 
 
 def test_the_stream_that_passed_the_cap_is_named() -> None:

@@ -219,7 +219,9 @@ def test_a_sigkilled_caller_takes_qemu_with_it(tmp_path: Path) -> None:
         with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as caller:
             assert caller.stdout is not None and caller.stdout.readline().strip() == "ready"
             deadline = time.monotonic() + 5
-            while not pidfile.exists() and time.monotonic() < deadline:
+            # the shell creates the file before it writes the pid: wait for the whole line
+            while not (pidfile.exists() and pidfile.read_text().endswith("\n")) \
+                    and time.monotonic() < deadline:
                 time.sleep(0.05)
             child = int(pidfile.read_text())
             caller.send_signal(signal.SIGKILL)
