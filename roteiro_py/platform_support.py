@@ -13,7 +13,8 @@ for it:
 Elsewhere (macOS, Windows, Linux on aarch64) `lint`, `doctor` and `prefetch --vm-assets`
 refuse before anything starts, naming the platform: there is no fallback that would run
 the tree's build with less confinement than asked. Commands that start no VM (`config`,
-`render`, `cache`, `fetch-deps`) work on any host. docs/PLATFORMS.md writes down what
+`render`, `cache`, `fetch-deps`) are not refused (tested on Linux only; Windows cannot
+import the package: POSIX-only `os` flags). docs/PLATFORMS.md writes down what
 aarch64 Linux and macOS would need.
 """
 
