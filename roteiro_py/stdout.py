@@ -24,8 +24,10 @@ write into StdoutUnwritable. A BrokenPipeError raised anywhere else stays what i
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -74,17 +76,39 @@ class _Stdout(io.FileIO):
     def write(self, data: ReadableBuffer, /) -> int:
         if self.failed:
             return memoryview(data).nbytes
+        if not memoryview(data).nbytes:
+            # Nothing to deliver, so nothing can fail: click probes a stream with
+            # write("") inside `except Exception`, which an unbuffered stdout passes down
+            # as b"" (ENOSPC on /dev/full); the refusal was swallowed there and every
+            # later write dropped, exit 0 with nothing printed.
+            return 0
         if self.closed_at_start:
             self.failed = True
             raise self.unwritable(None)
-        try:
-            return super().write(data)
-        except BrokenPipeError:
-            self.failed = True
-            raise ReaderLeft from None
-        except OSError as error:
-            self.failed = True
-            raise self.unwritable(error.strerror or str(error)) from None
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                written: int | None = super().write(view[done:])
+            except BrokenPipeError:
+                self.failed = True
+                raise ReaderLeft from None
+            except OSError as error:
+                self.failed = True
+                raise self.unwritable(error.strerror or str(error)) from None
+            if written is None:
+                # EAGAIN: fd 1's file description is O_NONBLOCK (set by a shell, node or a
+                # CI runner that shares it) and the pipe is full. FileIO says None, which
+                # BufferedWriter made BlockingIOError: exit 1 and a bare traceback. Wait
+                # for the reader, as a blocking stdout does; one that left makes the next
+                # write EPIPE.
+                select.select([], [self.fileno()], [])
+            else:
+                done += written
+        # Whole, not the short count a non-blocking pipe gives: unbuffered
+        # (PYTHONUNBUFFERED), TextIOWrapper and `sys.stdout.buffer.write` are this
+        # method's callers, and neither writes the rest of a short write.
+        return done
 
 
 _installed: list[_Stdout] = []
@@ -110,17 +134,29 @@ def install(words: Sequence[str]) -> Callable[[], None]:
     else:
         before.flush()
     raw = _Stdout(words, closed=before is None)
+    # Buffered as Python had it: line by line on a terminal, and not at all under
+    # PYTHONUNBUFFERED / `python -u` (a raw FileIO under a write-through wrapper), where
+    # a log of stdout and stderr together keeps the order things were printed in.
+    text = before if isinstance(before, io.TextIOWrapper) else None
+    unbuffered = text is not None and isinstance(text.buffer, io.RawIOBase)
     sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(raw), encoding=before.encoding if before else "utf-8",
+        raw if unbuffered else io.BufferedWriter(raw), encoding=before.encoding if before else "utf-8",
         errors=before.errors if before else "strict",
-        line_buffering=before.line_buffering if isinstance(before, io.TextIOWrapper) else False)
+        line_buffering=text.line_buffering if text else False,
+        write_through=text.write_through if text else False)
     _installed.append(raw)
 
     def restore() -> None:
+        from roteiro_py.errors import StdoutUnwritable
+
         mine = sys.stdout
         sys.stdout = before
         _installed.remove(raw)
-        mine.close()  # the boundary flushed it already; after a failure, writes are dropped
+        # The boundary flushed it already, and after a failure writes are dropped: what
+        # could still fail here is a flush under an exception on its way out of main()
+        # (an interrupt), which must not be replaced by the flush's own.
+        with contextlib.suppress(ReaderLeft, OSError, StdoutUnwritable):
+            mine.close()
 
     return restore
 

@@ -11,10 +11,13 @@ by a saved report (tests/data/saved_lint_cli.py): its report goes through the sa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -164,3 +167,116 @@ def test_a_broken_pipe_to_a_child_is_not_the_reader_of_stdout_leaving(
     assert result.returncode == errors.EXIT_INTERNAL, result.stderr
     assert b"internal error: BrokenPipeError" in result.stderr
     assert len(list((roteiro_home / "logs").iterdir())) == 1
+
+
+def _drain(fd: int, into: bytearray, start: threading.Event) -> None:
+    """Read slowly, a page at a time: the writer meets a pipe with room for part of a write."""
+    start.wait()
+    while chunk := os.read(fd, 4096):
+        into += chunk
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_a_non_blocking_stdout_that_fills_waits_for_its_reader(
+        unbuffered: bool, tmp_path: Path, roteiro_home: Path) -> None:
+    """fd 1 may be a pipe whose file description another process made O_NONBLOCK (a shell,
+    node, a CI runner sharing it): a write that finds it full is EAGAIN, which io.FileIO
+    answers with None, and BufferedWriter with BlockingIOError. It was exit 1 and a bare
+    traceback (the flush in main, then again in restore); it must wait for the reader, as a
+    blocking stdout does, and print every byte. Control: the same command on a blocking pipe.
+    Unbuffered (PYTHONUNBUFFERED), a write the pipe has room for only part of is short, and
+    neither TextIOWrapper nor `sys.stdout.buffer.write` writes the rest."""
+    env = {**os.environ, "ROTEIRO_HOME": str(roteiro_home), "CARGO_HOME": str(tmp_path / "cargo")}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    command = [*CLI, "docs", "threat-model"]  # ~20 KB, written at once
+    expected = run(command, tmp_path, env)
+    assert expected.returncode == 0 and len(expected.stdout) > 4096, expected.stderr
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    filled = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:  # full before the command writes its first byte
+            filled += os.write(write_end, b"x" * 4096)
+    received = bytearray()
+    start = threading.Event()
+    reader = threading.Thread(target=_drain, args=(read_end, received, start))
+    reader.start()
+    try:
+        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=write_end, stderr=subprocess.PIPE)
+        os.close(write_end)
+        time.sleep(1)  # the command finds the pipe full, and must wait
+        start.set()
+        _out, stderr = child.communicate(timeout=120)
+    finally:
+        start.set()
+        reader.join(timeout=120)
+        os.close(read_end)
+    assert child.returncode == 0, stderr
+    no_internal_error(subprocess.CompletedProcess(command, child.returncode, b"", stderr))
+    assert bytes(received[filled:]) == expected.stdout
+
+
+#: A command's core writing stdout, then stderr (as `prefetch --vm-assets --analyzer`
+#: lists the assets, then says how the image is fetched), both into one pipe.
+INTERLEAVED = """
+import sys
+import threading
+import time
+import roteiro_py.cli.config_cmd as config_cmd
+
+def show(path):
+    sys.stdout.write("on stdout\\n")
+    sys.stderr.write("on stderr\\n")
+
+config_cmd.show = show
+from roteiro_py.cli.app import main
+sys.exit(main(["config", "show"]))
+"""
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_an_unbuffered_stdout_stays_unbuffered(unbuffered: bool, tmp_path: Path, roteiro_home: Path) -> None:
+    """PYTHONUNBUFFERED=1 (`python -u`, set in many CI images so that a log keeps its order)
+    makes stdout write each line as it is printed: a log of stdout and stderr together reads
+    in the order things happened. The wrapper kept Python's buffer, so stdout came last.
+    Control: without it, stdout is block-buffered on a pipe, as Python has it."""
+    env = {**os.environ, "ROTEIRO_HOME": str(roteiro_home), "CARGO_HOME": str(tmp_path / "cargo")}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    result = subprocess.run([sys.executable, "-c", INTERLEAVED], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    assert result.returncode == 0, result.stdout
+    order = [b"on stdout\n", b"on stderr\n"]
+    assert result.stdout == b"".join(order if unbuffered else reversed(order))
+
+
+@pytest.mark.parametrize("name", ["--help", "config show", "docs"])
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_a_stdout_that_cannot_be_written_is_said_buffered_or_not(
+        name: str, unbuffered: bool, tmp_path: Path, roteiro_home: Path) -> None:
+    """Unbuffered (PYTHONUNBUFFERED=1), each write reaches fd 1 as it is made, inside
+    libraries: click probes the stream with write("") under `except Exception`, and /dev/full
+    refuses even an empty write. The refusal must still be said, whichever way stdout is
+    buffered."""
+    env = {**os.environ, "ROTEIRO_HOME": str(roteiro_home), "CARGO_HOME": str(tmp_path / "cargo")}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    command = CASES[name][0](tmp_path)
+    with open("/dev/full", "wb") as full:
+        unwritable = run(command, tmp_path, env, stdout=full.fileno())
+    assert unwritable.returncode == errors.EXIT_USAGE, unwritable.stderr
+    assert b"could not write on stdout (No space left on device)." in unwritable.stderr
+    no_internal_error(unwritable)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        left = run(command, tmp_path, env, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert (left.returncode, left.stderr) == (READER_LEFT, b"")
