@@ -866,3 +866,69 @@ def test_a_security_archive_that_cannot_be_reached_is_a_failure_that_offers_the_
         assets.provision_assets(True, archive=str(tmp_path / "gone"), suite="bookworm", security_archive=str(main))
     assert f"from the Debian archive {tmp_path / 'gone'}:" in main_failed.value.guidance().summary
     assert "debian_security_archive" not in main_failed.value.guidance().render_text()
+
+
+def test_one_archives_signed_index_cannot_stand_in_for_the_others(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path) -> None:
+    """Both archives are verified against the same pinned keys, so what keeps a mirror of the
+    security archive from serving the main suite's index (or the reverse) is the suite its
+    signed text names: refused, naming the archive that served it and its setting."""
+    now = time.time()
+    main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    security = archive(gpg, tmp_path / "security", "bookworm-security", date=now - 3600,
+                       kernel=("57", "6.1.192-3"), busybox=None, valid_until=now + DAY)
+    posing = tmp_path / "posing"  # the main archive, its bookworm index served as bookworm-security
+    shutil.copytree(main, posing)
+    (posing / "dists" / "bookworm").rename(posing / "dists" / "bookworm-security")
+    with pytest.raises(errors.ArchiveRefused) as as_security:
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(posing))
+    assert as_security.value.archive == str(posing)
+    assert "InRelease is signed but for suite 'bookworm', not 'bookworm-security'" in as_security.value.reason
+    assert "config set vm.debian_security_archive " in as_security.value.guidance().render_text()
+    reverse = tmp_path / "reverse"  # the security index served as the main suite's
+    shutil.copytree(security, reverse)
+    (reverse / "dists" / "bookworm-security").rename(reverse / "dists" / "bookworm")
+    with pytest.raises(errors.ArchiveRefused) as as_main:
+        assets.provision_assets(True, archive=str(reverse), suite="bookworm", security_archive=str(security))
+    assert "InRelease is signed but for suite 'bookworm-security', not 'bookworm'" in as_main.value.reason
+    assert as_main.value.setting == "debian_archive"
+    assert not (roteiro_home / "vm" / assets.MANIFEST).exists()
+    # Control: each served where it belongs provisions.
+    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+    assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-57-amd64"
+
+
+def test_a_manifest_written_before_the_security_archive_still_refuses_an_older_main_index(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path) -> None:
+    """A host provisioned by the previous version has its one archive recorded at the top of
+    the manifest, no `sources`: its date still refuses a replayed older index, doctor still
+    names it, and nothing crashes on the missing keys."""
+    import json
+
+    now = time.time()
+
+    def provision(main_date: float) -> None:
+        main = archive(gpg, tmp_path / "main", "bookworm", date=main_date, kernel=("50", "6.1.176-1"),
+                       busybox="1:1.35.0-4")
+        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
+
+    provision(now - 2 * DAY)
+    manifest = manifest_of(roteiro_home)
+    recorded = manifest.pop("sources")["main"]  # type: ignore[index]
+    old = {**manifest, **{key: recorded[key] for key in ("archive", "suite", "inrelease_date",
+                                                        "inrelease_epoch", "signing_key")}}
+    for entry in old["packages"].values():  # type: ignore[attr-defined]
+        del entry["source"], entry["archive"]
+    (roteiro_home / "vm" / assets.MANIFEST).write_text(json.dumps(old))
+    assert assets.source_of_assets() == [
+        f"main: {tmp_path / 'main'} bookworm (InRelease of {debian_archive.when(int(now - 2 * DAY))}, "
+        f"signed by {pinned_test_key})", "security: not read",
+        "busybox-static 1:1.35.0-4, linux-image-6.1.0-50-amd64 6.1.176-1"]
+    (roteiro_home / "vm" / assets.KERNEL_FILE).unlink()
+    with pytest.raises(errors.ArchiveRefused) as refused:
+        provision(now - 3 * DAY)
+    assert "this host already provisioned from: an old index replayed" in refused.value.reason
+    # Control: a newer index provisions, and the manifest is written in the new form.
+    provision(now - DAY)
+    assert "sources" in manifest_of(roteiro_home)
