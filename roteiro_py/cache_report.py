@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -258,10 +257,9 @@ class _CargoViews:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
-        # Renamed aside first: a run that takes the lock next never sees half a view.
-        aside = entry.path.with_name(f".{entry.key}.{os.getpid()}.gone")
-        os.rename(entry.path, aside)
-        shutil.rmtree(aside, ignore_errors=True)
+        from roteiro_py.cargo_view import discard
+
+        discard(entry.path)
 
 
 #: Every kind `cache` knows, by the name `--kind` takes, in the order they are listed.

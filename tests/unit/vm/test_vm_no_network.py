@@ -148,22 +148,34 @@ class World:
                 for path in sorted(self.log.iterdir())]
 
 
-def plant_templates(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
-    """template.ensure builds the template for real, with the stand-in qemu, which never says
-    "template-ready": the build's command line is written down and the build refused as
-    unusable. A template then stands in for the one a booted guest would have saved (no
-    guest boots here), so that the backend goes on to start a clone of it."""
-    real = template.ensure
+def plant_templates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """template._build builds the template for real, with the stand-in qemu, which never
+    says "template-ready": the build's command line is written down and the build refused
+    as unusable. A whole template then stands in for the one a booted guest would have
+    saved (no guest boots here), so that the backend goes on to start a clone of it."""
+    import hashlib
+    import json
 
-    def ensure(spec: Any, steps: Any, key: str, archive: bytes, **options: Any) -> template.Template:
+    real = template._build
+
+    def build(spec: Any, steps: Any, key: str, archive: bytes, directory: Path,
+              until: float) -> template.Template:
         with pytest.raises(template.TemplateUnusable):
-            real(spec, steps, key, archive, **options)
-        directory = root / key
-        directory.mkdir(parents=True, exist_ok=True)  # the backend discards it when the clone fails
+            real(spec, steps, key, archive, directory, until)
+        directory.mkdir(parents=True)  # the backend discards it when the clone fails
+        state = b"saved state"
+        (directory / template.STATE).write_bytes(state)
+        with (directory / template.MEMORY).open("wb") as memory:
+            memory.truncate(spec.memory_mib << 20)
         (directory / template.ARCHIVE).write_bytes(archive)
-        return template.Template(key, directory, ())
+        (directory / template.META).write_text(json.dumps({
+            "format": template.FORMAT, "key": key, "steps": [], "archive_bytes": len(archive),
+            "state_sha256": hashlib.sha256(state).hexdigest()}))
+        found = template.load(directory, key, spec.memory_mib)
+        assert found is not None
+        return found
 
-    monkeypatch.setattr(template, "ensure", ensure)
+    monkeypatch.setattr(template, "_build", build)
 
 
 def kind(argv: list[str]) -> str:
@@ -182,7 +194,7 @@ def test_no_machine_the_backend_builds_has_a_network(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shares: str, disks: str, accel: str) -> None:
     world = World(tmp_path, monkeypatch, accel)
     world.run(shares, disks, templated=False)
-    plant_templates(monkeypatch, tmp_path / "planted")
+    plant_templates(monkeypatch)
     world.run(shares, disks, templated=True)
     argvs = world.argvs()
     # Control: every way of starting qemu was taken (the cold boot; the template's build and
