@@ -28,7 +28,9 @@ Guarantees:
   no_new_privs on nosuid mounts anyway; stripping means the image has no such file at all.
 - The image is built by `mkfs.ext4 -d` (no root, no loop device; no journal: the root is
   mounted read-only) into a temporary file and renamed into the cache, under a file
-  lock per manifest digest, so two runs never race and a reader never sees half an image.
+  lock per manifest digest held exclusive, so two runs never race and a reader never
+  sees half an image; a run using it holds that lock shared until its VM is done
+  (`rootfs_in_use`), so no prune removes it meanwhile.
 - Every layer blob is hashed as it is read (raw bytes, through decompression to EOF): a
   blob that does not match its digest is `LayerDamaged` (the conductor says
   ImageNotProvisioned, naming it, with prefetch as the way forward), including one whose

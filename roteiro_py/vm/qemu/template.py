@@ -17,7 +17,9 @@ key, 14.3 s). The design is Kata's VM templating / Firecracker's snapshots:
   state with migration (`x-ignore-shared`: the RAM is the file, not copied; ~260 KB of
   state) to a file it opened and passed over QMP (no `exec:` helper: qemu runs under
   `-sandbox spawn=deny`), and quits it. It is built in a temporary directory and renamed
-  into place under a file lock: two first lints build one template.
+  into place under a file lock held exclusive: two first lints build one template. A
+  run restoring from it holds that lock shared until its clone is done (`in_use`), so
+  no prune or sweep removes it meanwhile.
 - Clone: qemu with the same arguments and device slots (machine.qemu_argv, from the same
   MachineSpec shape), RAM mapped from the template's file with share=off (a private
   copy-on-write mapping: a clone's writes never reach the file; qemu 7.2's `readonly=on`
