@@ -12,15 +12,12 @@ and how one is deleted once that lock is taken:
   cap uses too: least recently used first;
 - `prune` with no criterion is a usage error, never "everything": `--all` says that.
 
-What a held lock covers differs by kind, and that is what "in use" can mean here: a kept
-build's lock is held for the whole run, a dependency cache's while it is built or checked
-(and for the run if the lint holds it that long); a root filesystem's, a template's and a
-cargo view's only while it is built or checked. A root filesystem or template removed
-after that is harmless to a run whose qemu has opened it (unlinked, not gone) and at
-worst fails a restore, which then builds the template again (template.sweep says the
-same); a cargo view removed before the run copied it into its share image fails that run.
-Pruning by age or size takes the least recently used first, which a starting run's view is
-not; `--all` takes it.
+What a held lock covers is the same for every kind (roteiro_py/locks.py): a running lint
+holds each cache it uses from the check that finds it until its VM is done (shared: the
+cargo view, the root filesystem, a VM template, a dependency cache; exclusive: a kept
+build, which the run writes), and a build holds it exclusive. So an entry in use is
+never removed, whether its qemu has opened it yet or not; it is reported and goes at a
+later prune. Lock files themselves are never removed.
 
 Sizes are allocated bytes (st_blocks * 512): the dependency caches, kept builds and VM
 templates are sparse files much larger than what they hold. Only names of the shape each
@@ -36,7 +33,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -82,7 +78,7 @@ class CacheKind(Protocol):
     def entries(self) -> list[CacheEntry]: ...
 
     def lock_path(self, entry: CacheEntry) -> Path:
-        """The lock a run holds while it builds or uses `entry`."""
+        """The lock a run holds while it builds or uses `entry` (never removed)."""
         ...
 
     def delete(self, entry: CacheEntry) -> None:
@@ -258,10 +254,9 @@ class _CargoViews:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
-        # Renamed aside first: a run that takes the lock next never sees half a view.
-        aside = entry.path.with_name(f".{entry.key}.{os.getpid()}.gone")
-        os.rename(entry.path, aside)
-        shutil.rmtree(aside, ignore_errors=True)
+        from roteiro_py.cargo_view import discard
+
+        discard(entry.path)
 
 
 #: Every kind `cache` knows, by the name `--kind` takes, in the order they are listed.

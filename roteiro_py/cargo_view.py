@@ -33,6 +33,7 @@ crate's contents came from a registry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,7 +182,21 @@ def replaced_sources(pinned: list[Pin], sources: HostSources, tree: Path) -> dic
 def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin] | None = None,
                until: float | None = None, seconds: float = 0.0,
                sources: HostSources | None = None) -> Path | None:
-    """The view for `lockfile` (built now unless cached), or None when it pins nothing to share.
+    """`view_in_use`, its lock let go at once: for what runs no VM on it afterwards."""
+    with view_in_use(lockfile, cargo_home, tree, pinned=pinned, until=until, seconds=seconds,
+                     sources=sources) as view:
+        return view
+
+
+@contextlib.contextmanager
+def view_in_use(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin] | None = None,
+                until: float | None = None, seconds: float = 0.0,
+                sources: HostSources | None = None) -> Iterator[Path | None]:
+    """The view for `lockfile` (built now unless cached), or None when it pins nothing to
+    share; held for the block: its lock held shared from the check that finds it until the
+    block ends (locks.held_shared), so that no prune removes it before the run has copied
+    it or while its VM reads it, and lints of one lockfile use it side by side. It is
+    built under the lock held exclusive.
 
     `pinned`: the lockfile's pins when the caller has read them already (the lockfile may
     be megabytes of TOML; it is parsed once per run). `tree` is what a NoPackageCache
@@ -192,12 +208,13 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
     is looked for in the cache directories of the source its replacement chain ends at,
     and the chains followed are what the guest is then given (`sources.guest_args()`).
     """
-    from roteiro_py.locks import acquire_within
+    from roteiro_py.locks import held_shared
 
     if pinned is None:
         pinned = pins(lockfile)
     if not pinned:
-        return None
+        yield None
+        return
     if sources is None:
         sources = host_sources()
     found_in = replaced_sources(pinned, sources, tree)
@@ -205,26 +222,40 @@ def cargo_view(lockfile: Path, cargo_home: Path, tree: Path, *, pinned: list[Pin
     key = view_key(pinned, cargo_home, sources.key())
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
-    lock = acquire_within(root / f"{key}.lock", until=until, seconds=seconds,
-                          waiting_for="another run building the same cargo view")
-    try:
-        _sweep_unused(root, keep=key)
-        if view.is_dir():
-            os.utime(view)  # in use: the sweep measures from a view's last use
-            return view
-        for leftover in root.glob(f".{key[:12]}-*"):  # a build of this key killed midway
-            shutil.rmtree(leftover, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
+    _sweep_unused(root, keep=key)
+
+    def there() -> Path | None:
+        if not view.is_dir():
+            return None
+        os.utime(view)  # in use: the sweep measures from a view's last use
+        return view
+
+    def build() -> None:
+        from roteiro_py.locks import acquire_within
+
+        lock = acquire_within(root / f"{key}.lock", until=until, seconds=seconds,
+                              waiting_for="another run building or using the same cargo view")
         try:
-            budget = _Budget(until, seconds)
-            _build(_located(pinned, found_in, cargo_home, tree, budget), cargo_home, staging, budget)
-            os.chmod(staging, 0o755)
-            os.replace(staging, view)
+            if view.is_dir():
+                return
+            for leftover in root.glob(f".{key[:12]}-*"):  # a build of this key killed midway
+                shutil.rmtree(leftover, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
+            try:
+                budget = _Budget(until, seconds)
+                _build(_located(pinned, found_in, cargo_home, tree, budget), cargo_home, staging,
+                       budget)
+                os.chmod(staging, 0o755)
+                os.replace(staging, view)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    finally:
-        lock.release()
-    return view
+            lock.release()
+
+    with held_shared(root / f"{key}.lock", until=until, seconds=seconds,
+                     waiting_for="another run building the same cargo view", check=there,
+                     build=build, what="cargo view", where=view) as held:
+        yield held
 
 
 #: A view not used for this long is removed when another view is next used: every
@@ -234,8 +265,9 @@ VIEW_STALE_SECONDS = MAX_TIMEOUT_S + 24 * 3600
 
 
 def _sweep_unused(root: Path, keep: str, now: float | None = None) -> None:
-    """Remove views unused for VIEW_STALE_SECONDS whose lock is free right now."""
-    from filelock import FileLock, Timeout
+    """Remove views unused for VIEW_STALE_SECONDS whose lock is free right now (no run is
+    using or building one)."""
+    from roteiro_py.locks import taken_if_free
 
     now = time.time() if now is None else now
     with os.scandir(root) as entries:
@@ -243,15 +275,18 @@ def _sweep_unused(root: Path, keep: str, now: float | None = None) -> None:
                and e.is_dir(follow_symlinks=False)
                and now - e.stat(follow_symlinks=False).st_mtime > VIEW_STALE_SECONDS]
     for name in old:
-        lock = FileLock(str(root / f"{name}.lock"), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            continue  # a run is using or building it
-        try:
-            shutil.rmtree(root / name, ignore_errors=True)
-        finally:
-            lock.release()
+        with taken_if_free(root / f"{name}.lock") as free:
+            if free:
+                discard(root / name)
+
+
+def discard(view: Path) -> None:
+    """Remove a view, renamed aside first: a run that takes its lock next, or one killed
+    midway through this, never sees half a view where a whole one was (a view is trusted
+    by its existence). The caller holds its lock exclusive."""
+    aside = view.with_name(f".{view.name}.{os.getpid()}.gone")
+    os.rename(view, aside)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 class _Budget:

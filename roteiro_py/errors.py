@@ -800,6 +800,30 @@ class ScratchUnavailable(Refusal):
         )
 
 
+class CacheContended(Refusal):
+    """A cache this run built was removed each time before the run could hold it
+    (locks.held_shared): something prunes the caches as fast as the run builds them."""
+
+    code = "cache-contended"
+
+    def __init__(self, what: str, path: Path, attempts: int) -> None:
+        super().__init__()
+        self.what = what
+        self.path = path
+        self.attempts = attempts
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The {_p(self.what)} at {_p(self.path)} was removed {self.attempts} "
+            "times between this run building it and using it.",
+            notes=("A `cache prune` (or another tool removing caches under $ROTEIRO_HOME) is "
+                   "running alongside this lint; a cache a run holds is never removed, but "
+                   "one it has only just built is not held yet.",
+                   "Run the lint again once that has finished."),
+            commands=("pylint-sandbox cache list",),
+        )
+
+
 class ImageLacksLinter(Refusal):
     """The image's clippy is missing or does not answer: a probe failed, or exited 0 and
     printed nothing (clippy/toolchain.py). The way forward is another image, not a retry."""

@@ -178,42 +178,24 @@ def lock(key: str, until: float | None, seconds: float) -> Iterator[None]:
         held.release()
 
 
-#: How often `in_use` asks again for its shared lock while a builder or a pruner holds it.
-SHARED_POLL_S = 0.05
-
-
 @contextlib.contextmanager
 def in_use(key: str, until: float, seconds: float) -> Iterator[Path | None]:
     """The key's image for a run's VM to attach, with the key's lock held SHARED for the
-    block: other runs using it hold it shared too, while a builder (`lock`) or a pruner
-    (locks.taken_if_free, the size cap) needs it exclusive and so waits, or leaves the
-    image alone, until the VM is done with it. Between `lock` released and this taken a
-    pruner may have removed or replaced the image: it is checked again (one stat when
-    nothing changed) and the block gets None when it is no longer the sealed one.
-    Past `until` (time.monotonic()) waiting, DeadlineExceeded."""
-    import fcntl
-    import time
-
-    from roteiro_py.errors import DeadlineExceeded
+    block (locks.shared_within): other runs using it hold it shared too, while a builder
+    (`lock`) or a pruner (locks.taken_if_free, the size cap) needs it exclusive and so
+    waits, or leaves the image alone, until the VM is done with it. Between `lock`
+    released and this taken a pruner may have removed or replaced the image: it is checked
+    again (one stat when nothing changed) and the block gets None when it is no longer the
+    sealed one. Past `until` (time.monotonic()) waiting, DeadlineExceeded."""
+    from roteiro_py.locks import shared_within
 
     path = lock_path(key)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= until:
-                    raise DeadlineExceeded("waiting for another run building or pruning the "
-                                           "same dependency cache", seconds,
-                                           stopped="the VM was not started") from None
-                time.sleep(SHARED_POLL_S)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with shared_within(path, until=until, seconds=seconds,
+                       waiting_for="another run building or pruning the same dependency cache"):
         image = image_path(key)
         intact = rootfs_record.check(image, rootfs_record.hash_sparse) is not None
         yield image if intact else None
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def staging_disk(key: str) -> Path:

@@ -25,6 +25,7 @@ else reaches stderr (a refusal, "interrupted") and before the report reaches std
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -37,9 +38,11 @@ from typing import TYPE_CHECKING, Any
 from roteiro_py import config
 from roteiro_py.compare import compare, load_against
 from roteiro_py.lint.caches import (
+    cargo_in_use,
     guest_cargo,
     package_cache,
     root_filesystem,
+    root_filesystem_in_use,
     scratch_disk,
     scratch_key,
 )
@@ -101,7 +104,7 @@ __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
     "LintRequest", "OutputPlan", "Tree", "build_report", "check_grant", "check_output", "check_outputs",
     "clippy_command", "deliver", "exit_code",
-    "grant_for", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
+    "grant_for", "guest_cargo", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
     "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
     "root_filesystem", "run_job", "run_lint_command",
     "scratch_disk", "scratch_key", "shown", "steps_for", "write_output",
@@ -131,7 +134,15 @@ class LintRequest:
 
 
 def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
-    """Run the lint; returns the report, or raises the refusal that explains why not."""
+    """Run the lint; returns the report, or raises the refusal that explains why not.
+    Each cache the run uses is held (its lock shared) from its check until the run's VMs
+    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py)."""
+    with contextlib.ExitStack() as held:
+        return _lint(request, progress, held)
+
+
+def _lint(request: LintRequest, progress: Progress,
+          held: contextlib.ExitStack) -> tuple[Report, config.Settings]:
     began = time.monotonic()
     require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
@@ -177,7 +188,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
                     f"manifest {image.manifest_digest}")
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     progress.stage(CARGO_VIEW)
-    cargo = guest_cargo(tree, deadline)                                    # 5
+    cargo = held.enter_context(cargo_in_use(tree, deadline))               # 5
     registry, git = cargo.registry, cargo.git
     argv = with_config(argv, cargo.config_args)  # the host's [source] replacements, if any
     env = guest_env(image)
@@ -189,7 +200,7 @@ def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, con
     check_grant(grant, sandbox, steps, shlex.join(unpinned(argv)), settings.lint.backend)  # before boot
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
-    rootfs = root_filesystem(image, store.root, deadline)
+    rootfs = held.enter_context(root_filesystem_in_use(image, store.root, deadline))
     progress.detail(f"root filesystem {rootfs.path}")
     progress.stage(DEP_CACHE)  # found, or built in a VM of its own (minutes, once per key)
     deps = dependency_cache(settings=settings, tree=tree, image=image, argv=argv, env=env,

@@ -2,7 +2,9 @@
 view of the cargo cache (roteiro_py/cargo_view.py), the scratch disk (fresh per run, or
 kept and locked with `--keep-cache`, trusted only with its manifest: lint/freshness.py),
 and the root filesystem (per manifest digest, checked against its sealed record on every
-use: vm/qemu/rootfs_record.py).
+use: vm/qemu/rootfs_record.py). The view and the root filesystem are held for the run
+(`cargo_in_use`, `root_filesystem_in_use`: their locks shared from the check until the
+VM is done, roteiro_py/locks.py), a kept scratch disk exclusive for the run.
 """
 
 from __future__ import annotations
@@ -53,16 +55,25 @@ def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | 
 
 
 def guest_cargo(tree: Tree, deadline: Deadline | None = None) -> GuestCargo:
+    """`cargo_in_use`, the view's lock let go at once: for what boots no VM on it (tests,
+    benchmarks). A lint holds it for its run."""
+    with cargo_in_use(tree, deadline) as cargo:
+        return cargo
+
+
+@contextlib.contextmanager
+def cargo_in_use(tree: Tree, deadline: Deadline | None = None) -> Iterator[GuestCargo]:
     """Step 5: the tree has a lockfile, and the guest's view of the cargo cache holds
     exactly what it pins (roteiro_py/cargo_view.py), found through the host's source
-    replacements, which the guest is given too.
+    replacements, which the guest is given too. The view is held (its lock shared) for
+    the block: the run's VMs read it, and no prune removes it before they are done.
 
     A tree whose lockfile pins nothing from a registry or git (only path dependencies)
     gets no view at all. Pinned packages the host cache lacks are NoPackageCache naming
     them, before anything is copied or booted.
     """
     from roteiro_py.cargo_sources import host_sources
-    from roteiro_py.cargo_view import cargo_view, pins, replaced_sources
+    from roteiro_py.cargo_view import pins, replaced_sources, view_in_use
 
     lockfile = tree.workspace / "Cargo.lock"
     if not os.path.lexists(lockfile):
@@ -74,14 +85,15 @@ def guest_cargo(tree: Tree, deadline: Deadline | None = None) -> GuestCargo:
     for kind in sorted({pin.kind for pin in pinned}):
         if not (cargo_home / kind).is_dir():
             raise NoPackageCache(cargo_home / kind, tree.asked)
-    view = cargo_view(lockfile, cargo_home, tree.asked, pinned=pinned,
-                      until=deadline.at if deadline else None,
-                      seconds=deadline.seconds if deadline else 0.0, sources=sources)
-    if view is None:
-        return GuestCargo(None, None)
-    registry, git = view / "registry", view / "git"
-    return GuestCargo(registry if registry.is_dir() else None, git if git.is_dir() else None,
-                      tuple(sources.guest_args()))
+    with view_in_use(lockfile, cargo_home, tree.asked, pinned=pinned,
+                     until=deadline.at if deadline else None,
+                     seconds=deadline.seconds if deadline else 0.0, sources=sources) as view:
+        if view is None:
+            yield GuestCargo(None, None)
+            return
+        registry, git = view / "registry", view / "git"
+        yield GuestCargo(registry if registry.is_dir() else None, git if git.is_dir() else None,
+                         tuple(sources.guest_args()))
 
 
 def scratch_key(tree: Tree, manifest_digest: str, features: list[str],
@@ -190,18 +202,28 @@ def _sweep(scratch_dir: Path) -> None:
 
 
 def root_filesystem(image: ResolvedImage, store_root: Path, deadline: Deadline) -> RootFilesystem:
-    """The image's root filesystem: built once per manifest digest from layers hashed as they
-    are flattened, checked against its sealed record on every later use (a copy written
-    since is rebuilt, never booted): vm/qemu/rootfs.py, rootfs_record.py.
+    """`root_filesystem_in_use`, its lock let go at once (for what boots nothing from it)."""
+    with root_filesystem_in_use(image, store_root, deadline) as found:
+        return found
+
+
+@contextlib.contextmanager
+def root_filesystem_in_use(image: ResolvedImage, store_root: Path,
+                           deadline: Deadline) -> Iterator[RootFilesystem]:
+    """The image's root filesystem, held (its lock shared) for the block, so that no prune
+    removes it before the run's VMs are done with it: built once per manifest digest from
+    layers hashed as they are flattened, checked against its sealed record on every later
+    use (a copy written since is rebuilt, never booted): vm/qemu/rootfs.py, rootfs_record.py.
 
     A layer blob that does not hash to its digest is found here, not by the store (which
     checks layers by size per lint): it is the image not being provisioned, and prefetch
     (which re-hashes every blob and fetches the damaged one again) is the way forward."""
     from roteiro_py.errors import ImageNotProvisioned
-    from roteiro_py.vm.qemu.rootfs import FlattenLimits, LayerDamaged, rootfs_image
+    from roteiro_py.vm.qemu.rootfs import FlattenLimits, LayerDamaged, rootfs_in_use
 
     try:
-        return rootfs_image(image.layers, image.manifest_digest,
-                            FlattenLimits(until=deadline.at, seconds=deadline.seconds))
+        with rootfs_in_use(image.layers, image.manifest_digest,
+                           FlattenLimits(until=deadline.at, seconds=deadline.seconds)) as found:
+            yield found
     except LayerDamaged as damaged:
         raise ImageNotProvisioned(image.reference, store_root, str(damaged)) from None

@@ -279,8 +279,9 @@ class QemuBackend:
                        clock: int) -> JobOutcome | None:
         """The run as a clone of the template for this machine and these first steps; None
         when no template can serve it (a template step failed: the cold boot reports that
-        as it always did). A template that fails to restore is rebuilt once; a second
-        failure is the run's."""
+        as it always did). The template is held shared from its check until the clone is
+        done (template.in_use). A template that fails to restore is rebuilt once, when no
+        other run holds it (else this run boots cold); a second failure is the run's."""
         key = template.template_key(spec, steps[:first], self.rootfs_identity,
                                     kernel_cmdline())
         archive = job.template_archive(steps[:first], template.reseed_program())
@@ -289,27 +290,32 @@ class QemuBackend:
                 os.truncate(disk.path, template.IMAGE_SLOT_BYTES)
         failure = ""
         result: MachineResult | None = None
+        root = self.template_root or template.templates_root()
         for _attempt in range(2):
             try:
-                found = template.ensure(spec, steps[:first], key, archive, until=until,
-                                        deadline_s=limit, root=self.template_root,
-                                        building=lambda: self.progress.stage(BOOT))
+                # held (shared) until the clone is done: no prune or sweep removes it meanwhile
+                with template.in_use(spec, steps[:first], key, archive, until=until,
+                                     deadline_s=limit, root=root,
+                                     building=lambda: self.progress.stage(BOOT)) as found:
+                    self.progress.stage(RESTORE)
+                    clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
+                                              images=images, clock=clock, seed=template.seed(),
+                                              dep_cache=self.dep_cache_guest)
+                    restored = template.restore(found, spec, clone, until=until,
+                                                output_limit=self.output_limit,
+                                                watch=JobWatch(self.progress, len(steps)).feed)
+                    result = restored.result
+                    if any(line == "ready" for _, line in result.status) or result.timed_out:
+                        outcome = _outcome(steps, result, isolation, cached=found.steps)
+                        return dataclasses.replace(outcome, template=key,
+                                                   template_built_seconds=found.built_seconds)
+                    failure = result.control_failure or result.failure or "the clone never got ready"
             except template.TemplateUnusable:
                 return None
-            self.progress.stage(RESTORE)
-            clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
-                                      images=images, clock=clock,
-                                      seed=template.seed(), dep_cache=self.dep_cache_guest)
-            restored = template.restore(found, spec, clone, until=until,
-                                        output_limit=self.output_limit,
-                                        watch=JobWatch(self.progress, len(steps)).feed)
-            result = restored.result
-            if any(line == "ready" for _, line in result.status) or result.timed_out:
-                outcome = _outcome(steps, result, isolation, cached=found.steps)
-                return dataclasses.replace(outcome, template=key,
-                                           template_built_seconds=found.built_seconds)
-            failure = result.control_failure or result.failure or "the clone never got ready"
-            template.discard(found.directory)
+            if not template.discard_if_free(root, key):
+                # Other runs are restoring from it right now: it is theirs to keep, and
+                # this run boots cold (the same isolation, only slower).
+                return None
         assert result is not None
         return JobOutcome(steps=(), isolation=isolation, completed=False, boot_seconds=None,
                           failure=f"the VM template {key} failed to restore twice: {failure}",

@@ -28,7 +28,9 @@ Guarantees:
   no_new_privs on nosuid mounts anyway; stripping means the image has no such file at all.
 - The image is built by `mkfs.ext4 -d` (no root, no loop device; no journal: the root is
   mounted read-only) into a temporary file and renamed into the cache, under a file
-  lock per manifest digest, so two runs never race and a reader never sees half an image.
+  lock per manifest digest held exclusive, so two runs never race and a reader never
+  sees half an image; a run using it holds that lock shared until its VM is done
+  (`rootfs_in_use`), so no prune removes it meanwhile.
 - Every layer blob is hashed as it is read (raw bytes, through decompression to EOF): a
   blob that does not match its digest is `LayerDamaged` (the conductor says
   ImageNotProvisioned, naming it, with prefetch as the way forward), including one whose
@@ -62,10 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Protocol, cast
 
-from filelock import FileLock, Timeout
-
 from roteiro_py import errors, paths
-from roteiro_py.locks import acquire_within
+from roteiro_py.locks import acquire_within, taken_if_free
 from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.vm.qemu import rootfs_record
 
@@ -616,10 +616,10 @@ def make_ext4(source: Path, image: Path, *, label: str = "rootfs",
 _BUILD_DIR = re.compile(r"\.([0-9a-f]{64})-[A-Za-z0-9_]+")
 
 
-def _sweep_stale_builds(cache: Path, locked: str) -> None:
+def _sweep_stale_builds(cache: Path, locked: str | None = None) -> None:
     """Remove build directories left by killed builds: those of `locked` (whose lock the
-    caller holds), and of any digest whose lock can be taken now. A live build holds its
-    lock for as long as its directory exists, so its directory is never taken."""
+    caller holds exclusive), and of any digest whose lock can be taken now. A live build
+    holds its lock for as long as its directory exists, so its directory is never taken."""
     with os.scandir(cache) as entries:
         stale = [(m.group(1), e.path) for e in entries
                  if (m := _BUILD_DIR.fullmatch(e.name)) and e.is_dir(follow_symlinks=False)]
@@ -627,15 +627,9 @@ def _sweep_stale_builds(cache: Path, locked: str) -> None:
         if hexd == locked:
             shutil.rmtree(where, ignore_errors=True)
             continue
-        lock = FileLock(str(cache / f"{hexd}.lock"), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            continue  # being built right now
-        try:
-            shutil.rmtree(where, ignore_errors=True)
-        finally:
-            lock.release()
+        with taken_if_free(cache / f"{hexd}.lock") as free:
+            if free:  # else being built right now
+                shutil.rmtree(where, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -650,11 +644,26 @@ class RootFilesystem:
 
 def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
                  limits: FlattenLimits | None = None) -> RootFilesystem:
-    """The cached ext4 root filesystem for this image, built once per manifest digest
-    (flattened within `limits`, the run's deadline among them; its layers hashed as they
-    are read, LayerDamaged when one does not match), and on every later use checked
-    against the record sealed at build: an image written since is rebuilt, never booted.
-    The layers are read only to build it: a lint with the image cached reads none."""
+    """`rootfs_in_use`, its lock let go at once: for what boots nothing from it afterwards
+    in this run (provisioning, benchmarks, tests). A lint holds it (`rootfs_in_use`)."""
+    with rootfs_in_use(layers, manifest_digest, limits) as found:
+        return found
+
+
+@contextlib.contextmanager
+def rootfs_in_use(layers: Sequence[Layer], manifest_digest: str,
+                  limits: FlattenLimits | None = None) -> Iterator[RootFilesystem]:
+    """The cached ext4 root filesystem for this image, held for the block: its lock held
+    shared from the check that finds it sealed until the block ends (locks.held_shared),
+    so that no prune removes it before qemu has opened it or while a VM reads it, and
+    lints of one image check and use it side by side. Built once per manifest digest under
+    the lock held exclusive (flattened within `limits`, the run's deadline among them; its
+    layers hashed as they are read, LayerDamaged when one does not match), and on every
+    later use checked against the record sealed at build: an image written since is
+    rebuilt, never booted. The layers are read only to build it: a lint with the image
+    cached reads none."""
+    from roteiro_py.locks import held_shared
+
     algo, _, hexd = manifest_digest.partition(":")
     if algo != "sha256" or len(hexd) != 64 or not all(c in "0123456789abcdef" for c in hexd):
         raise ValueError(f"not a sha256 manifest digest: {manifest_digest!r}")
@@ -663,14 +672,32 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
     image = cache / f"{hexd}.ext4"
     what = "another run building the root filesystem"
     _left(limits, f"waiting for {what}")  # none left: refused before the lock file is made
+    _sweep_stale_builds(cache)
+
+    def sealed() -> RootFilesystem | None:
+        record = rootfs_record.check(image)
+        return None if record is None else RootFilesystem(image, record.digest)
+
+    with held_shared(rootfs_record.lock_path(image), until=limits.until if limits else None,
+                     seconds=limits.seconds if limits else 0.0, waiting_for=what,
+                     check=sealed, build=lambda: _build_image(layers, image, hexd, limits),
+                     what="root filesystem", where=image) as found:
+        yield found
+
+
+def _build_image(layers: Sequence[Layer], image: Path, hexd: str,
+                 limits: FlattenLimits | None) -> None:
+    """Build `image` under its lock held exclusive, unless a run that held it first built
+    it already (or it is sealed and intact after all)."""
+    cache = image.parent
+    what = "another run building or using the root filesystem"
     lock = acquire_within(rootfs_record.lock_path(image),
                           until=limits.until if limits else None,
                           seconds=limits.seconds if limits else 0.0, waiting_for=what)
     try:
         _sweep_stale_builds(cache, hexd)
-        sealed = rootfs_record.check(image)
-        if sealed is not None:
-            return RootFilesystem(image, sealed.digest)
+        if rootfs_record.check(image) is not None:
+            return
         rootfs_record.discard(image)  # written since it was sealed, or never sealed
         with tempfile.TemporaryDirectory(prefix=f".{hexd}-", dir=cache) as tmp:
             tree = Path(tmp) / "tree"
@@ -684,7 +711,7 @@ def rootfs_image(layers: Sequence[Layer], manifest_digest: str,
             except subprocess.TimeoutExpired:
                 raise _late(limits, what) from None
             os.replace(staged, image)
-        return RootFilesystem(image, rootfs_record.seal(image).digest)
+        rootfs_record.seal(image)
     finally:
         lock.release()
 

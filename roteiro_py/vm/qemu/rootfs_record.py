@@ -262,7 +262,9 @@ def discard(image: Path) -> None:
 
 
 def lock_path(image: Path) -> Path:
-    """The build lock of `image` (`<hex>.lock`): held by the run that builds or checks it."""
+    """The lock of `image` (`<hex>.lock`): held exclusive by the run that builds it (and
+    by what removes it), shared by every run that uses it, from its check until its VM is
+    done (roteiro_py/locks.py)."""
     return image.with_suffix(".lock")
 
 
@@ -270,22 +272,19 @@ def verify_all(cache: Path, hasher: Hasher = hash_image) -> list[tuple[Path, boo
     """The full check: every cached image re-hashed against its record whatever its stat
     says (what `check` cannot see: media corruption). An image that fails is discarded.
 
-    Each image is checked under its build lock, as a lint checks it: an image whose lock
-    is held is being built or checked by a lint right now (renamed into the cache and not
-    yet sealed looks exactly like one without a record) and is left out, never removed
-    under its builder (review: the builder's seal met a missing file, exit 4)."""
-    from filelock import FileLock, Timeout
+    Each image is checked under its lock taken exclusive, without waiting: an image whose
+    lock is held is being built (renamed into the cache and not yet sealed looks exactly
+    like one without a record) or used by a lint right now and is left out, never removed
+    under its builder (review: the builder's seal met a missing file, exit 4) or a VM."""
+    from roteiro_py.locks import taken_if_free
 
     found: list[tuple[Path, bool]] = []
     if not cache.is_dir():
         return found
     for image in sorted(cache.glob("*.ext4")):
-        lock = FileLock(str(lock_path(image)), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            continue
-        try:
+        with taken_if_free(lock_path(image)) as free:
+            if not free:
+                continue
             record = read_record(image)
             ok = False
             if record is not None:
@@ -293,8 +292,6 @@ def verify_all(cache: Path, hasher: Hasher = hash_image) -> list[tuple[Path, boo
                     ok = hasher(image) == record.digest
             if not ok:
                 discard(image)
-        finally:
-            lock.release()
         found.append((image, ok))
     return found
 

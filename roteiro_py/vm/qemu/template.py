@@ -17,7 +17,9 @@ key, 14.3 s). The design is Kata's VM templating / Firecracker's snapshots:
   state with migration (`x-ignore-shared`: the RAM is the file, not copied; ~260 KB of
   state) to a file it opened and passed over QMP (no `exec:` helper: qemu runs under
   `-sandbox spawn=deny`), and quits it. It is built in a temporary directory and renamed
-  into place under a file lock: two first lints build one template.
+  into place under a file lock held exclusive: two first lints build one template. A
+  run restoring from it holds that lock shared until its clone is done (`in_use`), so
+  no prune or sweep removes it meanwhile.
 - Clone: qemu with the same arguments and device slots (machine.qemu_argv, from the same
   MachineSpec shape), RAM mapped from the template's file with share=off (a private
   copy-on-write mapping: a clone's writes never reach the file; qemu 7.2's `readonly=on`
@@ -76,7 +78,7 @@ import tempfile
 import threading
 import time
 from base64 import b64decode, b64encode
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,19 +290,48 @@ def load(directory: Path, key: str, memory_mib: int) -> Template | None:
     return Template(key, directory, steps)
 
 
+#: A template's directory (its key), as template_key names it.
+_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+def lock_path(root: Path, key: str) -> Path:
+    """The template's lock: held exclusive by the run that builds it (and by what removes
+    it), shared by every run whose VM restores from it, until that VM is done."""
+    return root / f"{key}.lock"
+
+
 def sweep(root: Path, keep: str) -> None:
-    """Remove templates unused for STALE_SECONDS (and builds left half-done as long ago),
-    except `keep`. A run restoring from one as it goes keeps its mapped memory; at worst
-    its restore fails and it builds the template again."""
+    """Remove templates unused for STALE_SECONDS whose lock is free (no run is restoring
+    from one or building it), except `keep`, and builds left half-done as long ago (a
+    live build's directory is younger than any run's deadline)."""
+    from roteiro_py.locks import taken_if_free
+
     cutoff = time.time() - STALE_SECONDS
     for entry in root.iterdir():
         with contextlib.suppress(OSError):
-            if entry.name != keep and entry.is_dir() and entry.lstat().st_mtime < cutoff:
+            if entry.name == keep or not entry.is_dir() or entry.lstat().st_mtime >= cutoff:
+                continue
+            if not _KEY.fullmatch(entry.name):
                 discard(entry)
+                continue
+            with taken_if_free(lock_path(root, entry.name)) as free:
+                if free:
+                    discard(entry)
+
+
+def discard_if_free(root: Path, key: str) -> bool:
+    """Remove the template `key` unless a run holds its lock (False: left as it is)."""
+    from roteiro_py.locks import taken_if_free
+
+    with taken_if_free(lock_path(root, key)) as free:
+        if free:
+            discard(root / key)
+        return free
 
 
 def discard(directory: Path) -> None:
-    """Remove a template (renamed aside first, so no other run sees it half-deleted)."""
+    """Remove a template (renamed aside first, so no other run sees it half-deleted).
+    The caller holds its lock exclusive, or it is no template (a half-done build)."""
     aside = directory.with_name(f".{directory.name}.{os.getpid()}.gone")
     with contextlib.suppress(OSError):
         os.rename(directory, aside)
@@ -325,23 +356,49 @@ def _migrate_done(qmp: Qmp, until: float) -> None:
         time.sleep(POLL_SECONDS)
 
 
-def ensure(spec: MachineSpec, template_steps: Sequence[Command], key: str, archive: bytes, *,
+WAITING_FOR = "another run building the VM template"
+
+
+@contextlib.contextmanager
+def in_use(spec: MachineSpec, template_steps: Sequence[Command], key: str, archive: bytes, *,
            until: float, deadline_s: float, root: Path | None = None,
-           building: Callable[[], None] | None = None) -> Template:
-    """The template for `key`, built (under a lock, into place atomically) if missing.
+           building: Callable[[], None] | None = None) -> Iterator[Template]:
+    """The template for `key`, held for the block: its lock held shared from the check that
+    finds it whole until the block ends (locks.held_shared), so that no prune or sweep
+    removes it while a clone restores from it; built (`ensure`) first if missing.
 
     Raises TemplateUnusable when a template step fails (the run then boots cold, which
     reports that failure as a cold run would), DeadlineExceeded when the lock or the build
     outlasts the run's deadline.
     """
+    from roteiro_py.locks import held_shared
+
     root = root or templates_root()
     root.mkdir(parents=True, exist_ok=True)
     directory = root / key
-    found = load(directory, key, spec.memory_mib)
-    if found is not None:
-        return found
-    lock = acquire_within(root / f"{key}.lock", until=until, seconds=deadline_s,
-                          waiting_for="another run building the VM template")
+    with held_shared(lock_path(root, key), until=until, seconds=deadline_s,
+                     waiting_for=WAITING_FOR,
+                     check=lambda: load(directory, key, spec.memory_mib),
+                     build=lambda: ensure(spec, template_steps, key, archive, until=until,
+                                          deadline_s=deadline_s, root=root, building=building),
+                     what=f"VM template {key}", where=directory) as found:
+        yield found
+
+
+def ensure(spec: MachineSpec, template_steps: Sequence[Command], key: str, archive: bytes, *,
+           until: float, deadline_s: float, root: Path | None = None,
+           building: Callable[[], None] | None = None) -> Template:
+    """The template for `key`, built (under its lock held exclusive, into place
+    atomically) if missing. What a run restores from is held (`in_use`), not this.
+
+    Raises TemplateUnusable when a template step fails, DeadlineExceeded when the lock or
+    the build outlasts the run's deadline.
+    """
+    root = root or templates_root()
+    root.mkdir(parents=True, exist_ok=True)
+    directory = root / key
+    lock = acquire_within(lock_path(root, key), until=until, seconds=deadline_s,
+                          waiting_for="another run building or using the VM template")
     try:
         found = load(directory, key, spec.memory_mib)
         if found is not None:

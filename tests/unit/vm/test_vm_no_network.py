@@ -148,22 +148,39 @@ class World:
                 for path in sorted(self.log.iterdir())]
 
 
-def plant_templates(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
-    """template.ensure builds the template for real, with the stand-in qemu, which never says
-    "template-ready": the build's command line is written down and the build refused as
-    unusable. A template then stands in for the one a booted guest would have saved (no
-    guest boots here), so that the backend goes on to start a clone of it."""
-    real = template.ensure
+def plant_templates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """template._build builds the template for real, with the stand-in qemu, which never
+    says "template-ready": the build's command line is written down and the build refused
+    as unusable. A whole template then stands in for the one a booted guest would have
+    saved (no guest boots here), so that the backend goes on to start a clone of it."""
+    real = template._build
 
-    def ensure(spec: Any, steps: Any, key: str, archive: bytes, **options: Any) -> template.Template:
+    def build(spec: Any, steps: Any, key: str, archive: bytes, directory: Path,
+              until: float) -> template.Template:
         with pytest.raises(template.TemplateUnusable):
-            real(spec, steps, key, archive, **options)
-        directory = root / key
-        directory.mkdir(parents=True, exist_ok=True)  # the backend discards it when the clone fails
-        (directory / template.ARCHIVE).write_bytes(archive)
-        return template.Template(key, directory, ())
+            real(spec, steps, key, archive, directory, until)
+        return plant(directory, archive, spec.memory_mib)
 
-    monkeypatch.setattr(template, "ensure", ensure)
+    monkeypatch.setattr(template, "_build", build)
+
+
+def plant(directory: Path, archive: bytes, memory_mib: int) -> template.Template:
+    """A template `template.load` finds whole at `directory` (its name the key)."""
+    import hashlib
+    import json
+
+    directory.mkdir(parents=True)  # the backend discards it when the clone fails
+    state = b"saved state"
+    (directory / template.STATE).write_bytes(state)
+    with (directory / template.MEMORY).open("wb") as memory:
+        memory.truncate(memory_mib << 20)
+    (directory / template.ARCHIVE).write_bytes(archive)
+    (directory / template.META).write_text(json.dumps({
+        "format": template.FORMAT, "key": directory.name, "steps": [],
+        "archive_bytes": len(archive), "state_sha256": hashlib.sha256(state).hexdigest()}))
+    found = template.load(directory, directory.name, memory_mib)
+    assert found is not None
+    return found
 
 
 def kind(argv: list[str]) -> str:
@@ -182,7 +199,7 @@ def test_no_machine_the_backend_builds_has_a_network(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shares: str, disks: str, accel: str) -> None:
     world = World(tmp_path, monkeypatch, accel)
     world.run(shares, disks, templated=False)
-    plant_templates(monkeypatch, tmp_path / "planted")
+    plant_templates(monkeypatch)
     world.run(shares, disks, templated=True)
     argvs = world.argvs()
     # Control: every way of starting qemu was taken (the cold boot; the template's build and
@@ -228,3 +245,42 @@ def test_the_guard_sees_a_network_added_to_a_real_command_line(
     for option in ("-nodefaults", "-no-user-config"):  # and one taken away
         assert network_findings([word for word in argv if word != option]) == [f"{option} is missing"]
 
+
+
+def test_a_template_another_run_holds_is_not_discarded_when_this_runs_clone_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clone that fails discards its template and builds it again (the control: with
+    nobody else on it, the template is built and cloned twice), but not from under
+    another run restoring from it (its lock held shared): this run then boots cold."""
+    import subprocess
+    import sys
+
+    world = World(tmp_path, monkeypatch, "tcg")
+    plant_templates(monkeypatch)
+    world.run("no share", "no scratch", templated=True)
+    first = world.argvs()
+    assert sorted(kind(argv) for argv in first) == ["clone", "clone", "template", "template"]
+    backing = next(fields(argv[i + 1])[1] for argv in first if kind(argv) == "clone"
+                   for i, word in enumerate(argv) if word == "-object")
+    directory = Path(backing["mem-path"]).parent
+    assert not directory.exists()  # discarded after each failed clone
+    plant(directory, b"", int(backing["size"].rstrip("M")))
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\nfrom pathlib import Path\nfrom roteiro_py.locks import shared_within\n"
+         "with shared_within(Path(sys.argv[1]), until=None, seconds=0, waiting_for='x'):\n"
+         "    print('held', flush=True); sys.stdin.readline()\n",
+         str(template.lock_path(directory.parent, directory.name))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for path in world.log.iterdir():
+            path.unlink()
+        world.run("no share", "no scratch", templated=True)
+        assert sorted(kind(argv) for argv in world.argvs()) == ["clone", "cold"]
+        assert directory.is_dir(), "a template another run holds was discarded"
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        holder.stdout.close()
