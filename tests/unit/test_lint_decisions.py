@@ -549,7 +549,7 @@ def test_lint_meets_that_refusal_before_the_root_filesystem(
         reached.append("rootfs")
         raise RuntimeError("the root filesystem was reached")
 
-    monkeypatch.setattr(lint, "root_filesystem", root_filesystem)
+    monkeypatch.setattr(lint, "root_filesystem_in_use", root_filesystem)  # what lint() holds
     monkeypatch.setenv("CARGO_HOME", str(repo / ".cargo"))
     with pytest.raises(Unenforceable, match="for `cargo-clippy clippy --message-format=json") as refused:
         lint.lint(_request(repo, PIN))
