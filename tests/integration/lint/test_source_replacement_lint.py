@@ -95,16 +95,23 @@ def _tree(path: Path, home: Path) -> Path:
     return path
 
 
-@pytest.mark.timeout(600)
-def test_fetch_deps_through_a_mirror_gives_a_view_offline_cargo_builds_from(
-        mirror: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url, base = mirror
+def _fetched(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A cargo home mirrored to `url` and a tree whose packages the real `fetch-deps` put
+    in it; this process's CARGO_HOME and ROTEIRO_HOME are theirs for the test."""
     home = _mirrored_home(tmp_path, url, "host-home")
     tree = _tree(tmp_path / "tree", home)
     monkeypatch.setenv("CARGO_HOME", str(home))
     monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "roteiro"))
     done = cli("fetch-deps", str(tree), env={"CARGO_HOME": str(home), "ROTEIRO_HOME": str(tmp_path / "roteiro")})
     assert done.returncode == 0, done.stderr
+    return home, tree
+
+
+@pytest.mark.timeout(600)
+def test_fetch_deps_through_a_mirror_gives_a_view_offline_cargo_builds_from(
+        mirror: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, base = mirror
+    home, tree = _fetched(tmp_path, url, monkeypatch)
     assert list(home.glob(f"registry/cache/127.0.0.1-*/{CRATE}-0.1.0.crate"))
     assert not list(home.glob("registry/cache/index.crates.io-*"))
     got = lint.guest_cargo(lint.locate(tree))
@@ -161,12 +168,7 @@ def test_a_tree_file_named_like_a_config_argument_is_not_read_in_its_place(
     working directory, which in the guest is the tree: a tree holding a file named like
     the printed argument replaced the host's tables with its own at --config rank."""
     url, _ = mirror
-    home = _mirrored_home(tmp_path, url, "host-home")
-    tree = _tree(tmp_path / "tree", home)
-    monkeypatch.setenv("CARGO_HOME", str(home))
-    monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "roteiro"))
-    done = cli("fetch-deps", str(tree), env={"CARGO_HOME": str(home), "ROTEIRO_HOME": str(tmp_path / "roteiro")})
-    assert done.returncode == 0, done.stderr
+    home, tree = _fetched(tmp_path, url, monkeypatch)
     got = lint.guest_cargo(lint.locate(tree))
     assert got.registry is not None
     assert _offline(tree, got.registry, got.config_args, tmp_path).returncode == 0  # control
