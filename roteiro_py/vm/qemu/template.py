@@ -376,13 +376,20 @@ def in_use(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
     root = root or templates_root()
     root.mkdir(parents=True, exist_ok=True)
     directory = root / key
+    built: list[float] = []  # what this run's build took: the check after it finds a template
+
+    def build() -> None:
+        made = ensure(spec, template_steps, key, archive, until=until, deadline_s=deadline_s,
+                      root=root, building=building)
+        built.append(made.built_seconds)
+
     with held_shared(lock_path(root, key), until=until, seconds=deadline_s,
                      waiting_for=WAITING_FOR,
                      check=lambda: load(directory, key, spec.memory_mib),
-                     build=lambda: ensure(spec, template_steps, key, archive, until=until,
-                                          deadline_s=deadline_s, root=root, building=building),
-                     what=f"VM template {key}", where=directory) as found:
-        yield found
+                     build=build, what=f"VM template {key}", where=directory) as found:
+        # a template this run built says so (the report's template_built_seconds); one it
+        # found, or one another run built while this one waited, took it nothing (0.0)
+        yield dataclasses.replace(found, built_seconds=built[-1]) if built else found
 
 
 def ensure(spec: MachineSpec, template_steps: Sequence[Command], key: str, archive: bytes, *,
