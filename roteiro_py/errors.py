@@ -783,6 +783,64 @@ class FetchFailed(Refusal):
         )
 
 
+class PackageRefused(Refusal):
+    """A package the lockfile pins that is not fetched or not given to the guest: a source
+    other than https, no or a wrong checksum, too large, a git submodule that leaves https
+    (roteiro_py/cargo/). Nothing of it is kept."""
+
+    code = "package-refused"
+
+    def __init__(self, lockfile: Path, package: str, why: str, tree: Path | None = None) -> None:
+        super().__init__()
+        self.lockfile = lockfile
+        self.package = package
+        self.why = why
+        #: The tree to fetch again once fixed (the lockfile's directory when not given).
+        self.tree = tree or lockfile.parent
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The lockfile {_p(self.lockfile)} pins {_p(self.package)}, which is not "
+            f"fetched: {_p(self.why).rstrip('.')}.",
+            notes=(PACKAGES_FETCHED,
+                   "Change the dependency in the tree (or ask the branch's author to), or "
+                   "remove what was kept for it, then fetch again.",),
+            commands=(fetch_deps_command(self.tree),),
+        )
+
+
+#: What fetch-deps fetches and how it checks it, said once for every refusal about a package.
+PACKAGES_FETCHED = ("Only the lockfile is read to decide what to fetch (no manifest, no cargo "
+                    "configuration of the tree, no host cargo): registry packages over https, "
+                    "kept only when their sha256 equals the lockfile's checksum, and git "
+                    "packages over https at their pinned commit.")
+
+
+class PackageSourceUnreachable(Refusal):
+    """A registry or git host that a fetch could not reach, or that answered nonsense."""
+
+    code = "package-source-unreachable"
+
+    def __init__(self, where: str, package: str, why: str, tree: Path) -> None:
+        super().__init__()
+        self.where = where
+        self.package = package
+        self.why = why
+        self.tree = tree
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Fetching {_p(self.package)} from {_p(self.where)} failed: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=(PACKAGES_FETCHED,
+                   "On a host without that network (air-gapped), copy the `.crate` files in "
+                   "by hand: `fetch-deps --from DIR` takes `<name>-<version>.crate` files "
+                   "from DIR and keeps each whose sha256 equals the lockfile's checksum.",),
+            commands=(fetch_deps_command(self.tree),
+                      f"pylint-sandbox fetch-deps {_q(self.tree)} --from DIR"),
+        )
+
+
 class ScratchUnavailable(Refusal):
     code = "scratch-unavailable"
 
