@@ -331,3 +331,51 @@ def test_a_cache_the_tree_planted_is_refused(gitlab: dict[str, str], tmp_path: P
     assert not (tmp_path / "home").exists()  # nothing moved
     saved = run(CI / "gitlab" / "cache.sh", gitlab, "save")
     assert saved.returncode == 0 and "not saving" in saved.stderr
+    # nothing the tree chose is left for GitLab to archive (a link is removed, not followed)
+    assert not os.path.lexists(project / ".pylint-sandbox-cache") and (planted / "roteiro" / "store").is_dir()
+
+
+def chown_tree(root: Path, uid: int) -> None:
+    for path in [root, *root.rglob("*")]:
+        os.lchown(path, uid, uid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the checkout to another uid needs root")
+@pytest.mark.parametrize("plant", ["tracked", "untracked"])
+def test_a_git_that_cannot_say_refuses_the_restore(gitlab: dict[str, str], tmp_path: Path, plant: str) -> None:
+    """The job's uid is not the cloner's: git refuses the checkout ("dubious ownership").
+    cache.sh hid git's error and read it as "not tracked", so a branch's committed cache
+    was moved into ROTEIRO_HOME and saved for later pipelines. Now: refused, git's own
+    words shown, nothing moved, and nothing left in the tree for GitLab to archive. The
+    control arm: the same checkout, owned by the job's user again, restores an untracked
+    cache (and still refuses the tracked one)."""
+    project = tmp_path / "project"
+    cache = project / ".pylint-sandbox-cache" / "roteiro" / "store"
+    cache.mkdir(parents=True)
+    (cache / "marker").write_text(plant)
+    if plant == "tracked":
+        git(project, "add", ".")
+        git(project, "commit", "-qm", "a cache of the branch's own")
+    env = {**gitlab, "SUDO_UID": ""}  # git trusts sudo's caller: not here
+    chown_tree(project, 12345)
+    done = run(CI / "gitlab" / "cache.sh", env, "restore")
+    assert done.returncode == 3, done.stderr
+    assert "dubious ownership" in done.stderr  # git's words, no longer hidden
+    assert "git could not say whether the repository itself has .pylint-sandbox-cache/" in done.stderr
+    assert not (tmp_path / "home").exists() and (cache / "marker").read_text() == plant  # nothing moved
+    saved = run(CI / "gitlab" / "cache.sh", env, "save")
+    assert saved.returncode == 0 and "not saving" in saved.stderr
+    assert not (project / ".pylint-sandbox-cache").exists() and not (tmp_path / "home").exists()
+    # control: owned by this user, git answers
+    chown_tree(project, os.geteuid())
+    if plant == "tracked":
+        git(project, "checkout", "--", ".")
+    else:
+        cache.mkdir(parents=True)
+        (cache / "marker").write_text(plant)
+    done = run(CI / "gitlab" / "cache.sh", env, "restore")
+    if plant == "tracked":
+        assert done.returncode == 3 and "(tracked by git)" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "home" / "store" / "marker").read_text() == "untracked"
