@@ -115,6 +115,14 @@ prepare() {
 # its known findings. origin/BASE is fetched when the checkout lacks it (a CI checkout
 # fetches only what it checks out), and a shallow checkout is deepened when the merge
 # base is not in it. Runs git only: nothing of the tree is executed.
+#
+# Nor does the branch shape it: git in its checkout reads the branch's .gitattributes,
+# where `*.rs -diff` turned every Rust change into "Binary files ... differ" and let a new
+# warning pass as outside the diff. Attributes are read from the empty tree
+# (--attr-source), none from the user's or the system's file, and no textconv or
+# external driver runs. git before 2.40 (Debian bookworm's 2.39, the GitLab template's
+# image) has no --attr-source: the diff is made without it, and a Rust file the branch
+# hid in it is refused by the lint (compare/diff.py), never read as unchanged.
 make_pr_diff() {
   local base="$1" out="$2"
   if ! git check-ref-format --branch "$base" >/dev/null 2>&1; then
@@ -131,6 +139,14 @@ make_pr_diff() {
     ci_note "the checkout is shallow and has no merge base with origin/$base: fetching its history (a full checkout avoids this: fetch-depth: 0, GIT_DEPTH: 0)"
     git fetch --quiet --no-tags --unshallow origin "+refs/heads/$base:$remote_ref"
   fi
-  git diff --no-color --no-ext-diff --no-relative --src-prefix=a/ --dst-prefix=b/ -M \
+  local empty attr_source=()
+  empty="$(git hash-object -t tree /dev/null)"
+  if git "--attr-source=$empty" version >/dev/null 2>&1; then
+    attr_source=("--attr-source=$empty")
+  else
+    ci_note "$(git version) has no --attr-source (git 2.40): the diff is made with the branch's .gitattributes in force, and a Rust file they hide in it is refused by the lint"
+  fi
+  GIT_ATTR_NOSYSTEM=1 git ${attr_source[@]+"${attr_source[@]}"} -c core.attributesFile=/dev/null \
+    diff --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/ -M \
     "origin/$base...HEAD" >"$out"
 }

@@ -269,6 +269,17 @@ class BaselineUnusable(RoteiroError):
         )
 
 
+#: The command that writes the change's diff as docs/ADOPTING.md gives it (a test runs
+#: the guide's and checks this is the same): git's defaults spelled out, so no user or
+#: repository configuration changes its shape, and no attribute the branch chose either
+#: (its .gitattributes can say `*.rs -diff`): attributes are read from the empty tree
+#: (`--attr-source`, git 2.40 or later), with no system or user attributes file, and no
+#: textconv or external diff driver runs.
+DIFF_COMMAND = ('GIT_ATTR_NOSYSTEM=1 git --attr-source="$(git hash-object -t tree /dev/null)" '
+                "-c core.attributesFile=/dev/null diff --no-color --no-ext-diff --no-textconv "
+                "--no-relative --src-prefix=a/ --dst-prefix=b/ -M origin/main...HEAD > pr.diff")
+
+
 class DiffUnusable(RoteiroError):
     """The `--diff` file is not a unified diff this tool reads (checked before the lint)."""
 
@@ -288,8 +299,35 @@ class DiffUnusable(RoteiroError):
             notes=("A diff is git's unified diff of the change, with paths relative to the "
                    "repository root and git's a/ and b/ prefixes, written to a regular file "
                    f"(`{docs_command('adopting')}`).",),
-            commands=("git diff --no-color --no-ext-diff --no-relative --src-prefix=a/ --dst-prefix=b/ "
-                      "origin/main...HEAD > pr.diff",),
+            commands=(DIFF_COMMAND,),
+        )
+
+
+class DiffHidesLines(RoteiroError):
+    """The `--diff` file shows a Rust file as binary (`Binary files ... differ`, a `GIT
+    binary patch`): what it adds cannot be checked, and read as "nothing added" every
+    finding in it would pass. Usage (2), as every diff that cannot be used."""
+
+    exit_code = EXIT_USAGE
+    code = "diff-hides-lines"
+
+    def __init__(self, path: Path, hidden: str, line: int | None = None) -> None:
+        super().__init__(hidden)
+        self.path = path
+        self.hidden = hidden
+        self.line = line
+
+    def guidance(self) -> Guidance:
+        where = f", line {self.line}" if self.line is not None else ""
+        return Guidance(
+            summary=f"--diff {_p(self.path)}{where} hides the lines of {_p(self.hidden)}: git wrote it "
+                    "as a binary file, so no line it adds can be checked.",
+            notes=("The branch's own .gitattributes makes git do that (`*.rs -diff`), and so does a NUL "
+                   "byte in the file; a diff read as adding nothing to it would let every new finding in "
+                   "it pass.",
+                   "Write the diff with the branch's attributes ignored (git 2.40 or later), as "
+                   f"`{docs_command('adopting')}` gives it:"),
+            commands=(DIFF_COMMAND,),
         )
 
 

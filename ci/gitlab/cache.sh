@@ -13,7 +13,12 @@
 # the project directory.
 #
 # The tree cannot plant a cache: `restore` refuses (exit 3, nothing moved) when git
-# tracks anything under the cache directory, or when it is a link. What is left there is
+# tracks anything under the cache directory, when it is a link, or when git cannot say
+# (its error is shown, never read as "not tracked": a job whose uid is not the cloner's
+# gets "dubious ownership", and a branch's committed "cache" was then moved into
+# ROTEIRO_HOME). `save` in those cases moves nothing back and removes the directory from
+# the tree (a link itself, never what it leads to), so GitLab, which archives the cache
+# paths after this step whatever it did, saves nothing the tree chose. What is left there is
 # what GitLab extracted from a cache a job of this project saved (GitLab keeps protected
 # branches' caches apart from the others'), and it is checked like any local cache:
 # image blobs by digest, root filesystems and dependency caches by their recorded
@@ -44,14 +49,35 @@ parts=(
   "cargo/git|$cargo/git"
 )
 
-tracked() {
-  [ -n "$(git ls-files -- "$name" 2>/dev/null | head -n 1)" ]
+# planted: why the cache directory is the tree's, not one GitLab extracted ("" when it is
+# not), or status 2 when git cannot say (its error on stderr, unhidden).
+planted() {
+  local listing
+  if [ -L "$cache" ]; then
+    printf 'a link'
+    return 0
+  fi
+  listing="$(git --literal-pathspecs ls-files -- "$name")" || return 2
+  if [ -n "$listing" ]; then
+    printf 'tracked by git'
+  fi
+}
+
+# check_planted: `why` set as planted says; status 3, after saying why, when git failed.
+check_planted() {
+  local status=0
+  why="$(planted)" || status=$?
+  if [ "$status" -ne 0 ]; then
+    ci_error "git could not say whether the repository itself has $name/ (git said why above), so it is taken for the tree's: no cache is restored from it or saved into it; a job running as another user than the one that cloned gets \"dubious ownership\" (git config --global --add safe.directory \"\$CI_PROJECT_DIR\" in before_script trusts this checkout)"
+    return 3
+  fi
 }
 
 case "${1:-}" in
   restore)
-    if tracked || [ -L "$cache" ]; then
-      ci_error "the repository itself has $name/ (tracked by git, or a link): a cache the tree chose is never used; rename it or set PYLINT_SANDBOX_CACHE"
+    check_planted || exit 3
+    if [ -n "$why" ]; then
+      ci_error "the repository itself has $name/ ($why): a cache the tree chose is never used; rename it or set PYLINT_SANDBOX_CACHE"
       exit 3
     fi
     for part in "${parts[@]}"; do
@@ -69,8 +95,9 @@ case "${1:-}" in
     done
     ;;
   save)
-    if tracked || [ -L "$cache" ]; then
-      ci_note "not saving the cache into $name/: the repository has it"
+    if ! check_planted || [ -n "$why" ]; then
+      ci_note "not saving the cache into $name/${why:+: the repository has it ($why)}; removing it from the tree so GitLab archives none of it"
+      rm -rf -- "$cache"
       exit 0
     fi
     for part in "${parts[@]}"; do

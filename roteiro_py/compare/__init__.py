@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roteiro_py.compare.diff import MAX_DIFF_BYTES, ChangedLines, DiffError, parse_diff
-from roteiro_py.errors import BaselineUnusable, DiffUnusable
+from roteiro_py.errors import BaselineUnusable, DiffHidesLines, DiffUnusable
 from roteiro_py.untrusted import FileRefused, read_bounded
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ def read_baseline(path: Path) -> Report:
 
 
 def read_diff(path: Path) -> ChangedLines:
-    """The lines the diff in `path` adds, or DiffUnusable naming the file, why and where."""
+    """The lines the diff in `path` adds, or DiffUnusable naming the file, why and where
+    (DiffHidesLines when what is wrong is that it hides a Rust file's lines)."""
     try:
         data = read_bounded(path, MAX_DIFF_BYTES)
     except FileNotFoundError:
@@ -87,6 +88,8 @@ def read_diff(path: Path) -> ChangedLines:
     try:
         return parse_diff(data)
     except DiffError as error:
+        if error.hidden is not None:
+            raise DiffHidesLines(path, error.hidden, error.line) from None
         raise DiffUnusable(path, error.problem, error.line) from None
 
 

@@ -24,6 +24,14 @@ the content lines are the branch's code, so
 - a diff that names no file at all is refused ("the diff is empty"): a `git diff ... >
   pr.diff || true` that failed writes nothing, and read as "nothing added" it too would
   pass every run;
+- a file whose lines the diff does not show (git's `Binary files A and B differ`, or a
+  `GIT binary patch`) is never read as a file that added nothing. The branch chooses
+  that: its `.gitattributes` can say `*.rs -diff` (and a NUL byte in a file does the
+  same), and a warning on a line so hidden would be "outside the diff" and pass. A `.rs`
+  file so hidden refuses the diff (`DiffError.hidden` names it; errors.DiffHidesLines
+  gives the command that writes it with the branch's attributes ignored); any other file
+  (an image, or a `#[path]`/`include!` source with another name) is recorded as changed
+  whole (`ChangedLines.opaque`): a finding in it is in the diff;
 - content lines are only counted, never kept: what is kept of a file is its added lines
   as runs (two arrays of line numbers), 16 bytes a run whatever the lines held. The
   slowest diff within the bounds, 32 MiB of one-character added lines (16M lines),
@@ -33,7 +41,7 @@ Read: `diff --git` sections with `rename from/to`, `--- `/`+++ ` (`/dev/null` fo
 added or deleted file, a tab and a timestamp after a name, as GNU diff writes them),
 hunks `@@ -a,b +c,d @@` whose counts say where each ends, `\\ No newline at end of file`,
 CRLF line ends, an empty line in a hunk as an empty context line (editors strip the
-space), and anything else between files (index, modes, similarity, binary patches)
+space), binary entries as above, and anything else between files (index, modes, similarity)
 skipped. A combined diff (`@@@`, a merge's) is refused: it has no one "new file".
 """
 
@@ -62,12 +70,14 @@ _C_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11,
 
 
 class DiffError(ValueError):
-    """Why a diff is not used: `problem` as a phrase, and the line (1-based) it is on."""
+    """Why a diff is not used: `problem` as a phrase, and the line (1-based) it is on;
+    `hidden`, when it is that the diff hides the lines of a Rust file, is that file."""
 
-    def __init__(self, problem: str, line: int | None = None) -> None:
+    def __init__(self, problem: str, line: int | None = None, *, hidden: str | None = None) -> None:
         super().__init__(problem)
         self.problem = problem
         self.line = line
+        self.hidden = hidden
 
 
 @dataclass
@@ -110,11 +120,13 @@ class _Runs:
 
 @dataclass
 class ChangedLines:
-    """What a diff changed: the lines it added, by path in the new tree, and the files
-    it renamed (old path -> new path)."""
+    """What a diff changed: the lines it added, by path in the new tree, the files it
+    renamed (old path -> new path), and the files it changed without showing their lines
+    (binary entries: every line of them counts as added)."""
 
     added: dict[str, _Runs] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)
+    opaque: set[str] = field(default_factory=set)
 
     @property
     def files(self) -> int:
@@ -123,6 +135,8 @@ class ChangedLines:
 
     def touches(self, path: str, first: int, last: int) -> bool:
         """Whether the diff added any of lines first..last of `path` (the new tree's)."""
+        if path in self.opaque:
+            return True
         runs = self.added.get(path)
         return runs is not None and runs.touches(first, max(first, last))
 
@@ -189,6 +203,50 @@ def _name(value: bytes, number: int, *, prefix: bytes | None, required: bool = F
                         "root (absolute, `..`, `.` or an empty component)", number) from None
 
 
+#: A `.rs` file's new name, at the end of a binary entry's line (plain or quoted).
+_RUST_TAIL = (b".rs", b'.rs"')
+
+
+def _new_of_pair(rest: bytes, sep: bytes, number: int, *, in_git: bool) -> str | None:
+    """The new file of `OLD<sep>NEW` as git writes a pair (`diff --git a/x b/x`, `Binary
+    files a/x and b/x differ`, names quoted when they need it); None for /dev/null. Plain
+    names can hold `sep`: the split is the one whose two names are the same file (git's
+    own rule for `diff --git`), else the only one before a `b/`; none is refused."""
+    if rest.endswith(b'"'):
+        start = rest.rfind(sep + b'"')  # a quote inside a quoted name is escaped: this is NEW's
+        if start < 0:
+            raise DiffError("a binary entry's file names cannot be told apart", number)
+        return _name(rest[start + len(sep):], number, prefix=b"b/", required=in_git)
+    if rest.startswith(b'"'):
+        _, tail = _unquote(rest, number)
+        if not tail.startswith(sep):
+            raise DiffError("a binary entry's file names cannot be told apart", number)
+        return _name(tail[len(sep):], number, prefix=b"b/", required=in_git)
+    if rest.endswith(sep + b"/dev/null"):
+        return None
+    if rest.startswith(b"/dev/null" + sep):
+        return _name(rest[len(b"/dev/null" + sep):], number, prefix=b"b/", required=in_git)
+    half, odd = divmod(len(rest) - len(sep), 2)
+    if not odd and rest[half:half + len(sep)] == sep and rest[2:half] == rest[half + len(sep) + 2:]:
+        return _name(rest[half + len(sep):], number, prefix=b"b/", required=in_git)
+    split = rest.find(sep + b"b/")
+    if split < 0 or rest.find(sep + b"b/", split + 1) >= 0:
+        raise DiffError("a binary entry's file names cannot be told apart", number)
+    return _name(rest[split + len(sep):], number, prefix=b"b/", required=in_git)
+
+
+def _hidden(path: str | None, tail: bytes, number: int, changed: ChangedLines) -> None:
+    """A binary entry of `path` (None: deleted): refused for a Rust file (`tail`, the end
+    of the line naming it, says so whatever the names hold), else the file counts as
+    changed whole."""
+    if path is None:
+        return
+    if tail.endswith(_RUST_TAIL):
+        raise DiffError(f"it hides the lines of {path[:200]!r}: git wrote it as binary, so no line "
+                        "it adds can be checked", number, hidden=path)
+    changed.opaque.add(path)
+
+
 def _count(value: bytes | None) -> int:
     return 1 if value is None else int(value)
 
@@ -206,6 +264,9 @@ def parse_diff(data: bytes) -> ChangedLines:
     has_new = False                   # the current section's `+++` was read
     in_git = False                    # the current section began with `diff --git`
     rename_from: str | None = None
+    section_names = b""               # the current `diff --git` line's names
+    section_new: str | None = None    # its `rename to`, when it has one
+    deleted = False                   # its `deleted file mode`
     old_left = new_left = 0           # lines of the current hunk still to come
     line_number = 0                   # the new file's line the next line of a hunk is
     number = 0
@@ -250,6 +311,22 @@ def parse_diff(data: bytes) -> ChangedLines:
             if files > MAX_DIFF_FILES:
                 raise DiffError(f"it names more than {MAX_DIFF_FILES} files", number)
             runs_of, has_new, in_git, rename_from = None, False, True, None
+            section_names, section_new, deleted = names, None, False
+        elif line.startswith(b"deleted file mode ") and in_git:
+            deleted = True
+        elif line.startswith(b"Binary files ") and line.endswith(b" differ"):
+            pair = line[len(b"Binary files "):-len(b" differ")]
+            if not in_git:  # GNU diff -r: the entry is the file's whole section
+                files += 1
+                if files > MAX_DIFF_FILES:
+                    raise DiffError(f"it names more than {MAX_DIFF_FILES} files", number)
+            path = section_new if section_new is not None and not pair.endswith(b" and /dev/null") \
+                else _new_of_pair(pair, b" and ", number, in_git=in_git)
+            _hidden(path, pair, number, changed)
+        elif line == b"GIT binary patch" and in_git:
+            path = None if deleted else section_new if section_new is not None \
+                else _new_of_pair(section_names, b" ", number, in_git=True)
+            _hidden(path, section_names, number, changed)
         elif line.startswith(b"--- ") and in_git:
             _name(line[4:], number, prefix=b"a/", required=True)  # only checked: the old name
         elif line.startswith(b"rename from "):
@@ -258,7 +335,7 @@ def parse_diff(data: bytes) -> ChangedLines:
             target = _name(line[len(b"rename to "):], number, prefix=None)
             assert target is not None
             changed.renamed[rename_from] = target
-            rename_from = None
+            rename_from, section_new = None, target
         elif line.startswith(b"+++ "):
             if has_new or not in_git:  # a plain diff: no `diff --git` line between files
                 files += 1

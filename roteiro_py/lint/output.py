@@ -141,9 +141,12 @@ def plan_outputs(formats: Sequence[str], output: Path | None = None,
 
 
 def check_outputs(plan: OutputPlan) -> None:
-    """Refuse, before anything runs, a target's file that cannot be written."""
+    """Refuse, before anything runs, a target's file that cannot be written (or that is
+    no regular file a report may be written to, `write_output`)."""
     for target in plan.targets:
         check_output(target.path, shown=target.spelling)
+        if target.path is not None:
+            _written_into(target.path, target.spelling)
 
 
 def terminal_style(color: str | None = None) -> tuple[int, bool]:
@@ -251,41 +254,34 @@ def write_output(output: Path, text: str, *, shown: str | None = None) -> None:
     A regular file (or a new name) gets the report beside it, renamed into place: a run
     that fails while writing (disk full, interrupted) never leaves a half-written report
     behind; an existing file keeps its mode (a private 0600 report once became 0644).
-    A character device or a FIFO named directly (`--output /dev/null`) is written through,
-    never renamed over: as root, that once replaced the device with a file.
 
-    A link is written through only when it leads to this process's own stdout or stderr
-    or to /dev/null (`--output /dev/stdout`); any other link is replaced by the report.
-    The tree under review can commit `clippy.sarif -> ../../.bashrc` (or a link to a
-    device or a daemon's FIFO), and a CI step writing `--output clippy.sarif` in the
-    checkout would otherwise write text the guest chose into a host file. A failure (a
-    sticky directory's file of another user, ENOSPC) is reported as this path's problem;
-    after a whole lint it used to be an OSError, exit 4."""
+    Written into, never renamed over (as root, renaming over `--output /dev/null` once
+    replaced the device with a file): /dev/null itself, this process's own stdout or
+    stderr named as such (`--output /dev/stdout`, `/proc/self/fd/2`: STREAM_NAMES), and
+    the file, pipe, socket or terminal they already are. Any other link is replaced by
+    the report, wherever it leads: the tree under review can commit `clippy.sarif ->
+    ../../.bashrc`, and its `clippy.sarif -> /proc/self/fd/1` (or `-> /dev/null`) sent
+    the SARIF into the job's log (or nowhere) instead of the file the CI then uploads.
+    Any other file that is not regular (a FIFO, a device, a socket) is refused: a tree
+    unpacked from an archive can hold one (tar as root makes device nodes), and writing
+    through `clippy.sarif` into a copy of /dev/sda is not a report. A failure (a sticky
+    directory's file of another user, ENOSPC) is reported as this path's problem; after
+    a whole lint it used to be an OSError, exit 4."""
     from roteiro_py.lint.preflight import refuse_linked_directory
 
     shown = shown or f"--output {output}"
     refuse_linked_directory(output, shown)  # again: the lint ran in between
     try:
+        into = _written_into(output, shown)
+        if into is not None:
+            _write_into(output, text, into, shown)
+            return
         try:
             existing: os.stat_result | None = os.lstat(output)
         except FileNotFoundError:
             existing = None
-        if existing is not None and stat.S_ISLNK(existing.st_mode):
-            try:
-                final: os.stat_result | None = os.stat(output)
-            except OSError:
-                final = None  # dangling: the link itself is replaced below
-            if final is not None and _own_stream(final):
-                _write_into(output, text, final, shown)
-                return
-            existing = None  # the link is replaced by a new file with the default mode
-        elif existing is not None and (stat.S_ISCHR(existing.st_mode) or stat.S_ISFIFO(existing.st_mode)):
-            _write_into(output, text, existing, shown)
-            return
-        elif existing is not None and not stat.S_ISREG(existing.st_mode):
-            raise UsageError(f"{shown} is neither a regular file, a character device "
-                             "nor a FIFO.", hint="Name a file to write the report to.")
-        mode = stat.S_IMODE(existing.st_mode) if existing else 0o644 & ~_umask()
+        mode = stat.S_IMODE(existing.st_mode) if existing is not None and stat.S_ISREG(existing.st_mode) \
+            else 0o644 & ~_umask()  # a link is replaced by a new file with the default mode
         paths.replace_file(output, text.encode("utf-8"), mode)
     except OSError as error:
         raise UsageError(
@@ -297,13 +293,53 @@ def write_output(output: Path, text: str, *, shown: str | None = None) -> None:
 
 #: /dev/null's device number on Linux (major 1, minor 3).
 _DEV_NULL = os.makedev(1, 3)
+#: The names of this process's own stdout and stderr: a link at one of these absolute
+#: paths is written through to the stream it leads to. No tree under review can put a
+#: file there; a link anywhere else may be the tree's, whatever it leads to.
+STREAM_NAMES = frozenset({"/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2",
+                          "/proc/self/fd/1", "/proc/self/fd/2"})
+
+
+def _written_into(output: Path, shown: str) -> os.stat_result | None:
+    """The file `output` is written into (write_output's docstring says which), None
+    when the report replaces what is there (a regular file, a link, nothing), or the
+    UsageError for a file it may do neither to."""
+    try:
+        existing = os.lstat(output)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(existing.st_mode):
+        if os.path.abspath(output) not in STREAM_NAMES:
+            return None
+        try:
+            final = os.stat(output)
+        except OSError:
+            final = None
+        if final is None or not _own_stream(final):
+            raise UsageError(f"{shown} names this process's own output, and it is not open.",
+                             hint="Name a file to write the report to, or leave out the path to print it.")
+        return final
+    if stat.S_ISREG(existing.st_mode):
+        return None
+    if (stat.S_ISCHR(existing.st_mode) and existing.st_rdev == _DEV_NULL) or _own_stream(existing):
+        return existing
+    raise UsageError(f"{shown} is {_kind(existing.st_mode)}, not a regular file: a report is written "
+                     "only to a regular file, /dev/null or this process's own stdout or stderr.",
+                     hint="Name a regular file (or a new one); to hand the report to a program, leave "
+                          "out the path and pipe what is printed.")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def _own_stream(st: os.stat_result) -> bool:
-    """What a link may lead to and still be written through: /dev/null, or the file,
-    pipe or terminal this process's stdout or stderr already is."""
-    if stat.S_ISCHR(st.st_mode) and st.st_rdev == _DEV_NULL:
-        return True
+    """Whether `st` is the file, pipe, socket or terminal this process's stdout or
+    stderr already is."""
     for fd in (1, 2):
         try:
             own = os.fstat(fd)

@@ -94,13 +94,9 @@ def test_a_link_the_tree_planted_is_replaced_never_written_through(tmp_path: Pat
     assert not (home / ".config" / "autostart" / "evil.desktop").exists()
 
 
-def test_a_link_to_dev_null_or_to_our_own_stdout_is_written_through(tmp_path: Path) -> None:
-    """Control arm: `--output /dev/stdout` (a link to this process's stdout) and a link to
-    /dev/null are written through and kept, as a shell's `>` would."""
-    null_link = tmp_path / "null"
-    null_link.symlink_to("/dev/null")
-    lint.write_output(null_link, "report\n")
-    assert null_link.is_symlink() and os.readlink(null_link) == "/dev/null"
+def test_our_own_stdout_named_as_such_is_written_through(tmp_path: Path) -> None:
+    """Control arm of the link rule: `--output /dev/stdout` (a link to this process's
+    stdout, at a name no tree can plant) is written through, as a shell's `>` would."""
     captured = tmp_path / "stdout.txt"
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
               "from roteiro_py import lint; lint.write_output(Path('/dev/stdout'), 'via stdout\\n')")
@@ -108,6 +104,99 @@ def test_a_link_to_dev_null_or_to_our_own_stdout_is_written_through(tmp_path: Pa
         done = subprocess.run([sys.executable, "-c", script], stdout=out, check=False)
     assert done.returncode == 0
     assert captured.read_text() == "via stdout\n"
+
+
+#: Writes the report to `out` (a link the tree planted) with stdout as the test set it up.
+THROUGH_STDOUT = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
+                  "from roteiro_py import lint; out = Path(sys.argv[1]); lint.check_output(out); "
+                  "lint.write_output(out, 'the report\\n')")
+
+
+@pytest.mark.parametrize("stdout", ["pipe", "file", "socket", "dev-null"])
+def test_a_link_to_a_stream_or_device_is_replaced_never_written_through(tmp_path: Path, stdout: str) -> None:
+    """The branch commits `clippy.sarif -> /proc/self/fd/1` (or `-> /dev/null`): the
+    report went into the job's log, whatever stdout was (a pipe, a file, a socket), or
+    nowhere, and the CI uploaded the link. Now the link is replaced by the report, as
+    every other link is, and nothing reaches stdout."""
+    link = tmp_path / "clippy.sarif"
+    link.symlink_to("/dev/null" if stdout == "dev-null" else "/proc/self/fd/1")
+    command = [sys.executable, "-c", THROUGH_STDOUT, str(link)]
+    if stdout == "socket":
+        import socket
+
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            done = subprocess.run(command, stdout=theirs.fileno(), stderr=subprocess.PIPE, check=False, timeout=60)
+            theirs.close()
+            ours.settimeout(10)
+            printed = b"".join(iter(lambda: ours.recv(65536), b""))
+    elif stdout == "file":
+        log = tmp_path / "job.log"
+        log.write_text("the job's log\n")
+        with log.open("a") as out:
+            done = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, check=False, timeout=60)
+        printed = log.read_bytes().removeprefix(b"the job's log\n")
+        assert log.read_text().startswith("the job's log\n")  # was truncated, then written
+    else:
+        done = subprocess.run(command, capture_output=True, check=False, timeout=60)
+        printed = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert printed == b""
+    assert not link.is_symlink() and link.read_text() == "the report\n"
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "socket", "character device", "block device"])
+def test_a_file_that_is_not_regular_is_refused_not_written_into(tmp_path: Path, kind: str) -> None:
+    """A tree unpacked from an archive can hold a FIFO, a socket or (tar as root) a device
+    node at `clippy.sarif`: the report was written into a FIFO or a device (a copy of
+    /dev/zero here; /dev/sda would do). Refused now, before the run and when writing, the
+    node left as it was. (/dev/null and our own streams stay written into: the tests
+    above.)"""
+    import socket
+
+    node = tmp_path / "clippy.sarif"
+    held: list[object] = []
+    if kind == "FIFO":
+        os.mkfifo(node)
+        reader = os.open(node, os.O_RDONLY | os.O_NONBLOCK)  # so the old code's write did not block
+        held.append(reader)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(node))
+        held.append(server)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("mknod of a device needs root")
+        char = kind == "character device"  # a copy of /dev/zero, or of a loop device
+        device = (stat.S_IFCHR, os.makedev(1, 5)) if char else (stat.S_IFBLK, os.makedev(7, 200))
+        os.mknod(node, 0o666 | device[0], device[1])
+    before = os.lstat(node)
+    try:
+        for attempt in (lambda: lint.check_outputs(lint.plan_outputs([f"sarif={node}"])),
+                        lambda: lint.write_output(node, "the report\n", shown=f"--format sarif={node}")):
+            with pytest.raises(UsageError) as refused:
+                attempt()
+            assert refused.value.message == (
+                f"--format sarif={node} is a {kind}, not a regular file: a report is written only to a regular "
+                "file, /dev/null or this process's own stdout or stderr.")
+            assert refused.value.hint == ("Name a regular file (or a new one); to hand the report to a program, "
+                                          "leave out the path and pipe what is printed.")
+        after = os.lstat(node)
+        assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+        if kind == "FIFO":
+            assert os.read(reader, 100) == b""
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["clippy.sarif"]  # no temp left
+    finally:
+        for thing in held:
+            if isinstance(thing, int):
+                os.close(thing)
+            else:
+                thing.close()  # type: ignore[attr-defined]
+    plain = tmp_path / "plain.sarif"  # control: a regular file is written
+    plain.write_text("old")
+    lint.check_outputs(lint.plan_outputs([f"sarif={plain}"]))
+    lint.write_output(plain, "the report\n")
+    assert plain.read_text() == "the report\n"
 
 
 def test_output_keeps_an_existing_files_mode(tmp_path: Path) -> None:
@@ -124,14 +213,21 @@ def test_output_keeps_an_existing_files_mode(tmp_path: Path) -> None:
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o644 & ~mask
 
 
-def test_a_full_disk_at_the_output_is_a_usage_error_naming_it(tmp_path: Path) -> None:
-    # /dev/full is a real ENOSPC; after a whole lint that was an OSError, exit 4. (Named
-    # directly: a link to it would be replaced, as any link the tree could have planted.)
-    full = Path("/dev/full")
-    with pytest.raises(UsageError) as raised:
-        lint.write_output(full, "report\n")
-    assert raised.value.exit_code == 2
-    assert str(full) in raised.value.message and "No space left" in raised.value.message
+def test_a_failed_write_at_the_output_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    # After a whole lint, a write that failed was an OSError, exit 4. The failure is real:
+    # a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes the write EFBIG, as a full
+    # disk makes it ENOSPC (/dev/full, which did this before, is a device: refused now).
+    target = tmp_path / "report.sarif"
+    script = (f"import sys, resource, signal; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path; "
+              "from roteiro_py import lint; from roteiro_py.errors import UsageError\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, (8, 8))\n"
+              "try:\n    lint.write_output(Path(sys.argv[1]), 'report ' * 100)\n"
+              "except UsageError as error:\n    print(error.exit_code, error.message)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(target)], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"2 --output {target}: the report could not be written (File too large)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temp left
 
 
 def test_an_output_that_cannot_be_renamed_over_is_a_usage_error_not_exit_4(

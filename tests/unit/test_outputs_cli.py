@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -180,15 +179,15 @@ def test_the_configured_format_is_checked_against_category_before_any_vm(tmp_pat
 
 
 def test_an_output_that_fails_does_not_stop_the_others(tmp_path: Path, tree: Path, saved: Report) -> None:
-    bound = socket.socket(socket.AF_UNIX)  # passes the early check, fails when written
-    bound.bind(str(tmp_path / "sock.json"))
-    try:
-        result = lint(tmp_path, f"--format=json={tmp_path / 'sock.json'}", f"--format=sarif={tmp_path / 'ok.sarif'}",
-                      "--format", "github")
-    finally:
-        bound.close()
+    # A name of 250 characters passes the early check, and the temporary file beside it
+    # (its name and a suffix) is past NAME_MAX when the report is written: ENAMETOOLONG.
+    # (A socket did this before; it is refused by the early check now.)
+    failing = tmp_path / ("j" * 245 + ".json")
+    result = lint(tmp_path, f"--format=json={failing}", f"--format=sarif={tmp_path / 'ok.sarif'}",
+                  "--format", "github")
     assert result.returncode == 2
-    assert f"--format json={tmp_path / 'sock.json'} is neither a regular file" in " ".join(result.stderr.split())
+    assert f"--format json={failing}: the report could not be written (File name too long)" in " ".join(
+        result.stderr.split())
     assert (tmp_path / "ok.sarif").read_text() == render(saved, "sarif")
     assert result.stdout == render(saved, "github")
 
@@ -282,3 +281,25 @@ def test_render_refuses_a_link_and_what_is_too_large(
     missing = cli(tmp_path, "render", "nope.json")
     assert missing.returncode == 2 and "nope.json is not a pylint-sandbox JSON report: it does not exist" in (
         " ".join(missing.stderr.split()))
+
+
+def test_render_and_lint_replace_a_link_to_their_own_stdout_and_refuse_a_fifo(tmp_path: Path, tree: Path,
+                                                                               saved: Report) -> None:
+    """The tree's `clippy.json -> /proc/self/fd/1` sent the report into the log (stdout)
+    of `render` and `lint`, not into the file; a FIFO there was written into. Now the link
+    becomes the report, and a FIFO is refused before anything is written (exit 2)."""
+    for command in (lambda *a: cli(tmp_path, "render", "saved.json", *a), lambda *a: lint(tmp_path, *a)):
+        link = tmp_path / "clippy.json"
+        link.unlink(missing_ok=True)
+        link.symlink_to("/proc/self/fd/1")
+        done = command("--format", f"json={link}")
+        assert done.returncode in (0, 1), done.stderr
+        assert done.stdout == ""  # nothing of the report in the log
+        assert not link.is_symlink() and load_report(link) == saved
+        link.unlink()
+        os.mkfifo(link)
+        refused = command("--format", f"json={link}")
+        assert refused.returncode == 2
+        assert f"--format json={link} is a FIFO, not a regular file" in " ".join(refused.stderr.split())
+        link.unlink()
+    assert runs(tmp_path) == 1  # the lint with the FIFO was refused before its run

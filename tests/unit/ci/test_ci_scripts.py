@@ -172,6 +172,88 @@ def test_the_diff_is_the_pull_requests_in_gits_default_shape(tmp_path: Path) -> 
     assert "diff --git b.rs b.rs" in internal and "\x1b[" in internal
 
 
+def hiding_branch(tmp_path: Path) -> Path:
+    """A checkout of a pull request whose branch adds `*.rs -diff` to .gitattributes with a
+    new line of Rust (the review's attack), and names a diff driver for notes.txt that the
+    runner's git configuration defines as a textconv (a driver no branch can define, but
+    whose output a diff must not show either)."""
+    origin = tmp_path / "origin"
+    (origin / "src").mkdir(parents=True)
+    git(origin, "init", "-q", "-b", "main")
+    (origin / "src" / "lib.rs").write_text("pub fn a() {}\n")
+    git(origin, "add", ".")
+    git(origin, "commit", "-qm", "base")
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(origin), str(checkout))
+    git(checkout, "checkout", "-qb", "feature")
+    (checkout / ".gitattributes").write_text("*.rs -diff\nnotes.txt diff=hide\n")
+    (checkout / "src" / "lib.rs").write_text("pub fn a() {}\npub fn b() { let x = 1; }\n")
+    (checkout / "notes.txt").write_text("the secret line\n")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-qm", "feature")
+    git(checkout, "config", "diff.hide.textconv", "sed s/secret/HIDDEN/")
+    return checkout
+
+
+def test_the_branchs_gitattributes_do_not_shape_the_diff(tmp_path: Path) -> None:
+    """make_pr_diff and the guide's command write the Rust file's added line, where git's
+    plain diff in the same checkout writes "Binary files ... differ" (the control arm: the
+    attributes are in force), and run no textconv driver."""
+    from roteiro_py.compare.diff import DiffError, parse_diff
+    from roteiro_py.errors import DIFF_COMMAND
+
+    checkout = hiding_branch(tmp_path)
+    plain = git(checkout, "diff", "--no-color", "--no-ext-diff", "--no-relative", "--src-prefix=a/",
+                "--dst-prefix=b/", "-M", "origin/main...HEAD")
+    assert "Binary files a/src/lib.rs and b/src/lib.rs differ" in plain and "+the HIDDEN line" in plain
+    with pytest.raises(DiffError) as refused:  # and the lint refuses that diff
+        parse_diff(plain.encode())
+    assert refused.value.hidden == "src/lib.rs"
+    out = tmp_path / "pr.diff"
+    done = make_diff(checkout, "main", out)
+    assert done.returncode == 0, done.stderr
+    guide = subprocess.run(["bash", "-c", DIFF_COMMAND.replace(" > pr.diff", "")], cwd=checkout, capture_output=True,
+                           text=True, env={**os.environ, **GIT_ENV}, timeout=60, check=True).stdout
+    for text in (out.read_text(), guide):
+        assert "Binary files" not in text and "+pub fn b() { let x = 1; }\n" in text
+        assert "+the secret line\n" in text and "HIDDEN" not in text
+        assert {path: list(runs.firsts) for path, runs in parse_diff(text.encode()).added.items()} == {
+            ".gitattributes": [1], "notes.txt": [1], "src/lib.rs": [2]}
+
+
+def test_a_git_without_attr_source_still_makes_the_diff_and_the_lint_refuses_what_it_hides(tmp_path: Path) -> None:
+    """git before 2.40 (the GitLab template's bookworm image has 2.39) rejects
+    --attr-source. This git is real, behind a stand-in that rejects the option as 2.39
+    does (no older git runs here): the diff is still made, the log says why it may hide
+    a file, and the Rust file it hides refuses the diff instead of passing."""
+    from roteiro_py.compare.diff import DiffError, parse_diff
+
+    checkout = hiding_branch(tmp_path)
+    bin_dir = tmp_path / "old-git"
+    bin_dir.mkdir()
+    real = shutil.which("git")
+    assert real is not None
+    (bin_dir / "git").write_text(
+        "#!/bin/bash\nfor a in \"$@\"; do case \"$a\" in --attr-source*) echo \"unknown option: $a\" >&2; "
+        f"exit 129;; esac; done\nexec {real} \"$@\"\n")
+    (bin_dir / "git").chmod(0o755)
+    out = tmp_path / "pr.diff"
+    script = f'source {str(CI / "common.sh")!r}; cd "$1"; make_pr_diff "$2" "$3"'
+    done = subprocess.run(["bash", "-c", script, "-", str(checkout), "main", str(out)], capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "has no --attr-source (git 2.40)" in done.stderr
+    text = out.read_text()
+    assert "Binary files a/src/lib.rs and b/src/lib.rs differ" in text and "HIDDEN" not in text
+    with pytest.raises(DiffError) as refused:
+        parse_diff(text.encode())
+    assert refused.value.hidden == "src/lib.rs"
+    # control: with the real git, no note, and the same branch's diff is read
+    assert "--attr-source" not in make_diff(checkout, "main", out).stderr
+    assert "src/lib.rs" in parse_diff(out.read_bytes()).added
+
+
 @pytest.mark.parametrize("base", ["-x", "a..b", "main\nother", "ref:x", ""])
 def test_a_base_that_is_no_branch_name_is_refused(tmp_path: Path, base: str) -> None:
     git(tmp_path, "init", "-q")
@@ -249,3 +331,51 @@ def test_a_cache_the_tree_planted_is_refused(gitlab: dict[str, str], tmp_path: P
     assert not (tmp_path / "home").exists()  # nothing moved
     saved = run(CI / "gitlab" / "cache.sh", gitlab, "save")
     assert saved.returncode == 0 and "not saving" in saved.stderr
+    # nothing the tree chose is left for GitLab to archive (a link is removed, not followed)
+    assert not os.path.lexists(project / ".pylint-sandbox-cache") and (planted / "roteiro" / "store").is_dir()
+
+
+def chown_tree(root: Path, uid: int) -> None:
+    for path in [root, *root.rglob("*")]:
+        os.lchown(path, uid, uid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the checkout to another uid needs root")
+@pytest.mark.parametrize("plant", ["tracked", "untracked"])
+def test_a_git_that_cannot_say_refuses_the_restore(gitlab: dict[str, str], tmp_path: Path, plant: str) -> None:
+    """The job's uid is not the cloner's: git refuses the checkout ("dubious ownership").
+    cache.sh hid git's error and read it as "not tracked", so a branch's committed cache
+    was moved into ROTEIRO_HOME and saved for later pipelines. Now: refused, git's own
+    words shown, nothing moved, and nothing left in the tree for GitLab to archive. The
+    control arm: the same checkout, owned by the job's user again, restores an untracked
+    cache (and still refuses the tracked one)."""
+    project = tmp_path / "project"
+    cache = project / ".pylint-sandbox-cache" / "roteiro" / "store"
+    cache.mkdir(parents=True)
+    (cache / "marker").write_text(plant)
+    if plant == "tracked":
+        git(project, "add", ".")
+        git(project, "commit", "-qm", "a cache of the branch's own")
+    env = {**gitlab, "SUDO_UID": ""}  # git trusts sudo's caller: not here
+    chown_tree(project, 12345)
+    done = run(CI / "gitlab" / "cache.sh", env, "restore")
+    assert done.returncode == 3, done.stderr
+    assert "dubious ownership" in done.stderr  # git's words, no longer hidden
+    assert "git could not say whether the repository itself has .pylint-sandbox-cache/" in done.stderr
+    assert not (tmp_path / "home").exists() and (cache / "marker").read_text() == plant  # nothing moved
+    saved = run(CI / "gitlab" / "cache.sh", env, "save")
+    assert saved.returncode == 0 and "not saving" in saved.stderr
+    assert not (project / ".pylint-sandbox-cache").exists() and not (tmp_path / "home").exists()
+    # control: owned by this user, git answers
+    chown_tree(project, os.geteuid())
+    if plant == "tracked":
+        git(project, "checkout", "--", ".")
+    else:
+        cache.mkdir(parents=True)
+        (cache / "marker").write_text(plant)
+    done = run(CI / "gitlab" / "cache.sh", env, "restore")
+    if plant == "tracked":
+        assert done.returncode == 3 and "(tracked by git)" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "home" / "store" / "marker").read_text() == "untracked"

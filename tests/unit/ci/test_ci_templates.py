@@ -238,13 +238,22 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
 
 
 def test_the_diff_is_made_with_the_options_the_adopting_guide_gives() -> None:
-    guide = (ROOT / "docs" / "ADOPTING.md").read_text()
-    given = re.search(r"^    git diff (--[^\n]*?) origin/main\.\.\.HEAD > pr\.diff$", guide, re.M)
+    """The guide's command is the one a refusal of a diff prints (errors.DIFF_COMMAND),
+    and ci/common.sh runs git with the same options (its --attr-source is a variable: it
+    is left out on a git that lacks it, tests/unit/ci/test_ci_scripts.py)."""
+    from roteiro_py.errors import DIFF_COMMAND
+
+    guide = (ROOT / "docs" / "ADOPTING.md").read_text().replace("\\\n      ", "")
+    given = re.search(r"^    (GIT_ATTR_NOSYSTEM=1 git [^\n]*? origin/main\.\.\.HEAD > pr\.diff)$", guide, re.M)
     assert given is not None
-    common = (ROOT / "ci" / "common.sh").read_text().replace("\\\n   ", "")
-    made = re.search(r"^  git diff (--[^\n]*?) +\"origin/\$base\.\.\.HEAD\" >\"\$out\"$", common, re.M)
-    assert made is not None
-    assert made.group(1).split() == given.group(1).split()
+    assert given.group(1) == DIFF_COMMAND
+    common = (ROOT / "ci" / "common.sh").read_text().replace("\\\n    ", "")
+    made = re.search(r'^  GIT_ATTR_NOSYSTEM=1 git \$\{attr_source\[@\]\+"\$\{attr_source\[@\]\}"\} '
+                     r'(-c [^\n]*?) +"origin/\$base\.\.\.HEAD" >"\$out"$', common, re.M)
+    assert made is not None, "make_pr_diff's git command"
+    assert 'attr_source=("--attr-source=$empty")' in common
+    attr_source = '--attr-source="$(git hash-object -t tree /dev/null)" '
+    assert attr_source + made.group(1) + " origin/main...HEAD" in given.group(1)
 
 
 # -- the Debian packages ---------------------------------------------------------------------

@@ -324,7 +324,7 @@ def test_a_diff_refusal_names_the_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(DiffUnusable) as refused:
         load_against(None, bad)
     text = refused.value.guidance().render_text()
-    assert f"--diff {bad}, line 2 cannot be used" in text and "git diff --no-color" in text
+    assert f"--diff {bad}, line 2 cannot be used" in text and "diff --no-color --no-ext-diff --no-textconv" in text
     (tmp_path / "link.diff").symlink_to(bad)
     with pytest.raises(DiffUnusable, match="symbolic link"):
         load_against(None, tmp_path / "link.diff")
@@ -468,6 +468,38 @@ def test_the_command_line_judges_a_pull_request_against_a_saved_baseline(tmp_pat
     elsewhere = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "elsewhere.diff"), cwd=demo.repo / "rust")
     assert elsewhere.returncode == EXIT_OK, elsewhere.stderr
     assert "0 new in the diff" in elsewhere.stdout and "1 new outside the diff" in elsewhere.stdout
+
+
+@needs_git
+def test_a_branch_that_hides_its_rust_lines_with_gitattributes_is_refused_not_passed(tmp_path: Path) -> None:
+    """The review's attack, through the command line: the branch adds `*.rs -diff` to
+    .gitattributes and a new warning; the diff git writes in its checkout shows the Rust
+    file as binary. That diff used to pass the run (exit 0: the new finding was "outside
+    the diff"); it is refused now, naming the file and the command. The control arm: the
+    same change diffed with the guide's command (errors.DIFF_COMMAND, which ignores the
+    branch's attributes) fails the run on the new finding."""
+    from roteiro_py.errors import DIFF_COMMAND
+
+    demo = Demo(tmp_path)
+    (demo.repo / ".gitattributes").write_text("*.rs -diff\n")
+    demo.edit(LIB, "/// Sums", "pub fn triple(x: i32) -> i32 {\n    return x * 3;\n}\n\n/// Sums")
+    pull = tmp_path / "pull.json"
+    pull.write_text(render(demo.lint(), "json"))
+    hiding = tmp_path / "hiding.diff"
+    hiding.write_bytes(demo.diff())
+    assert f"Binary files a/{LIB} and b/{LIB} differ".encode() in hiding.read_bytes()
+    judged = cli(pull, "--baseline", str(SAVED), "--diff", str(hiding), "--format", "github", cwd=demo.repo / "rust")
+    assert judged.returncode == EXIT_USAGE, (judged.returncode, judged.stdout, judged.stderr)
+    said = " ".join(judged.stderr.split())
+    assert f"--diff {hiding}, line 10 hides the lines of {LIB}: git wrote it as a binary file" in said
+    assert DIFF_COMMAND in said
+    made = subprocess.run(["bash", "-c", DIFF_COMMAND.replace("origin/main", "main").replace("> pr.diff", "")],
+                          cwd=demo.repo, env={**os.environ, **GIT_ENV}, capture_output=True, check=True).stdout
+    (tmp_path / "pr.diff").write_bytes(made)
+    control = cli(pull, "--baseline", str(SAVED), "--diff", str(tmp_path / "pr.diff"), "--format", "github",
+                  cwd=demo.repo / "rust")
+    assert control.returncode == EXIT_FINDINGS, control.stderr
+    assert "1 new in the diff, 4 known (in the baseline demo-before-baseline.json" in control.stdout
 
 
 @pytest.mark.parametrize(("flag", "content", "said"), [

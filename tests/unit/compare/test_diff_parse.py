@@ -162,6 +162,8 @@ def test_a_path_past_the_bound_is_refused_and_one_within_it_is_read() -> None:
 @pytest.mark.parametrize(("bound", "value", "make", "problem"), [
     ("MAX_DIFF_FILES", 3, lambda n: b"".join(b"diff --git a/f%d b/f%d\n" % (i, i) for i in range(n)), "files"),
     ("MAX_DIFF_FILES", 3, lambda n: b"".join(b"--- a/f%d\n+++ b/f%d\n" % (i, i) for i in range(n)), "files"),
+    ("MAX_DIFF_FILES", 3, lambda n: b"".join(b"Binary files a/f%d and b/f%d differ\n" % (i, i) for i in range(n)),
+     "files"),
     ("MAX_DIFF_HUNKS", 3, lambda n: b"--- a/x\n+++ b/x\n" + b"@@ -1 +1 @@\n-a\n+b\n" * n, "hunks"),
     ("MAX_ADDED_RUNS", 3, lambda n: b"--- a/x\n+++ b/x\n@@ -1,%d +1,%d @@\n" % (n, 2 * n) + b"+a\n c\n" * n,
      "runs of added lines"),
@@ -289,3 +291,95 @@ def test_a_diff_naming_files_but_adding_no_line_is_not_empty() -> None:
             b"@@ -1 +0,0 @@\n-a\n")
     changes = parse_diff(text)
     assert changes.files == 0 and added(changes) == {}
+
+
+# -- a file whose lines the diff does not show -----------------------------------------------
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_a_rust_file_the_branchs_gitattributes_made_binary_refuses_the_diff(tmp_path: Path) -> None:
+    """The review's attack: the branch adds `*.rs -diff` to .gitattributes and a warning
+    to src/lib.rs; git in its checkout writes `Binary files a/src/lib.rs and b/src/lib.rs
+    differ`, and the diff used to parse as "adds .gitattributes' line, nothing of
+    src/lib.rs", so the new warning was outside the diff and the run passed."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e"}
+
+    def git(*args: str) -> bytes:
+        return subprocess.run([GIT or "git", *args], cwd=repo, env=env, check=True,
+                              capture_output=True).stdout
+
+    (repo / "src" / "lib.rs").write_text("pub fn a() {}\n")
+    git("init", "-q", "-b", "main")
+    git("add", ".")
+    git("commit", "-q", "-m", "base")
+    git("checkout", "-q", "-b", "topic")
+    (repo / ".gitattributes").write_text("*.rs -diff\n")
+    (repo / "src" / "lib.rs").write_text("pub fn a() {}\npub fn b() { let x = 1; let _ = x; }\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "topic")
+    text = git("diff", "--no-color", "--no-ext-diff", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/",
+               "-M", "main...topic")
+    assert b"Binary files a/src/lib.rs and b/src/lib.rs differ" in text
+    with pytest.raises(DiffError) as refused:
+        parse_diff(text)
+    assert refused.value.hidden == "src/lib.rs" and refused.value.line == text.count(b"\n")
+    assert "hides the lines of 'src/lib.rs'" in refused.value.problem
+    # control: the same change with the branch's attributes ignored is read, the line added
+    empty = git("hash-object", "-t", "tree", os.devnull).decode().strip()
+    plain = git(f"--attr-source={empty}", "diff", "--no-color", "--no-ext-diff", "--no-relative",
+                "--src-prefix=a/", "--dst-prefix=b/", "-M", "main...topic")
+    assert added(parse_diff(plain)) == {".gitattributes": [(1, 1)], "src/lib.rs": [(2, 2)]}
+
+
+@pytest.mark.parametrize(("entry", "hidden"), [
+    (b"diff --git a/x.rs b/x.rs\nindex 1..2 100644\nBinary files a/x.rs and b/x.rs differ\n", "x.rs"),
+    (b"diff --git a/x.rs b/x.rs\nnew file mode 100644\nindex 0..2\nBinary files /dev/null and b/x.rs differ\n",
+     "x.rs"),
+    (b'diff --git "a/caf\\303\\251 x.rs" "b/caf\\303\\251 x.rs"\nindex 1..2 100644\n'
+     b'Binary files "a/caf\\303\\251 x.rs" and "b/caf\\303\\251 x.rs" differ\n', "caf\u00e9 x.rs"),
+    (b"diff --git a/a and b/x.rs b/a and b/x.rs\nindex 1..2 100644\n"
+     b"Binary files a/a and b/x.rs and b/a and b/x.rs differ\n", "a and b/x.rs"),
+    (b"diff --git a/old.txt b/src/new.rs\nsimilarity index 90%\nrename from old.txt\nrename to src/new.rs\n"
+     b"index 1..2 100644\nBinary files a/old.txt and b/src/new.rs differ\n", "src/new.rs"),
+    (b"diff --git a/x.rs b/x.rs\nindex 1..2 100644\nGIT binary patch\nliteral 4\nLcmb<msH_4215g2M\n\n"
+     b"literal 3\nKcmb<ms0083<N)#j\n\n", "x.rs"),
+    (b"Binary files a/x.rs and b/x.rs differ\n", "x.rs"),  # GNU diff -r
+])
+def test_each_shape_of_a_binary_rust_file_is_refused(entry: bytes, hidden: str) -> None:
+    text = b"diff --git a/ok.rs b/ok.rs\n--- a/ok.rs\n+++ b/ok.rs\n@@ -1 +1,2 @@\n a\n+b\n" + entry
+    if not entry.startswith(b"diff"):
+        text = b"--- a/ok.rs\n+++ b/ok.rs\n@@ -1 +1,2 @@\n a\n+b\n" + entry
+    with pytest.raises(DiffError) as refused:
+        parse_diff(text)
+    assert refused.value.hidden == hidden
+
+
+def test_a_binary_file_of_another_kind_counts_as_changed_whole() -> None:
+    """An image changes without lines, and so does a source a `#[path]` or `include!`
+    names under another extension: no refusal (a pull request may change an image), and a
+    finding in such a file is in the diff. A deleted binary (Rust or not) adds nothing."""
+    text = (b"diff --git a/logo.png b/logo.png\nindex 1..2 100644\nBinary files a/logo.png and b/logo.png differ\n"
+            b"diff --git a/gen.inc b/gen.inc\nindex 1..2 100644\nGIT binary patch\nliteral 4\nLcmb<msH_4215g2M\n\n"
+            b"diff --git a/gone.rs b/gone.rs\ndeleted file mode 100644\nindex 1..0\n"
+            b"Binary files a/gone.rs and /dev/null differ\n"
+            b"diff --git a/gone2.rs b/gone2.rs\ndeleted file mode 100644\nindex 1..0\nGIT binary patch\n"
+            b"literal 0\nHcmV?d00001\n\n"
+            b"diff --git a/ok.rs b/ok.rs\n--- a/ok.rs\n+++ b/ok.rs\n@@ -1 +1,2 @@\n a\n+b\n")
+    changes = parse_diff(text)
+    assert changes.opaque == {"logo.png", "gen.inc"}
+    assert changes.touches("gen.inc", 7, 7) and changes.touches("logo.png", 1, 1)
+    assert not changes.touches("gone.rs", 1, 1) and not changes.touches("ok.rs", 1, 1)  # control
+    assert added(changes) == {"ok.rs": [(2, 2)]} and changes.files == 1
+
+
+@pytest.mark.parametrize("entry", [
+    b"diff --git a/x b/y b/z\nindex 1..2\nBinary files a/x b/y and b/z and b/w differ\n",
+    b"diff --git a/p b/q b/r\nindex 1..2\nGIT binary patch\n",
+])
+def test_a_binary_entry_whose_file_cannot_be_told_is_refused(entry: bytes) -> None:
+    with pytest.raises(DiffError, match="cannot be told apart"):
+        parse_diff(entry)
