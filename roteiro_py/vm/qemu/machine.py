@@ -69,6 +69,7 @@ from pathlib import Path
 
 from roteiro_py import errors
 from roteiro_py.process.stream import Exit, Failed, Output, spawn
+from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
 from roteiro_py.vm.qemu.assets import Assets
 
 #: Bytes kept over all step streams together (stdout and stderr of every step). 40 MB of
@@ -81,6 +82,9 @@ CONSOLE_LIMIT = 64 * 1024
 STATUS_LIMIT = 64 * 1024
 
 QEMU = "qemu-system-x86_64"
+#: Seconds `qemu --version` may take (it answers in tens of milliseconds; past this it
+#: hangs, and the refusal is errors.HostToolFailed).
+QEMU_VERSION_TIMEOUT_S = 30.0
 #: Bytes of a unix socket path, the terminating NUL included (Linux `sun_path`).
 SUN_PATH_MAX = 108
 #: The longest channel name: "stderr" and a two-digit step index.
@@ -234,6 +238,16 @@ def kernel_cmdline() -> str:
     if khz:
         words.append(f"tsc_early_khz={khz}")
     return " ".join(words)
+
+
+def qemu_version(path: str) -> str:
+    """The first line qemu at `path` prints for `--version` ("" when it prints nothing),
+    through the process layer: errors.SpawnFailed when it cannot start, HostToolFailed
+    past QEMU_VERSION_TIMEOUT_S."""
+    done = run_tool([path, "--version"], purpose="ask qemu its version",
+                    timeout=QEMU_VERSION_TIMEOUT_S, max_bytes=DIAGNOSTIC_BYTES)
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def tied_to_caller(argv: list[str]) -> list[str]:

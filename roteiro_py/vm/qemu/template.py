@@ -73,7 +73,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -86,7 +85,15 @@ from roteiro_py import paths
 from roteiro_py.locks import acquire_within
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.qemu import job
-from roteiro_py.vm.qemu.machine import Control, Disk, MachineResult, MachineSpec, boot, qemu_argv
+from roteiro_py.vm.qemu.machine import (
+    Control,
+    Disk,
+    MachineResult,
+    MachineSpec,
+    boot,
+    qemu_argv,
+    qemu_version,
+)
 from roteiro_py.vm.qemu.qmp import Qmp
 
 #: Bumped when what a template holds or how it is restored changes.
@@ -207,9 +214,7 @@ def qemu_identity(qemu: str) -> list[object]:
     st = os.stat(real)
     ident = (real, st.st_ino, st.st_size, st.st_mtime_ns)
     if ident not in _QEMU_VERSIONS:
-        done = subprocess.run([real, "--version"], capture_output=True, text=True,
-                              timeout=30, check=False)
-        _QEMU_VERSIONS[ident] = done.stdout.strip().splitlines()[0] if done.stdout else ""
+        _QEMU_VERSIONS[ident] = qemu_version(real)
     return [*ident, _QEMU_VERSIONS[ident]]
 
 
