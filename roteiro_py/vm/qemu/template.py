@@ -470,6 +470,10 @@ def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
                                    "the template guest never got ready")
         if any(record.exit != 0 for record in records) or len(records) != len(template_steps):
             raise TemplateUnusable("a template step failed")
+        if any(f"{kind}{index}" in result.cut for index in range(len(records))
+               for kind in ("stdout", "stderr")):
+            # its records would be every clone's outcome: the cold boot reports it instead
+            raise TemplateUnusable("a template step's output did not arrive whole")
         (work / ARCHIVE).write_bytes(archive)
         state = state_path.read_bytes()
         meta = {"format": FORMAT, "key": key, "state_sha256": hashlib.sha256(state).hexdigest(),
