@@ -718,6 +718,31 @@ class HostToolMissing(Refusal):
         )
 
 
+class HostToolFailed(Refusal):
+    """A trusted host program (mkfs.ext4, zstd, `qemu --version`) started but came to no end
+    this run can use: it passed its deadline and its process group was killed, or its
+    output could not be read (roteiro_py/process/tool.py). It was exit 4, an unhandled
+    subprocess.TimeoutExpired, until every host child went through the process layer."""
+
+    code = "host-tool-failed"
+
+    def __init__(self, tool: str, purpose: str, reason: str) -> None:
+        super().__init__()
+        self.tool = tool
+        self.purpose = purpose
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"{_p(self.tool)} could not {_p(self.purpose).rstrip('.')}: "
+            f"{_p(self.reason).rstrip('.')}.",
+            notes=("It is a program of this host, not of the tree: a host under heavy load "
+                   "or a tool that hangs does this. Run the same command again; `pylint-sandbox "
+                   "doctor` checks the host's tools.",),
+            commands=("pylint-sandbox doctor",),
+        )
+
+
 class NoPackageCache(Refusal):
     code = "no-package-cache"
 
@@ -1164,6 +1189,34 @@ class OutputTooLarge(Refusal):
             f"streams together) on the {_p(self.stream)}{of}; the run was stopped.",
             notes=("Output from the guest is untrusted and bounded. Raise the limit with "
                    "`[vm] output_limit_mib` if the tree really produces that much.",),
+        )
+
+
+class OutputCut(Refusal):
+    """A step's stdout or stderr did not arrive whole from the guest: a read of its socket
+    failed, or the socket was still open when the reader stopped waiting after qemu
+    exited (vm/qemu/machine.py `Channels.cut`). The status the guest reported is then
+    over output that was partly lost, and no verdict is made from it."""
+
+    code = "output-cut"
+
+    def __init__(self, stream: str, step: int, command: str, why: str) -> None:
+        super().__init__()
+        self.stream = stream
+        #: The step's place in the job, counted from 1 (the probes come first).
+        self.step = step
+        self.command = command
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The {_p(self.stream)} of step {self.step}, `{_p(self.command)}`, did not "
+            f"arrive whole from the guest: {_p(self.why).rstrip('.')}.",
+            notes=("The status the step exited with is not reported over output that was "
+                   "partly lost: what was lost could be the errors that decide the run.",
+                   "It is this host failing to read the VM's output, not the tree: run the "
+                   "same command again; if it recurs, `pylint-sandbox doctor` checks the host.",),
+            commands=("pylint-sandbox doctor",),
         )
 
 

@@ -1,7 +1,8 @@
 """From what came back from the guest to a verdict: a report, or the refusal that says why
 there is none. Every status and stream here came from the guest and is untrusted: a
 step without a status is never a clean run, a signal status is named, output past the
-cap is refused, and the exit code follows the findings and `--fail-on`.
+cap is refused, so is output that did not all arrive (errors.OutputCut), and the exit
+code follows the findings and `--fail-on`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from roteiro_py.errors import (
     EXIT_FINDINGS,
     EXIT_OK,
     DeadlineExceeded,
+    OutputCut,
     OutputTooLarge,
     ProbeFailed,
     VmFailed,
@@ -58,7 +60,8 @@ def shown(step: Command) -> str:
 
 
 def judge_job(job: JobOutcome, steps: list[Command], *, reference: str) -> None:
-    """Refuse when the VM did not get as far as a verdict on every step that ran;
+    """Refuse when the VM did not get as far as a verdict on every step that ran, or when
+    a step's output did not all arrive (its status would be judged over what was lost);
     `reference` is the image whose toolchain a probe refusal names."""
     for index, (outcome, step) in enumerate(zip(job.steps, steps, strict=False)):
         if outcome.timed_out and index < len(steps) - 1:
@@ -66,6 +69,9 @@ def judge_job(job: JobOutcome, steps: list[Command], *, reference: str) -> None:
                               "the toolchain probe has a fixed deadline; `--timeout` sets clippy's")
         if outcome.timed_out:
             raise DeadlineExceeded(shown(step), step.timeout)
+        if outcome.lost_streams:
+            stream, why = outcome.lost_streams[0]
+            raise OutputCut(stream, index + 1, shown(step), why)
     if not job.completed and job.failure and "deadline" in job.failure:
         step = steps[len(job.steps) - 1] if job.steps else steps[0]
         raise DeadlineExceeded(shown(step), step.timeout)

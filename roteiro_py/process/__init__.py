@@ -2,7 +2,8 @@
 
 Import from here; the submodules are `grants` (what a command may touch), `sandbox` (the
 boundary every backend implements), `unconfined` (no isolation, by explicit opt-in) and
-`stream` (spawning a child and reading it as frames under a deadline).
+`stream` (spawning a child and reading it as frames under a deadline) and `tool` (a
+trusted host program run to its end through `stream`, or a refusal).
 """
 
 from roteiro_py.process.grants import (

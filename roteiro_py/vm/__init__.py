@@ -56,6 +56,11 @@ class VmOutcome(Outcome):
     #: init counted them (/proc/vmstat); 0 when none, or when not known (a template's
     #: step). The only evidence that a step killed by SIGKILL ran out of memory.
     oom_kills: int = 0
+    #: (stream, why) for each of the step's streams that did not arrive whole from the
+    #: guest (a read of it failed, or it never reached its end): the status is then over
+    #: output that was partly lost, `failure` says so, and a lint refuses it
+    #: (errors.OutputCut).
+    lost_streams: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,14 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.Unenforceable: lambda: (errors.Unenforceable("net:egress:crates.io:443", "cargo fetch",
                                                         "the VM has no network device"),
                                    ["net:egress:crates.io:443", "cargo fetch", "no network device"]),
+    errors.HostToolFailed: lambda: (errors.HostToolFailed("mkfs.ext4", "make the scratch disk /c/s-17.img",
+                                                          "it did not finish within 300 s"),
+                                    ["mkfs.ext4 could not make the scratch disk /c/s-17.img",
+                                     "within 300 s", "pylint-sandbox doctor"]),
+    errors.OutputCut: lambda: (errors.OutputCut("stderr", 3, "cargo-clippy clippy -q",
+                                                "reading it failed: connection reset 41"),
+                               ["The stderr of step 3, `cargo-clippy clippy -q`",
+                                "connection reset 41", "partly lost"]),
     errors.SpawnFailed: lambda: (errors.SpawnFailed("/usr/bin/qemu-x", "No such file or directory"),
                                  ["/usr/bin/qemu-x", "No such file"]),
     errors.PlatformUnsupported: lambda: (errors.PlatformUnsupported("Plan9 mips-77", "Linux x86_64",
@@ -323,3 +331,30 @@ def test_a_refusal_written_later_says_the_promise_too() -> None:
 
     for error in (Later(), Child()):
         assert error.guidance().notes == (errors.NOTHING_RAN, "Its own note.")
+
+
+def test_a_host_tool_that_did_not_finish_and_output_that_was_cut_render_exactly() -> None:
+    """Issue 21 items 5 and 6: the two refusals, word for word."""
+    hung = errors.HostToolFailed("mkfs.ext4", "make the scratch disk /c/s-17.img",
+                                 "it did not finish within 300 s, and its process group was killed")
+    assert hung.guidance().render_text() == (
+        "error: mkfs.ext4 could not make the scratch disk /c/s-17.img: it did not finish within "
+        "300 s, and its process group was killed.\n"
+        f"  note: {errors.NOTHING_RAN}\n"
+        "  note: It is a program of this host, not of the tree: a host under heavy load or a "
+        "tool that hangs does this. Run the same command again; `pylint-sandbox doctor` checks "
+        "the host's tools.\n"
+        "  run:\n"
+        "    pylint-sandbox doctor\n")
+    cut = errors.OutputCut("stdout", 3, "cargo-clippy clippy --locked",
+                           "reading it failed: [Errno 104] Connection reset by peer")
+    assert cut.guidance().render_text() == (
+        "error: The stdout of step 3, `cargo-clippy clippy --locked`, did not arrive whole from "
+        "the guest: reading it failed: [Errno 104] Connection reset by peer.\n"
+        f"  note: {errors.NOTHING_RAN}\n"
+        "  note: The status the step exited with is not reported over output that was partly "
+        "lost: what was lost could be the errors that decide the run.\n"
+        "  note: It is this host failing to read the VM's output, not the tree: run the same "
+        "command again; if it recurs, `pylint-sandbox doctor` checks the host.\n"
+        "  run:\n"
+        "    pylint-sandbox doctor\n")

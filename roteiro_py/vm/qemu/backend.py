@@ -401,6 +401,8 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
         stdout = result.channels.get(f"stdout{index}", b"")
         stderr = result.channels.get(f"stderr{index}", b"")
         cut = tuple(kind for kind in ("stdout", "stderr") if f"{kind}{index}" in result.truncated)
+        lost = tuple((kind, result.cut[f"{kind}{index}"]) for kind in ("stdout", "stderr")
+                     if f"{kind}{index}" in result.cut)
         if index in exits:
             at, status, timed_out = exits[index]
             code: int | None = None if timed_out else status
@@ -409,9 +411,12 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
         else:
             at, code, timed_out = result.duration, None, result.timed_out
             failure = result.failure or "the VM ended before the step finished"
+        if lost and failure is None:
+            failure = f"its {lost[0][0]} did not arrive whole: {lost[0][1]}"
         outcomes.append(VmOutcome(
             command=command, exit=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
             truncated=bool(cut), truncated_streams=cut, oom_kills=ooms.get(index, 0),
+            lost_streams=lost,
             duration=round(at - began, 3),
             started=datetime.fromtimestamp(result.started_wall + began, UTC),
             ended=datetime.fromtimestamp(result.started_wall + at, UTC),

@@ -18,6 +18,11 @@ Guarantees, and what each prevents:
   pass it, the VM is killed (a guest that floods cannot keep us reading until the
   deadline) and the stream that passed it is flagged truncated. `Channels` does this
   accounting, and is what a fuzz test drives.
+- A stream is whole only when its socket reached end of file. A `recv` that failed, or
+  a socket still open DRAIN_AFTER_EXIT_S after qemu exited, is recorded in
+  `Channels.cut` with why (it was taken for the end of the stream, and a step's status
+  was reported over output that had not all arrived); the backend refuses such a step
+  (errors.OutputCut).
 - A VM template's boot and its clones (template.py) add two sockets, also listened on in
   the run directory: qemu's QMP monitor (no guest device is wired to it) and the `job`
   port, host->guest, opened in the guest only by init (its node is in the initramfs's
@@ -69,6 +74,7 @@ from pathlib import Path
 
 from roteiro_py import errors
 from roteiro_py.process.stream import Exit, Failed, Output, spawn
+from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
 from roteiro_py.vm.qemu.assets import Assets
 
 #: Bytes kept over all step streams together (stdout and stderr of every step). 40 MB of
@@ -79,8 +85,15 @@ OUTPUT_LIMIT = 64 * 1024 * 1024
 CONSOLE_LIMIT = 64 * 1024
 #: Bytes the status channel may carry; init writes a few dozen lines.
 STATUS_LIMIT = 64 * 1024
+#: Seconds the channels are still read after qemu exited. qemu's end closes its side of
+#: every socket, so what it wrote arrives and then end of file, at once; a socket still
+#: open after this is held by something else, and its stream is recorded as cut.
+DRAIN_AFTER_EXIT_S = 2.0
 
 QEMU = "qemu-system-x86_64"
+#: Seconds `qemu --version` may take (it answers in tens of milliseconds; past this it
+#: hangs, and the refusal is errors.HostToolFailed).
+QEMU_VERSION_TIMEOUT_S = 30.0
 #: Bytes of a unix socket path, the terminating NUL included (Linux `sun_path`).
 SUN_PATH_MAX = 108
 #: The longest channel name: "stderr" and a two-digit step index.
@@ -131,6 +144,8 @@ class MachineResult:
     duration: float
     status_truncated: bool = False
     connected: set[str] = field(default_factory=set)
+    #: Channels whose stream did not arrive whole, and why (`Channels.cut`).
+    cut: dict[str, str] = field(default_factory=dict)
     #: Why the `control` function failed (template.py), or None.
     control_failure: str | None = None
 
@@ -163,7 +178,13 @@ class Channels:
         self.status: list[tuple[float, str]] = []
         self.status_truncated = False
         self.failure: str | None = None
+        #: Channels whose stream did not reach its end, and why (the first reason).
+        self.cut: dict[str, str] = {}
         self._pending = b""
+
+    def lost(self, name: str, why: str) -> None:
+        """Record that `name`'s stream ended before its end of file."""
+        self.cut.setdefault(name, why)
 
     def feed(self, name: str, chunk: bytes, now: float) -> bool:
         buf = self.data[name]
@@ -234,6 +255,16 @@ def kernel_cmdline() -> str:
     if khz:
         words.append(f"tsc_early_khz={khz}")
     return " ".join(words)
+
+
+def qemu_version(path: str) -> str:
+    """The first line qemu at `path` prints for `--version` ("" when it prints nothing),
+    through the process layer: errors.SpawnFailed when it cannot start, HostToolFailed
+    past QEMU_VERSION_TIMEOUT_S."""
+    done = run_tool([path, "--version"], purpose="ask qemu its version",
+                    timeout=QEMU_VERSION_TIMEOUT_S, max_bytes=DIAGNOSTIC_BYTES)
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def tied_to_caller(argv: list[str]) -> list[str]:
@@ -374,7 +405,10 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
         with stream:
             while True:
                 if qemu_done_at is not None and (
-                        not conns or time.monotonic() - qemu_done_at > 2.0):
+                        not conns or time.monotonic() - qemu_done_at > DRAIN_AFTER_EXIT_S):
+                    for name in conns.values():
+                        channels.lost(name, f"it was still open {DRAIN_AFTER_EXIT_S:g} s "
+                                      "after qemu exited, and was not read to its end")
                     break
                 for key, _ in sel.select(timeout=0.5):
                     kind, name = key.data
@@ -407,7 +441,8 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                         chunk = conn.recv(1 << 16)
                     except (BlockingIOError, InterruptedError):
                         continue
-                    except OSError:
+                    except OSError as error:
+                        channels.lost(name, f"reading it failed: {error}")
                         chunk = b""
                     if not chunk:
                         sel.unregister(conn)
@@ -434,13 +469,15 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
     failure = channels.failure or (control_failure[0] if control_failure else None)
     if failure is None and isinstance(end, Failed):
         failure = end.message
+    if failure is None and "status" in channels.cut:
+        failure = f"the guest's status port did not arrive whole: {channels.cut['status']}"
     return MachineResult(
         channels={name: bytes(buf) for name, buf in channels.data.items()},
         truncated=channels.truncated, status=channels.status,
         console=bytes(channels.data["console"]),
         qemu_output=bytes(qemu_out), qemu_exit=end.code if isinstance(end, Exit) else None,
         timed_out=timed_out, failure=failure, started_wall=started_wall, duration=duration,
-        status_truncated=channels.status_truncated, connected=connected,
+        status_truncated=channels.status_truncated, connected=connected, cut=channels.cut,
         control_failure=control_failure[0] if control_failure else None,
     )
 

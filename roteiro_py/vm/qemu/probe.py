@@ -20,15 +20,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roteiro_py import paths
+from roteiro_py import errors, paths
 from roteiro_py.vm.qemu import job
 from roteiro_py.vm.qemu.assets import Assets
-from roteiro_py.vm.qemu.machine import QEMU, MachineSpec, boot
+from roteiro_py.vm.qemu.machine import QEMU, QEMU_VERSION_TIMEOUT_S, MachineSpec, boot, qemu_version
 
 MARKER = "ROTEIRO-CANARY-OK"
 #: A KVM canary that has not printed its marker by now is hung.
@@ -56,16 +55,20 @@ class Verdict:
 
 
 def qemu_info(qemu: str = QEMU) -> tuple[str | None, str | None]:
-    """(absolute path, version string) of qemu, or Nones when it is not installed."""
+    """(absolute path, version string) of qemu; the path None when it is not installed,
+    the version None when it did not say it (`machine.qemu_version`).
+
+    The one place a failed `--version` is not a refusal of its own: doctor goes on to its
+    other checks and reports the qemu without a version, and the probe's verdict (not
+    usable, saying why) becomes the lint's SandboxUnavailable.
+    """
     path = shutil.which(qemu)
     if path is None:
         return None, None
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True,
-                             timeout=10, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        first = qemu_version(path)
+    except (errors.SpawnFailed, errors.HostToolFailed):
         return path, None
-    first = out.splitlines()[0] if out else ""
     return path, first.removeprefix("QEMU emulator version ").strip() or None
 
 
@@ -101,8 +104,11 @@ def probe(accel: str, assets: Assets, *, cpu: str | None = None, qemu: str = QEM
     """Boot the canary under `accel` and say whether it ran, and if not, why."""
     cpu = cpu or CPU.get(accel, "max")
     path, version = qemu_info(qemu)
-    if path is None or version is None:
+    if path is None:
         return Verdict(accel, False, f"{qemu} is not installed", 0.0, "", cpu)
+    if version is None:
+        return Verdict(accel, False, f"{path} did not say its version (`--version` failed "
+                       f"or took more than {QEMU_VERSION_TIMEOUT_S:g} s)", 0.0, "", cpu)
     early = _precheck(accel)
     if early is not None:
         return Verdict(accel, False, early, 0.0, version, cpu)

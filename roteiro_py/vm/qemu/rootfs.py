@@ -21,6 +21,9 @@ Guarantees:
   the layer, the member and the cap. Header values a host call cannot take (owners
   outside 32 bits, a NUL in a link target) refuse the image; mtimes are clamped.
 - A missing host tool (mkfs.ext4, zstd) is `HostToolMissing`, naming its Debian package.
+  Each runs through the process layer (process/tool.py): its process group killed at the
+  run's deadline (DeadlineExceeded), its output bounded (zstd's at `decompressed_bound`,
+  past which the layer is refused), never an exception the boundary does not know.
 - Device nodes and FIFOs are dropped: the guest has its own /dev, and a device node in
   the image would be a way around it.
 - setuid and setgid bits are stripped, and file capabilities (xattrs) are not copied:
@@ -53,7 +56,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import tarfile
 import tempfile
 import threading
@@ -62,10 +64,11 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Protocol, cast
+from typing import IO, BinaryIO, Protocol, cast
 
 from roteiro_py import errors, paths
 from roteiro_py.locks import acquire_within, taken_if_free
+from roteiro_py.process.tool import DIAGNOSTIC_BYTES, Late, reading_stdout, run_tool, write_all
 from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.vm.qemu import rootfs_record
 
@@ -97,6 +100,14 @@ MAX_ID = 2**32 - 2
 #: header's 12-digit or pax value cannot overflow os.utime.
 MAX_MTIME = 2**32 - 1
 COPY_CHUNK = 1 << 20
+#: Bytes of tar headers and padding counted per entry in what zstd may write for one
+#: layer (`decompressed_bound`): a header block, a pax record, the padding of a member.
+TAR_BYTES_PER_ENTRY = 4096
+#: Seconds zstd may take for one layer, and mkfs.ext4 for one image, when no run's
+#: deadline bounds them (a lint always has one; tests and the bench may not): a bound
+#: for a tool that hangs, far past what a working host takes for an image within the caps.
+DECOMPRESS_TIMEOUT_S = 3600.0
+MKFS_TIMEOUT_S = 3600.0
 
 #: Host tools spawned here and the Debian package that provides each.
 HOST_TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "zstd": "zstd"}
@@ -187,7 +198,7 @@ class LayerDamaged(Exception):
 
 
 @contextlib.contextmanager
-def _open_layer(layer: Layer, blob: _Blob) -> Iterator[tarfile.TarFile]:
+def _open_layer(layer: Layer, blob: _Blob, limits: FlattenLimits) -> Iterator[tarfile.TarFile]:
     media = layer.media_type
     if media in MEDIA_TAR or media in MEDIA_GZIP:
         # A stream mode ("r|") calls only read(); typeshed's fileobj type asks for more.
@@ -196,37 +207,58 @@ def _open_layer(layer: Layer, blob: _Blob) -> Iterator[tarfile.TarFile]:
             yield archive
         return
     if media in MEDIA_ZSTD:
-        zstd = host_tool("zstd", f"decompress the image layer {layer.digest}")
-        proc = subprocess.Popen([zstd, "-dcq"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert proc.stdin is not None and proc.stdout is not None
-        stop = threading.Event()
-        pump = threading.Thread(target=_pump, args=(blob, proc.stdin, stop), daemon=True)
-        pump.start()
-        try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|",
-                              tarinfo=BoundedTarInfo) as archive:
-                yield archive
-        finally:
-            proc.stdout.close()
-            stop.set()
-            proc.kill()
-            pump.join()
-            proc.wait()
+        purpose = f"decompress the image layer {layer.digest}"
+        zstd = host_tool("zstd", purpose)
+        timeout, late = _tool_deadline(limits, "decompressing an image layer",
+                                       DECOMPRESS_TIMEOUT_S)
+        with reading_stdout([zstd, "-dcq"], purpose=purpose, timeout=timeout,
+                            max_bytes=decompressed_bound(limits), late=late) as (out, stream):
+            assert stream.stdin is not None
+            stop = threading.Event()
+            pump = threading.Thread(target=_pump, args=(blob, stream.stdin, stop), daemon=True)
+            pump.start()
+            try:
+                with tarfile.open(fileobj=cast("IO[bytes]", out), mode="r|",
+                                  tarinfo=BoundedTarInfo) as archive:
+                    yield archive
+            finally:
+                stop.set()
+                stream.close()  # zstd's group is killed, its stdin closed: the pump ends
+                pump.join()
         return
     raise UnsafeLayer(layer.digest, "", f"unsupported layer media type {media!r}")
 
 
-def _pump(blob: _Blob, sink: IO[bytes], stop: threading.Event) -> None:
+def decompressed_bound(limits: FlattenLimits) -> int:
+    """Bytes zstd may write for one layer: what the flatten may write, plus the tar
+    headers and padding of as many entries as it may hold. The flatten's own caps stop a
+    bomb of member data sooner; this bounds one of headers (each extended header may hold
+    tarheaders.MAX_HEADER_DATA, and whiteouts cost no byte of the budget)."""
+    return limits.max_bytes + limits.max_entries * TAR_BYTES_PER_ENTRY
+
+
+def _pump(blob: _Blob, sink: BinaryIO, stop: threading.Event) -> None:
     """Feed zstd the blob through the hasher; what is left when zstd stops reading is
     hashed by `digest_to_end` after this thread has ended (one reader at a time)."""
     try:
         while not stop.is_set() and (chunk := blob.read(COPY_CHUNK)):
-            sink.write(chunk)
-    except OSError:  # zstd exited (a damaged or hostile stream) or was killed
-        pass
+            write_all(sink, chunk)
+    except (OSError, ValueError):  # zstd exited (a damaged or hostile stream) or was
+        pass  # killed, and its stdin was closed under us (ValueError: closed file)
     finally:
         with contextlib.suppress(OSError):
             sink.close()
+
+
+def _tool_deadline(limits: FlattenLimits | None, what: str,
+                   fallback: float) -> tuple[float, Late | None]:
+    """A host tool's deadline: what is left of the run's, refused as DeadlineExceeded when
+    it passes; without a run deadline (tests, the bench) `fallback` seconds, refused as
+    errors.HostToolFailed."""
+    left = _left(limits, what)
+    if left < 0:
+        return fallback, None
+    return left, lambda: _late(limits, what)
 
 
 def host_tool(tool: str, purpose: str) -> str:
@@ -414,7 +446,7 @@ def _unpack(layer: Layer, blob: _Blob, root_fd: int, budget: _Budget,
     kept: set[PurePosixPath] = set()
     dir_meta: list[tuple[PurePosixPath, int, float]] = []
     try:
-        with _open_layer(layer, blob) as archive:
+        with _open_layer(layer, blob, budget.limits) as archive:
             for member in archive:
                 # a stream keeps every member (with its copy of global pax keys) otherwise;
                 # `members` is public tarfile API that typeshed leaves out
@@ -591,25 +623,31 @@ def _tree_size(root: Path) -> tuple[int, int]:
 
 
 def make_ext4(source: Path, image: Path, *, label: str = "rootfs",
-              timeout: float | None = None, fixed_time: int | None = None) -> None:
+              timeout: float | None = None, late: Late | None = None,
+              fixed_time: int | None = None) -> None:
     """An ext4 image holding `source`, sized to fit it (mkfs.ext4 -d, no root needed).
 
-    `timeout`: seconds after which mkfs.ext4 is killed and subprocess.TimeoutExpired
-    raised (a share image is built within what is left of the run's deadline).
+    `timeout`: seconds after which mkfs.ext4's process group is killed (a share image is
+    built within what is left of the run's deadline), refused as `late()`; without one,
+    MKFS_TIMEOUT_S, refused as errors.HostToolFailed (process/tool.py).
     `fixed_time`: the time (epoch seconds) of the image's root directory, which mkfs.ext4
     would otherwise set to its own clock (every other entry keeps the seconds of its
     source: e2fsprogs 1.47.0, measured), via E2FSPROGS_FAKE_TIME."""
     size, count = _tree_size(source)
     blocks_kib = (int(size * 1.25) // 1024) + count * 4 + 16 * 1024
     inodes = count + 1024
-    mkfs = host_tool("mkfs.ext4", f"build the ext4 image {image}")
-    done = subprocess.run(
+    purpose = f"build the ext4 image {image}"
+    mkfs = host_tool("mkfs.ext4", purpose)
+    done = run_tool(
         [mkfs, "-q", "-F", "-L", label, "-d", str(source), "-N", str(inodes),
          "-E", "root_owner=0:0", "-O", "^has_journal", "-b", "4096", str(image),
-         f"{blocks_kib}k"], capture_output=True, text=True, check=False, timeout=timeout,
-        env=None if fixed_time is None else {**os.environ, "E2FSPROGS_FAKE_TIME": str(fixed_time)})
-    if done.returncode != 0:
-        raise errors.ScratchUnavailable(image, f"mkfs.ext4 failed: {done.stderr.strip()[-300:]}")
+         f"{blocks_kib}k"], purpose=purpose,
+        timeout=MKFS_TIMEOUT_S if timeout is None else timeout, max_bytes=DIAGNOSTIC_BYTES,
+        env=None if fixed_time is None else {"E2FSPROGS_FAKE_TIME": str(fixed_time)},
+        late=None if timeout is None else late)
+    if done.exit != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise errors.ScratchUnavailable(image, f"mkfs.ext4 failed: {said}")
 
 
 #: A build's temporary directory in the cache: `.<manifest hex>-<random>`.
@@ -705,11 +743,8 @@ def _build_image(layers: Sequence[Layer], image: Path, hexd: str,
             flatten(layers, tree, limits)
             staged = Path(tmp) / "image.ext4"
             what = "building the root filesystem image"
-            left = _left(limits, what)
-            try:
-                make_ext4(tree, staged, timeout=None if left < 0 else left)
-            except subprocess.TimeoutExpired:
-                raise _late(limits, what) from None
+            timeout, late = _tool_deadline(limits, what, MKFS_TIMEOUT_S)
+            make_ext4(tree, staged, timeout=timeout, late=late)
             os.replace(staged, image)
         rootfs_record.seal(image)
     finally:

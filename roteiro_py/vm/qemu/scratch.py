@@ -10,12 +10,16 @@ write lock on it, and the second fails to start).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from roteiro_py import errors
+from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
 from roteiro_py.vm.qemu.job import GUEST_GID, GUEST_UID
 from roteiro_py.vm.qemu.rootfs import host_tool
+
+#: Seconds mkfs.ext4 may take to make an empty scratch image (it writes only metadata;
+#: past this it hangs, and the refusal is errors.HostToolFailed).
+SCRATCH_MKFS_TIMEOUT_S = 300.0
 
 
 def create_scratch(path: Path, size_mib: int) -> Path:
@@ -27,11 +31,13 @@ def create_scratch(path: Path, size_mib: int) -> Path:
     if size_mib < 16:
         raise ValueError("a scratch disk needs at least 16 MiB")
     path.parent.mkdir(parents=True, exist_ok=True)
-    mkfs = host_tool("mkfs.ext4", f"make the scratch disk {path}")
-    done = subprocess.run(
+    purpose = f"make the scratch disk {path}"
+    mkfs = host_tool("mkfs.ext4", purpose)
+    done = run_tool(
         [mkfs, "-q", "-F", "-L", "scratch", "-E",
          f"root_owner={GUEST_UID}:{GUEST_GID}", str(path), f"{size_mib}M"],
-        capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise errors.ScratchUnavailable(path, done.stderr.strip()[-300:] or "mkfs.ext4 failed")
+        purpose=purpose, timeout=SCRATCH_MKFS_TIMEOUT_S, max_bytes=DIAGNOSTIC_BYTES)
+    if done.exit != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        raise errors.ScratchUnavailable(path, said or "mkfs.ext4 failed")
     return path

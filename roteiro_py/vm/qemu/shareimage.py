@@ -63,7 +63,6 @@ import hashlib
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -511,12 +510,10 @@ def tree_image(source: Path, *, label: str = "share", limits: StageLimits | None
             if timeout <= 0:
                 raise errors.DeadlineExceeded("building the share image", limits.deadline_s,
                                               stopped="the host stopped before mkfs.ext4")
-        try:
-            make_ext4(staged, image, label=label, timeout=timeout, fixed_time=report.root_stamp)
-        except subprocess.TimeoutExpired:
-            assert limits is not None
-            raise errors.DeadlineExceeded("building the share image", limits.deadline_s,
-                                          stopped="the host killed mkfs.ext4") from None
+        deadline_s = limits.deadline_s if limits is not None else 0.0
+        make_ext4(staged, image, label=label, timeout=timeout, fixed_time=report.root_stamp,
+                  late=lambda: errors.DeadlineExceeded("building the share image", deadline_s,
+                                                       stopped="the host killed mkfs.ext4"))
         report.mkfs_seconds = time.monotonic() - started
         if keep is None:
             shutil.rmtree(staged)

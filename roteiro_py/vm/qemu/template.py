@@ -73,7 +73,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -86,7 +85,15 @@ from roteiro_py import paths
 from roteiro_py.locks import acquire_within
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.qemu import job
-from roteiro_py.vm.qemu.machine import Control, Disk, MachineResult, MachineSpec, boot, qemu_argv
+from roteiro_py.vm.qemu.machine import (
+    Control,
+    Disk,
+    MachineResult,
+    MachineSpec,
+    boot,
+    qemu_argv,
+    qemu_version,
+)
 from roteiro_py.vm.qemu.qmp import Qmp
 
 #: Bumped when what a template holds or how it is restored changes.
@@ -207,9 +214,7 @@ def qemu_identity(qemu: str) -> list[object]:
     st = os.stat(real)
     ident = (real, st.st_ino, st.st_size, st.st_mtime_ns)
     if ident not in _QEMU_VERSIONS:
-        done = subprocess.run([real, "--version"], capture_output=True, text=True,
-                              timeout=30, check=False)
-        _QEMU_VERSIONS[ident] = done.stdout.strip().splitlines()[0] if done.stdout else ""
+        _QEMU_VERSIONS[ident] = qemu_version(real)
     return [*ident, _QEMU_VERSIONS[ident]]
 
 
@@ -465,6 +470,10 @@ def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
                                    "the template guest never got ready")
         if any(record.exit != 0 for record in records) or len(records) != len(template_steps):
             raise TemplateUnusable("a template step failed")
+        if any(f"{kind}{index}" in result.cut for index in range(len(records))
+               for kind in ("stdout", "stderr")):
+            # its records would be every clone's outcome: the cold boot reports it instead
+            raise TemplateUnusable("a template step's output did not arrive whole")
         (work / ARCHIVE).write_bytes(archive)
         state = state_path.read_bytes()
         meta = {"format": FORMAT, "key": key, "state_sha256": hashlib.sha256(state).hexdigest(),

@@ -386,6 +386,142 @@ def test_a_missing_host_tool_is_a_refusal_naming_its_package(
     assert {tool for tool in rootfs.HOST_TOOL_PACKAGES} == {"mkfs.ext4", "zstd"}
 
 
+def stub_tool(where: Path, name: str, script: str) -> Path:
+    """A real program named `name` on a PATH of its own: a host tool that misbehaves."""
+    where.mkdir(exist_ok=True)
+    tool = where / name
+    tool.write_text("#!/bin/sh\n" + script)
+    tool.chmod(0o755)
+    return tool
+
+
+HANGS = "(while :; do echo x >> \"$MARKER\"; sleep 0.02; done) & sleep 60\n"
+
+
+def assert_group_killed(marker: Path) -> None:
+    size = marker.stat().st_size
+    assert size > 0, "the stub's child never wrote, so this proves nothing"
+    time.sleep(0.3)
+    assert marker.stat().st_size == size, "what the tool forked outlived its deadline"
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_mkfs_is_refused_at_its_deadline_and_its_group_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mkfs.ext4 had no deadline at all for a scratch disk, nor for a root filesystem built
+    without a run's deadline: a hung one hung the lint. Now each has one, and its end is a
+    refusal (never subprocess.TimeoutExpired, exit 4)."""
+    from roteiro_py.vm.qemu import scratch
+
+    # control arm: the real mkfs.ext4 makes the disk and the image
+    assert scratch.create_scratch(tmp_path / "ok.img", 16).stat().st_size == 16 << 20
+    (tree := tmp_path / "tree").mkdir()
+    (tree / "f").write_text("x")
+    rootfs.make_ext4(tree, tmp_path / "ok.ext4")
+    assert debugfs(tmp_path / "ok.ext4", "cat /f") == "x"
+    stub_tool(tmp_path / "bin", "mkfs.ext4", HANGS)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setattr(scratch, "SCRATCH_MKFS_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(rootfs, "MKFS_TIMEOUT_S", 1.0)
+    for index, make in enumerate((lambda: scratch.create_scratch(tmp_path / "s.img", 16),
+                                  lambda: rootfs.make_ext4(tree, tmp_path / "r.ext4"))):
+        monkeypatch.setenv("MARKER", str(marker := tmp_path / f"marker{index}"))
+        started = time.monotonic()
+        with pytest.raises(errors.HostToolFailed) as refused:
+            make()
+        assert time.monotonic() - started < 5
+        assert "within 1 s, and its process group was killed" in \
+            refused.value.guidance().render_text()
+        assert_group_killed(marker)
+    # within a run's deadline it is the run's refusal, naming that deadline
+    monkeypatch.setenv("MARKER", str(marker := tmp_path / "marker-share"))
+    limits = shareimage.StageLimits(max_bytes=1 << 20, max_files=100, max_depth=10,
+                                    deadline=time.monotonic() + 1.0, deadline_s=321.0)
+    with pytest.raises(errors.DeadlineExceeded) as late, \
+            shareimage.tree_image(tree, limits=limits):
+        pass
+    assert "321 s; the host killed mkfs.ext4" in late.value.guidance().render_text()
+    assert_group_killed(marker)
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_qemu_version_is_a_refusal_not_exit_4(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template key asks `qemu --version` (30 s); past it was subprocess.TimeoutExpired,
+    unhandled: exit 4. The probe and doctor report such a qemu as one without a version."""
+    from roteiro_py.vm.qemu import probe, template
+
+    answers = stub_tool(tmp_path / "ok", "qemu-ok", "echo 'QEMU emulator version 9.9.9'\n")
+    assert template.qemu_identity(str(answers))[-1] == "QEMU emulator version 9.9.9"
+    assert probe.qemu_info(str(answers)) == (str(answers), "9.9.9")  # the control arm
+    hung = stub_tool(tmp_path / "bin", "qemu-hung", HANGS)
+    monkeypatch.setattr(machine, "QEMU_VERSION_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("MARKER", str(marker := tmp_path / "marker"))
+    with pytest.raises(errors.HostToolFailed) as refused:
+        template.qemu_identity(str(hung))
+    assert "qemu-hung could not ask qemu its version: it did not finish within 1 s" in \
+        refused.value.guidance().render_text()
+    assert_group_killed(marker)
+    monkeypatch.setenv("MARKER", str(tmp_path / "marker2"))
+    assert probe.qemu_info(str(hung)) == (str(hung), None)
+
+
+def zstd_layer(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Layer:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    plain = tmp_path / "layer.tar"
+    plain.write_bytes(raw.getvalue())
+    packed = tmp_path / "layer.tar.zst"
+    subprocess.run(["zstd", "-q", "-f", str(plain), "-o", str(packed)], check=True)
+    return Layer("sha256:" + hashlib.sha256(packed.read_bytes()).hexdigest(),
+                 rootfs.MEDIA_ZSTD[0], packed)
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_zstd_is_refused_at_the_runs_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zstd had no deadline: the flatten checks the deadline between members and chunks, so
+    a zstd that wrote nothing blocked the read for ever. Now its group is killed when the
+    run's deadline passes, and the refusal is the run's."""
+    layer = zstd_layer(tmp_path, [(tarfile.TarInfo("etc/x"), b"through zstd\n")])
+    (control := tmp_path / "control").mkdir()
+    rootfs.flatten([layer], control, rootfs.FlattenLimits(until=time.monotonic() + 30,
+                                                          seconds=30))
+    assert (control / "etc/x").read_bytes() == b"through zstd\n"
+    stub_tool(tmp_path / "bin", "zstd", HANGS)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("MARKER", str(marker := tmp_path / "marker"))
+    (dest := tmp_path / "root").mkdir()
+    started = time.monotonic()
+    with pytest.raises(errors.DeadlineExceeded) as late:
+        rootfs.flatten([layer], dest, rootfs.FlattenLimits(until=time.monotonic() + 1.0,
+                                                           seconds=123))
+    assert time.monotonic() - started < 5
+    assert "123 s" in late.value.guidance().render_text()
+    assert_group_killed(marker)
+
+
+def test_zstd_output_past_its_bound_refuses_the_layer(tmp_path: Path) -> None:
+    """What zstd writes is bounded (rootfs.decompressed_bound): tar headers cost no byte of
+    the flatten's budget, so a layer of big pax headers was read whole, however large."""
+    info = tarfile.TarInfo("etc/x")
+    info.pax_headers = {"comment": "c" * 900_000}  # under tarheaders.MAX_HEADER_DATA
+    layer = zstd_layer(tmp_path, [(info, b"x")])
+    limits = rootfs.FlattenLimits(max_bytes=1000, max_entries=10)
+    assert rootfs.decompressed_bound(limits) == 1000 + 10 * rootfs.TAR_BYTES_PER_ENTRY
+    (dest := tmp_path / "root").mkdir()
+    with pytest.raises(rootfs.UnsafeLayer, match=f"more than {rootfs.decompressed_bound(limits)} "
+                       "bytes"):
+        rootfs.flatten([layer], dest, limits)
+    # control arm: within a bound that holds it, the same layer flattens
+    (other := tmp_path / "other").mkdir()
+    rootfs.flatten([layer], other, rootfs.FlattenLimits(max_bytes=1000, max_entries=1000))
+    assert (other / "etc/x").read_bytes() == b"x"
+
+
 HOLD_LOCK = textwrap.dedent("""
     import sys, time
     from filelock import FileLock
