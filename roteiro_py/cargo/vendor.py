@@ -414,6 +414,8 @@ def _copy_git(lock: Lockfile, pin: Pin, tree: Path, directory: Path, budget: _Bu
     directory.mkdir(mode=0o755)
     for relative, digest in sorted(sealed.items()):
         inside = PurePosixPath(relative)
+        if inside.is_absolute() or ".." in inside.parts or not isinstance(digest, str):
+            raise errors.NoPackageCache(store.packages_root(), tree, [pin.described()], 1)
         if prefix.parts and inside.parts[:len(prefix.parts)] != prefix.parts:
             continue
         own = PurePosixPath(*inside.parts[len(prefix.parts):])
