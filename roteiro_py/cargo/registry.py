@@ -375,6 +375,8 @@ def fetch_crate(pin: Pin, *, tree: Path, lockfile: Path, allow_download: bool, h
         return "missing"
     index = pin.url
     try:
+        if host.problem:  # before the mirror is looked up: it reads the same file
+            raise _Unreachable(f"the host's cargo configuration: {host.problem}")
         index = host.index_for(pin)
         download(pin, index, host, until)
     except _Refused as refused:
@@ -494,8 +496,6 @@ def copy_verified(dir_fd: int, name: str, checksum: str) -> str | None:
 def download(pin: Pin, index: str, host: HostCargo, until: float) -> None:
     """`pin`'s `.crate` from the registry at `index` into the store, or _Refused/_Unreachable."""
     assert pin.checksum is not None
-    if host.problem:
-        raise _Unreachable(f"the host's cargo configuration: {host.problem}")
     config = registry_config(index, host, until)
     url = dl_url(config.dl, pin)
     digest = hashlib.sha256()
@@ -505,7 +505,7 @@ def download(pin: Pin, index: str, host: HostCargo, until: float) -> None:
             handle.write(chunk)
 
         try:
-            get(url, host, config.token, until, store.MAX_CRATE_BYTES, sink, "the .crate")
+            get(url, host, config.token, until, store.MAX_CRATE_BYTES, sink, "its .crate")
         except _HttpStatus as status:
             raise _Unreachable(_status_why(status.code, f"{pin.label()}'s .crate", config.token)) from None
         handle.flush()
@@ -528,7 +528,7 @@ def registry_config(index: str, host: HostCargo, until: float) -> RegistryConfig
         body.clear()
         try:
             get(index + "config.json", host, token, until, MAX_CONFIG_BYTES, body.extend,
-                "config.json")
+                "its config.json")
             break
         except _HttpStatus as status:
             if status.code in (401, 403) and attempt == 0:
@@ -547,9 +547,11 @@ def _status_why(code: int, what: str, token: Token | None) -> str:
     if code in (401, 403):
         return (f"the registry refused {what} with the token from {token.origin} (HTTP {code})"
                 if token else f"the registry refused {what} without credentials (HTTP {code})")
+    if code in (404, 410) and what == "its config.json":
+        return (f"the registry has no config.json (HTTP {code}): only sparse registries are "
+                "fetched (sparse+https://), and this URL is not one")
     if code in (404, 410):
-        return (f"the registry has no {what} (HTTP {code}); only sparse registries are "
-                "fetched (sparse+https://), and a lockfile pins only what a registry published")
+        return f"the registry has no {what} (HTTP {code})"
     return f"the registry answered HTTP {code} for {what}"
 
 

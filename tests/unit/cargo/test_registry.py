@@ -559,3 +559,37 @@ def test_any_response_ends_in_a_download_or_a_refusal(registry: Registry) -> Non
             text(error)
 
     one()
+
+
+# -- what the user reads --------------------------------------------------------------------
+
+
+def test_the_checksum_refusal_as_rendered(registry: Registry) -> None:
+    pin = registry.pin("itoa", "1.0.15", checksum="e" * 64)
+    with pytest.raises(errors.PackageRefused) as caught:
+        fetch(pin)
+    actual = registry.checksums[("itoa", "1.0.15")]
+    assert text(caught.value).splitlines()[0] == (
+        f"error: The lockfile {LOCKFILE} pins itoa 1.0.15, which is not fetched: its sha256 is "
+        f"{actual}, the lockfile says {'e' * 64}; nothing was kept (from {registry.index}).")
+
+
+def test_a_registry_without_the_crate_or_a_config_says_which(registry: Registry, tmp_path: Path) -> None:
+    with pytest.raises(errors.PackageSourceUnreachable) as caught:
+        fetch(registry.pin("itoa", "9.9.9", checksum="b" * 64))
+    assert "the registry has no itoa 9.9.9's .crate (HTTP 404)" in text(caught.value)
+    (registry.root / "config.json").unlink()
+    with pytest.raises(errors.PackageSourceUnreachable) as caught:
+        fetch(registry.pin("itoa", "1.0.15"))
+    assert "no config.json (HTTP 404): only sparse registries are fetched" in text(caught.value)
+
+
+def test_a_broken_host_configuration_matters_only_for_a_download(registry: Registry, cargo_home: Path) -> None:
+    data = make_crate("itoa", "1.0.15")
+    (_cache(cargo_home) / "itoa-1.0.15.crate").write_bytes(data)
+    (cargo_home / "config.toml").write_text("[http\n")
+    assert fetch(_crates_io_pin(data)) == "cargo-cache"
+    with pytest.raises(errors.PackageSourceUnreachable) as caught:
+        fetch(registry.pin("serde", "1.0.219"))
+    assert f"{cargo_home / 'config.toml'} cannot be read: it is not valid TOML" in text(caught.value)
+    assert registry.server.requests() == []
