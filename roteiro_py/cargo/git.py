@@ -231,6 +231,8 @@ class Checkout:
                     self._member(tar, member, prefix)
         except (tarfile.TarError, EOFError) as error:
             raise ArchiveRefused(f"its archive does not read as tar ({error})") from None
+        except OSError as error:  # what `_claim` did not foresee; never exit 4
+            raise ArchiveRefused(f"its files could not be written ({error.strerror})") from None
 
     def _member(self, tar: tarfile.TarFile, member: tarfile.TarInfo, prefix: str) -> None:
         path = _checked_path(posixpath.join(prefix, member.name) if prefix else member.name)
@@ -323,9 +325,12 @@ class Checkout:
         self._targets = dict(self.links)
         self._pending = dict(self.links)
         self.links.clear()
-        for link, source in resolved.items():
-            self._materialize(link, source)
-            del self._pending[link]
+        try:
+            for link, source in resolved.items():
+                self._materialize(link, source)
+                del self._pending[link]
+        except OSError as error:
+            raise ArchiveRefused(f"its files could not be written ({error.strerror})") from None
         return dict(self.files)
 
 
@@ -466,7 +471,7 @@ class _Git:
         found = tip.decode("ascii", "replace").strip()
         if found != commit:
             raise self.refused(f"{_shown(url)} does not serve a commit by its id, and {refspec} "
-                               f"there is now {_shown(found)[:42]}, not the pinned {commit} "
+                               f"there is now {_shown(found)}, not the pinned {commit} "
                                "(`cargo update` the dependency to pin what it serves)")
         return repository
 

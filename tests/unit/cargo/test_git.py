@@ -194,6 +194,17 @@ def test_a_file_submodule_is_refused_and_the_private_branch_reaches_nothing(
     assert _holding(MARKER, private) == [private / "secret.txt"]
 
 
+def test_every_submodule_is_checked_before_any_is_fetched(host: Host, tmp_path: Path) -> None:
+    sub = host.repos.make("sub.git", {"sub.txt": "sub\n"})
+    commit = host.repos.make("dep.git", {".gitmodules": (
+        '[submodule "a"]\n\tpath = a\n\turl = ../sub.git\n'
+        f'[submodule "b"]\n\tpath = b\n\turl = file://{tmp_path}/private\n')},
+        gitlinks={"a": sub, "b": sub})
+    with pytest.raises(errors.PackageRefused, match="'b'"):
+        host.fetch(host.pin("dep.git", commit))
+    assert host.requested("sub.git") == []
+
+
 def test_an_ssh_submodule_is_refused_and_no_connection_is_attempted(host: Host) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -262,9 +273,13 @@ def test_https_submodules_are_fetched_into_place(host: Host) -> None:
     _no_git_anywhere(store.packages_root())
 
 
-def test_a_gitlink_without_a_gitmodules_entry_is_refused(host: Host) -> None:
+@pytest.mark.parametrize("gitmodules", [
+    None, '[submodule "o"]\n\tpath = elsewhere\n\turl = ../other.git\n',
+    '[submodule "o"]\n\tpath = vendor/o\n'])
+def test_a_gitlink_without_a_gitmodules_entry_is_refused(host: Host, gitmodules: str | None) -> None:
     other = host.repos.make("other.git", {"o": "o\n"})
-    commit = host.repos.make("dep.git", {"a": "a\n"}, gitlinks={"vendor/o": other})
+    files = {"a": "a\n"} if gitmodules is None else {"a": "a\n", ".gitmodules": gitmodules}
+    commit = host.repos.make("dep.git", files, gitlinks={"vendor/o": other})
     with pytest.raises(errors.PackageRefused) as refused:
         host.fetch(host.pin("dep.git", commit))
     assert "'vendor/o'" in refused.value.why
@@ -289,44 +304,52 @@ def test_submodule_urls_resolve_as_git_resolves_them_and_only_https_passes(
 # -- (e) the user's git configuration has no effect -----------------------------------
 
 
-def test_the_users_git_configuration_is_not_read(host: Host, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    commit = host.repos.make("dep.git", {"a": "a\n"})
-    host.repos.make("other.git", {"b": "b\n"})
-    helper_marker = tmp_path / "credential-helper-ran"
+def _user_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> dict[str, str]:
+    """`config` as the user's git configuration in every place git looks for it; returns
+    the environment a user's own git would run with."""
     user_home = tmp_path / "user-home"
     (user_home / ".config/git").mkdir(parents=True)
-    config = (f'[url "{host.url("other.git")}"]\n\tinsteadOf = {host.url("dep.git")}\n'
-              f'[url "{host.url("other.git")}"]\n\tinsteadOf = {host.server.url}/auth/\n'
-              f'[credential]\n\thelper = "!touch {helper_marker}; true"\n')
     for place in (user_home / ".gitconfig", user_home / ".config/git/config"):
         place.write_text(config)
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(user_home / ".config"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(user_home / ".gitconfig"))
+    return {**_git_env(user_home), "GIT_CONFIG_GLOBAL": str(user_home / ".gitconfig"),
+            "GIT_SSL_CAINFO": os.environ["CARGO_HTTP_CAINFO"], "GIT_TERMINAL_PROMPT": "0"}
+
+
+def test_the_users_url_rewrites_are_not_read(host: Host, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    commit = host.repos.make("dep.git", {"a": "a\n"})
+    host.repos.make("other.git", {"b": "b\n"})
+    rewrite = f'[url "{host.url("other.git")}"]\n\tinsteadOf = {host.url("dep.git")}\n'
+    user_git = _user_configuration(tmp_path, monkeypatch, rewrite)
     monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
     monkeypatch.setenv("GIT_CONFIG_KEY_0", f"url.{host.url('other.git')}.insteadOf")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", host.url("dep.git"))
     assert _files(host.fetch(host.pin("dep.git", commit))) == {"a": b"a\n"}
     assert host.requested("other.git") == [] and host.requested("dep.git")
-    with pytest.raises(errors.PackageSourceUnreachable):
-        git.fetch_checkout(pin_of(tmp_path / "Cargo.lock", "dep", "0.1.0",
-                                  f"git+{host.server.url}/auth/x.git#{commit}", None),
-                           lockfile=tmp_path / "Cargo.lock", tree=tmp_path,
-                           until=time.monotonic() + 60)
-    assert not helper_marker.exists()
-    # Control: the same configuration, read by git as a user runs it, redirects and runs
-    # the helper.
-    plain = {**_git_env(user_home), "GIT_CONFIG_GLOBAL": str(user_home / ".gitconfig"),
-             "GIT_SSL_CAINFO": os.environ["CARGO_HTTP_CAINFO"], "GIT_TERMINAL_PROMPT": "0"}
-    subprocess.run(["git", "ls-remote", host.url("dep.git")], env=plain, capture_output=True,
+    # Control: the user's own git, with that configuration, goes to the other repository.
+    subprocess.run(["git", "ls-remote", host.url("dep.git")], env=user_git, capture_output=True,
                    check=True, cwd=tmp_path)
     assert host.requested("other.git")
-    plain["GIT_CONFIG_GLOBAL"] = str(tmp_path / "helper-only")
-    (tmp_path / "helper-only").write_text(config[config.index("[credential]"):])
-    subprocess.run(["git", "ls-remote", f"{host.server.url}/auth/x.git"], env=plain,
+
+
+def test_the_users_credential_helper_is_not_run(host: Host, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = tmp_path / "credential-helper-ran"
+    user_git = _user_configuration(tmp_path, monkeypatch,
+                                   f'[credential]\n\thelper = "!touch {ran}; true"\n')
+    pin = pin_of(tmp_path / "Cargo.lock", "dep", "0.1.0",
+                 f"git+{host.server.url}/auth/x.git#{'1' * 40}", None)
+    with pytest.raises(errors.PackageSourceUnreachable) as unreachable:
+        host.fetch(pin)
+    assert "/auth/x.git" in unreachable.value.where
+    assert not ran.exists()
+    # Control: the user's own git, asked for credentials by that host, runs the helper.
+    subprocess.run(["git", "ls-remote", f"{host.server.url}/auth/x.git"], env=user_git,
                    capture_output=True, check=False, cwd=tmp_path)
-    assert helper_marker.exists()
+    assert ran.exists()
 
 
 # -- (f) the tar reader refuses what would leave the checkout ---------------------------
@@ -571,3 +594,12 @@ def test_what_cannot_be_normalized_is_refused_by_name(tmp_path: Path, files: dic
         git.normalized_manifest(checkout, checkout / "crates/dep", _pin("dep", "1.0.0"),
                                 lockfile=tmp_path / "Cargo.lock")
     assert why in refused.value.why and refused.value.package.startswith("dep 1.0.0 (git abab")
+
+
+def test_a_deadline_already_passed_fetches_nothing(host: Host) -> None:
+    commit = host.repos.make("dep.git", {"a": "a\n"})
+    with pytest.raises(errors.PackageSourceUnreachable, match="time allowed"):
+        git.fetch_checkout(host.pin("dep.git", commit), lockfile=host.tmp / "Cargo.lock",
+                           tree=host.tmp, until=time.monotonic() - 1)
+    assert host.requested("dep.git") == []
+    assert list((store.packages_root() / "git").iterdir()) == []
