@@ -407,9 +407,9 @@ def _copy_git(lock: Lockfile, pin: Pin, tree: Path, directory: Path, budget: _Bu
     if found is None:
         raise errors.NoPackageCache(store.packages_root(), tree, [pin.described()], 1)
     checkout, sealed = found
-    package = cargo_git.package_dir(checkout, pin, lockfile=lock.path)
-    normalized = cargo_git.normalized_manifest(checkout, package, pin, lockfile=lock.path)
-    prefix = package.relative_to(checkout)
+    package = cargo_git.package_dir(checkout, pin, lockfile=lock.path, tree=tree)
+    normalized = cargo_git.normalized_manifest(checkout, package, pin, lockfile=lock.path, tree=tree)
+    prefix = PurePosixPath(package.relative_to(checkout).as_posix())
     files: dict[str, str] = {}
     directory.mkdir(mode=0o755)
     for relative, digest in sorted(sealed.items()):
