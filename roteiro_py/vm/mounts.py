@@ -162,10 +162,7 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
     for path in outermost:
         host = Path(str(path))
         view_guest = _view_guest(path, views)
-        if view_guest is not None:
-            guest = view_guest
-        else:
-            guest = str(path)
+        guest = view_guest if view_guest is not None else str(path)
         if not host.is_dir():
             atom = next(a for p, a in reads if p == path)
             raise errors.Unenforceable(str(atom), shown, f"{host} is not a directory on "
