@@ -49,7 +49,7 @@ from roteiro_py.untrusted import guard, sanitise
 #: The most names of one kind's directory looked at.
 MAX_NAMES = 100_000
 #: A directory entry's size is counted over at most this many files and directories, this
-#: deep: a cargo view is built within 1,000,000 entries and 64 levels (cargo_view.py), a
+#: deep: a vendored view holds at most UNPACK_MAX_ENTRIES a package, 64 levels deep (cargo/vendor.py), a
 #: VM template holds a handful of files. Past either, the size is a lower bound, and said so.
 TREE_MAX_ENTRIES = 1_100_000
 TREE_MAX_DEPTH = 80
@@ -239,8 +239,8 @@ class _KeptBuilds:
 
 
 class _CargoViews:
-    """cargo_view.py: `cargo-views/<key>/`, a copy of what one lockfile pins, its mtime set
-    by each use."""
+    """cargo/vendor.py: `cargo-views/<key>/`, the vendored view of what one lockfile pins,
+    its mtime set by each use."""
 
     label = "cargo view"
     _NAME = re.compile(r"([0-9a-f]{32})")
@@ -254,7 +254,7 @@ class _CargoViews:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
-        from roteiro_py.cargo_view import discard
+        from roteiro_py.cargo.vendor import discard
 
         discard(entry.path)
 

@@ -186,3 +186,22 @@ def _reference(query: str, source: str, refuse: Any) -> tuple[str, str] | None:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def path_packages_in(lockfile: Path, data: dict[str, Any]) -> list[str]:
+    """The names of the packages an already parsed lockfile holds without a `source`
+    (workspace members, path and path-[patch] dependencies), sorted, each once; a name is
+    checked as a pin's is (it becomes part of a path in the guest), else
+    errors.TreeFileRefused. The dependency cache (depcache/skeleton.py) builds these from
+    stubs and must know them to drop their build state; it reads no pin."""
+    names: set[str] = set()
+    packages = data.get("package")
+    for package in packages if isinstance(packages, list) else []:
+        if not isinstance(package, dict) or "source" in package:
+            continue
+        name = package.get("name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise errors.TreeFileRefused(lockfile, f"{_short(name)} (a package without a source) "
+                                         "is not a cargo package name")
+        names.add(name)
+    return sorted(names)

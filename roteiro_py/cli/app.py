@@ -267,11 +267,14 @@ def prefetch(
 @app.command("fetch-deps")
 def fetch_deps(
     path: Annotated[Path, typer.Argument(help="The repository whose dependencies to fetch.")] = Path("."),
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", help="Take `.crate` files from this directory only (an air-gapped host); "
+        "nothing is downloaded.")] = None,
 ) -> None:
-    """Fill the host's cargo package cache for PATH without running the tree's code or config."""
-    from roteiro_py.deps import run_fetch_deps
+    """Fill the package store with what PATH's Cargo.lock pins, reading nothing else of the tree."""
+    from roteiro_py.cargo.fetch import run_fetch_deps
 
-    _guard(lambda: run_fetch_deps(path))
+    _guard(lambda: run_fetch_deps(path, from_dir))
 
 
 @app.command("doctor")

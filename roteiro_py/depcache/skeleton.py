@@ -57,7 +57,7 @@ What it guarantees:
 
 What it never does, and what it refuses:
 - Follows no link: the walk opens every directory O_NOFOLLOW through its parent's
-  descriptor, and every file it reads through `deps.read_tree_file` (untrusted.
+  descriptor, and every file it reads through `cargo/workspace.read_tree_file` (untrusted.
   read_bounded: O_NOFOLLOW, regular files only, bounded). A `Cargo.toml`, `Cargo.lock`,
   the root `.cargo` or its `config(.toml)` that is a link, a FIFO or a device is
   errors.TreeFileRefused, not left out: the guest's copy of the tree keeps links as
@@ -125,8 +125,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import tomli_w
 
 from roteiro_py import errors
-from roteiro_py.cargo_view import path_packages_in
-from roteiro_py.deps import LOCKFILE_MAX_BYTES, MANIFEST_MAX_BYTES, parse_tree_toml, read_tree_file
+from roteiro_py.cargo.lockfile import path_packages_in
+from roteiro_py.cargo.workspace import LOCKFILE_MAX_BYTES, MANIFEST_MAX_BYTES, parse_tree_toml, read_tree_file
 from roteiro_py.guidance import printable
 from roteiro_py.vm.qemu.shareimage import holds_target_marker
 
@@ -238,10 +238,10 @@ class SkeletonLimits:
     max_files: int
     #: How deep directories nest below the workspace root ([vm] stage_max_depth).
     max_depth: int
-    #: One Cargo.toml or cargo configuration file: deps.MANIFEST_MAX_BYTES, the bound of
+    #: One Cargo.toml or cargo configuration file: cargo/workspace.MANIFEST_MAX_BYTES, the bound of
     #: every other reader of the tree's manifests (the largest on crates.io are tens of KiB).
     max_manifest_bytes: int = MANIFEST_MAX_BYTES
-    #: The lockfile: deps.LOCKFILE_MAX_BYTES (16 MiB, ~150 bytes a package: ~100,000
+    #: The lockfile: cargo/workspace.LOCKFILE_MAX_BYTES (16 MiB, ~150 bytes a package: ~100,000
     #: packages), the bound the lint's own lockfile readers use, so a lockfile the lint
     #: accepts is never refused here.
     max_lockfile_bytes: int = LOCKFILE_MAX_BYTES
@@ -370,7 +370,7 @@ def build_skeleton(workspace: Path, dest: Path, limits: SkeletonLimits, *, until
 
 
 def _parse(path: Path, data: bytes) -> dict[str, Any]:
-    """deps.parse_tree_toml, and an integer tomllib cannot convert (more than Python's 4,300
+    """cargo/workspace.parse_tree_toml, and an integer tomllib cannot convert (more than Python's 4,300
     digits; cargo refuses anything past 64 bits) is not TOML either, not a ValueError."""
     try:
         return parse_tree_toml(path, data)

@@ -1,5 +1,5 @@
 """What a run reuses from earlier runs, and the one place each is made: the per-lockfile
-view of the cargo cache (roteiro_py/cargo_view.py), the scratch disk (fresh per run, or
+vendored view of its dependencies (roteiro_py/cargo/vendor.py), the scratch disk (fresh per run, or
 kept and locked with `--keep-cache`, trusted only with its manifest: lint/freshness.py),
 and the root filesystem (per manifest digest, checked against its sealed record on every
 use: vm/qemu/rootfs_record.py). The view and the root filesystem are held for the run
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roteiro_py import config, paths
+from roteiro_py.cargo.vendor import GuestCargo
 from roteiro_py.errors import (
     LockfileWouldBeWritten,
-    NoPackageCache,
     ScratchUnavailable,
 )
 
@@ -34,18 +34,6 @@ if TYPE_CHECKING:
     from roteiro_py.vm import JobOutcome
     from roteiro_py.vm.qemu.rootfs import RootFilesystem
     from roteiro_py.vm.stamps import StampBook
-
-
-@dataclass(frozen=True)
-class GuestCargo:
-    """What the guest's cargo is given of the host's: the view's registry/ and git/ (None
-    when the lockfile pins nothing from there), and the `--config` arguments carrying the
-    host's `[source]` replacements that the lockfile's packages went through
-    (roteiro_py/cargo_sources.py; empty without a replacement)."""
-
-    registry: Path | None
-    git: Path | None
-    config_args: tuple[str, ...] = ()
 
 
 def package_cache(tree: Tree, deadline: Deadline | None = None) -> tuple[Path | None, Path | None]:
@@ -63,37 +51,27 @@ def guest_cargo(tree: Tree, deadline: Deadline | None = None) -> GuestCargo:
 
 @contextlib.contextmanager
 def cargo_in_use(tree: Tree, deadline: Deadline | None = None) -> Iterator[GuestCargo]:
-    """Step 5: the tree has a lockfile, and the guest's view of the cargo cache holds
-    exactly what it pins (roteiro_py/cargo_view.py), found through the host's source
-    replacements, which the guest is given too. The view is held (its lock shared) for
-    the block: the run's VMs read it, and no prune removes it before they are done.
+    """Step 5: the tree has a lockfile, every package it pins is in the package store
+    (filled by `fetch-deps`), and the guest's vendored view holds exactly those packages,
+    unpacked from verified archives (roteiro_py/cargo/vendor.py). The view is held (its
+    lock shared) for the block: the run's VMs read it, and no prune removes it before
+    they are done.
 
     A tree whose lockfile pins nothing from a registry or git (only path dependencies)
-    gets no view at all. Pinned packages the host cache lacks are NoPackageCache naming
-    them, before anything is copied or booted.
+    gets no view at all. Pins the store lacks are NoPackageCache naming them, before
+    anything is unpacked or booted; a pin the host would not fetch (not https, no
+    checksum) is errors.PackageRefused naming it.
     """
-    from roteiro_py.cargo_sources import host_sources
-    from roteiro_py.cargo_view import pins, replaced_sources, view_in_use
+    from roteiro_py.cargo.lockfile import read_pins
+    from roteiro_py.cargo.vendor import vendored_in_use
 
     lockfile = tree.workspace / "Cargo.lock"
     if not os.path.lexists(lockfile):
         raise LockfileWouldBeWritten(tree.workspace, f"{lockfile} does not exist")
-    cargo_home = paths.cargo_home().resolve()
-    pinned = pins(lockfile)
-    sources = host_sources()
-    replaced_sources(pinned, sources, tree.asked)  # a replacement the guest cannot follow: first
-    for kind in sorted({pin.kind for pin in pinned}):
-        if not (cargo_home / kind).is_dir():
-            raise NoPackageCache(cargo_home / kind, tree.asked)
-    with view_in_use(lockfile, cargo_home, tree.asked, pinned=pinned,
-                     until=deadline.at if deadline else None,
-                     seconds=deadline.seconds if deadline else 0.0, sources=sources) as view:
-        if view is None:
-            yield GuestCargo(None, None)
-            return
-        registry, git = view / "registry", view / "git"
-        yield GuestCargo(registry if registry.is_dir() else None, git if git.is_dir() else None,
-                         tuple(sources.guest_args()))
+    lock = read_pins(lockfile)
+    with vendored_in_use(lock, tree.asked, until=deadline.at if deadline else None,
+                         seconds=deadline.seconds if deadline else 0.0) as cargo:
+        yield cargo
 
 
 def scratch_key(tree: Tree, manifest_digest: str, features: list[str],

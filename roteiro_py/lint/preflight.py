@@ -38,7 +38,7 @@ class Tree:
 
 
 def locate(path: Path) -> Tree:
-    from roteiro_py.deps import find_workspace_root
+    from roteiro_py.cargo.workspace import find_workspace_root
 
     link = linked_directory(path, itself=True)
     if link is not None:
@@ -81,7 +81,7 @@ def member_of(tree: Tree) -> str | None:
     name is no member (cargo in the guest says what is wrong with it)."""
     import re
 
-    from roteiro_py.deps import read_manifest
+    from roteiro_py.cargo.workspace import read_manifest
     from roteiro_py.errors import TreeFileRefused
 
     start = tree.asked if tree.asked.is_dir() else tree.asked.parent

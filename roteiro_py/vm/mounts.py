@@ -9,16 +9,14 @@ The mapping (what the guest sees):
   a worktree into a read-only ext4 image per run, leaving out `.git` and cargo `target`
   directories, FIFOs, sockets and device nodes (qemu/shareimage.py), and shares the
   cargo registry over read-only 9p (the numbers are in qemu/machine.py).
-- A read of a cargo view (`cargo_views_root()/<key>/registry/**` or `.../git/**`, built
-  by roteiro_py/cargo_view.py with only what one lockfile pins) is mapped to
-  `/cargo-home/registry` and `/cargo-home/git`. This is what a lint grants: the host's
-  whole cache would show the guest every project's crates and private git checkouts.
-- A read under the host's cargo home is mapped under `GUEST_CARGO_HOME` instead:
-  `$CARGO_HOME/registry/**` -> `/cargo-home/registry`, `$CARGO_HOME/git/**` ->
-  `/cargo-home/git`. `/cargo-home` itself is a tmpfs owned by the guest user, so cargo
-  can create its lock files there, and the host's cargo home root (which holds
-  credentials.toml and config.toml) is never shared: a grant that would share it, or any
-  ancestor of it, is refused.
+- A read of a vendored view (`cargo_views_root()/<key>/registry/**` or `.../git/**`,
+  made by roteiro_py/cargo/vendor.py with only what one lockfile pins, unpacked from
+  verified archives) is mapped to `/cargo-home/registry` and `/cargo-home/git`. This is
+  what a lint grants, and the guest's only view of dependencies. `/cargo-home` itself is a
+  tmpfs owned by the guest user, so cargo can create its lock files there.
+- Nothing of the host's cargo home is shared: a grant under it (its registry/ and git/
+  hold every project's crates and checkouts, with their `.git`), or one that would
+  contain it (its root holds credentials.toml), is refused.
 - `fs:write:P` is accepted only when P is the scratch disk's guest path or under it: the
   scratch is the one writable place. Everything else the guest can write (its root
   overlay, /tmp) is RAM that disappears with the VM.
@@ -43,7 +41,7 @@ GUEST_CARGO_HOME = "/cargo-home"
 GUEST_SCRATCH = "/scratch"
 #: Guest paths the VM itself provides; a share may not land on or under them.
 RESERVED = ("/proc", "/sys", "/dev", GUEST_CARGO_HOME)
-#: The sub-directories of the host cargo home that may be shared (read-only).
+#: The sub-directories of a vendored view that are shared (read-only).
 CARGO_SHAREABLE = ("registry", "git")
 #: A guest directory every boot provides empty (a tmpfs), where a command may start
 #: outside every share: the toolchain probes run there, away from the tree's files.
@@ -51,7 +49,7 @@ FRESH_CWD = "/tmp"
 
 
 def cargo_views_root() -> Path:
-    """Where the per-lockfile cargo views are built (roteiro_py/cargo_view.py)."""
+    """Where the per-lockfile vendored views are made (roteiro_py/cargo/vendor.py)."""
     return paths.cache_root() / "cargo-views"
 
 
@@ -143,10 +141,9 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
         if is_view:
             pass
         elif _is_within(path, cargo):
-            top = path.relative_to(cargo).parts[0]
-            if top not in CARGO_SHAREABLE:
-                raise errors.Unenforceable(str(atom), shown, "only the registry/ and git/ "
-                                           "directories of the cargo home are shared")
+            raise errors.Unenforceable(str(atom), shown, "no part of the host's cargo home is "
+                                       "shared: the guest sees only the vendored view of the "
+                                       "packages one lockfile pins (roteiro_py/cargo/vendor.py)")
         elif any(_is_within(path, PurePosixPath(r)) for r in RESERVED):
             raise errors.Unenforceable(str(atom), shown, "that guest path is provided by "
                                        "the VM itself")
@@ -165,14 +162,7 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
     for path in outermost:
         host = Path(str(path))
         view_guest = _view_guest(path, views)
-        if view_guest is not None:
-            guest = view_guest
-        elif _is_within(path, cargo):
-            guest = str(PurePosixPath(GUEST_CARGO_HOME) / path.relative_to(cargo))
-            if not host.is_dir():
-                continue  # cargo's git/ exists only once a git dependency was fetched
-        else:
-            guest = str(path)
+        guest = view_guest if view_guest is not None else str(path)
         if not host.is_dir():
             atom = next(a for p, a in reads if p == path)
             raise errors.Unenforceable(str(atom), shown, f"{host} is not a directory on "

@@ -1,0 +1,101 @@
+"""`pylint-sandbox fetch-deps`: every package the lockfile pins, into the package store.
+
+Only the tree's `Cargo.lock` is read (cargo/lockfile.py), through the one door for
+untrusted files. No manifest, no `.cargo/config.toml`, no toolchain file of the tree is
+read, and no host cargo, rustup or shell runs: host cargo used to resolve the tree's
+manifests and follow whatever they named (`file://` and `ssh://` git sources in
+`[build_dependencies]`, a path dependency outside the copy, a submodule's URL), with the
+host's network, keys and agent (issue 20). So this works on a host with no Rust at all.
+
+Each registry pin is taken from the store, else the host's `$CARGO_HOME/registry/cache`
+(its bytes hashed to the lockfile's checksum), else downloaded over https from its
+registry (cargo/registry.py), or, with `--from DIR`, only from `.crate` files in DIR (an
+air-gapped host). Each git pin is fetched over https at its commit by hardened host git,
+its submodules only over https (cargo/git.py). Nothing is kept that does not hash to what
+pins it. A lint then reads only the store (cargo/vendor.py): it never downloads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from roteiro_py import errors
+from roteiro_py.cargo import store
+from roteiro_py.cargo.lockfile import Lockfile, Pin, read_pins
+from roteiro_py.cargo.workspace import find_workspace_root
+from roteiro_py.guidance import printable
+
+#: How long one fetch-deps may take in all (downloads and git fetches together).
+FETCH_TIMEOUT_S = 1800
+
+
+@dataclass(frozen=True)
+class Fetched:
+    root: Path
+    lock: Lockfile
+    #: How many pins came from where: "store", "cargo-cache", "download", "from-dir", "git".
+    origins: dict[str, int]
+
+
+def fetch_deps(path: Path, *, from_dir: Path | None = None) -> Fetched:
+    """Fill the store with what `path`'s lockfile pins; refuses (naming the package and
+    the fix) what it cannot fetch or will not keep."""
+    from roteiro_py.cargo import git, registry
+
+    root = find_workspace_root(path)
+    lockfile = root / "Cargo.lock"
+    if not os.path.lexists(lockfile):
+        raise errors.LockfileWouldBeWritten(root, f"{lockfile} does not exist")
+    lock = read_pins(lockfile)  # every pin checked before anything is fetched
+    until = time.monotonic() + FETCH_TIMEOUT_S
+    origins: Counter[str] = Counter()
+    registry_pins = [pin for pin in lock.pins if pin.kind == "registry"]
+    git_pins = [pin for pin in lock.pins if pin.kind == "git"]
+    if from_dir is not None:
+        already = sum(1 for pin in registry_pins if pin.checksum and store.has_crate(pin.checksum))
+        kept, missing = registry.crates_from_dir(from_dir, registry_pins, lockfile=lockfile,
+                                                 tree=root)
+        origins["store"] += already
+        origins["from-dir"] += len(kept) - already
+        missing_git = [pin for pin in git_pins if store.git_checkout(pin) is None]
+        _refuse_missing([*missing, *missing_git], root)
+        origins["store"] += len(git_pins)
+        return Fetched(root, lock, dict(origins))
+    host = registry.HostCargo.read()
+    for pin in registry_pins:
+        origins[registry.fetch_crate(pin, tree=root, lockfile=lockfile, allow_download=True,
+                                     host=host, until=until)] += 1
+    for pin in git_pins:
+        if store.git_checkout(pin) is not None:
+            origins["store"] += 1
+            continue
+        git.fetch_checkout(pin, lockfile=lockfile, tree=root, until=until)
+        origins["git"] += 1
+    return Fetched(root, lock, dict(origins))
+
+
+def _refuse_missing(missing: list[Pin], root: Path) -> None:
+    if missing:
+        labels = list(dict.fromkeys(pin.described() for pin in missing))
+        raise errors.NoPackageCache(store.packages_root(), root, labels[:errors.MISSING_NAMED],
+                                    len(labels))
+
+
+_SAID = (("store", "already in the store"), ("cargo-cache", "from the host's cargo cache"),
+         ("download", "downloaded"), ("from-dir", "from the directory given"),
+         ("git", "fetched with git"))
+
+
+def run_fetch_deps(path: Path, from_dir: Path | None = None) -> int:
+    fetched = fetch_deps(path, from_dir=from_dir)
+    total = len(fetched.lock.pins)
+    parts = [f"{fetched.origins[key]} {said}" for key, said in _SAID if fetched.origins.get(key)]
+    sys.stdout.write(f"{printable(str(fetched.root))}: {total} pinned package"
+                     f"{'' if total == 1 else 's'} in {printable(str(store.packages_root()))}"
+                     + (f" ({', '.join(parts)})" if parts else "") + "\n")
+    return 0

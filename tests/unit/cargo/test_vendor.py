@@ -1,0 +1,196 @@
+"""The guest's only view of dependencies is a vendored directory source made from the
+package store (roteiro_py/cargo/vendor.py): archives hashed again and unpacked in Python,
+cargo's own per-file checksums written, the view sealed by the host. Real host cargo reads
+the view offline (the same `[source]` tables the guest gets, rebased onto the host path)
+and refuses a file changed in it; a hostile `.crate` is refused before anything is kept."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.cargo import store, vendor
+from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, read_pins
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
+
+
+def crate_bytes(name: str, version: str, lib: str = "pub fn f() -> u32 { 1 }\n",
+                extra: list[tarfile.TarInfo] | None = None) -> bytes:
+    """A `.crate` as cargo package makes one: a gzip tar of `<name>-<version>/`."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        files = {"Cargo.toml": (f'[package]\nname = "{name}"\nversion = "{version}"\n'
+                                'edition = "2021"\n[lib]\npath = "src/lib.rs"\n'),
+                 "src/lib.rs": lib}
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-{version}/{path}")
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+        for info in extra or []:
+            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def stored(data: bytes) -> str:
+    checksum = hashlib.sha256(data).hexdigest()
+    assert store.keep_crate_bytes(data, checksum) is not None
+    return checksum
+
+
+def tree_with(tmp_path: Path, deps: dict[str, tuple[str, str]]) -> Path:
+    """A workspace depending on each `name = (version, checksum)` from crates.io."""
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "lib.rs").write_text("".join(f"pub use {n}::f as {n}_f;\n" for n in deps))
+    (tree / "Cargo.toml").write_text(
+        '[package]\nname = "me"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\n'
+        + "".join(f'{n} = "={v}"\n' for n, (v, _) in deps.items()))
+    (tree / "Cargo.lock").write_text(
+        "version = 4\n"
+        + "".join(f'[[package]]\nname = "{n}"\nversion = "{v}"\nsource = "{CRATES_IO_SOURCE}"\n'
+                  f'checksum = "{c}"\n' for n, (v, c) in sorted(deps.items()))
+        + '[[package]]\nname = "me"\nversion = "0.1.0"\ndependencies = ['
+        + ", ".join(f'"{n}"' for n in sorted(deps)) + "]\n")
+    return tree
+
+
+def host_cargo(tree: Path, view: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Real cargo, offline and locked, given the view's `[source]` tables rebased from the
+    guest's path onto the view's host path (the only difference from what the guest runs)."""
+    sources = (view / "registry" / vendor.SOURCES_FILE).read_text()
+    rebased = tmp_path / "sources.toml"
+    rebased.write_text(sources.replace(GUEST_CARGO_HOME, str(view)))
+    env = {**os.environ, "CARGO_HOME": str(tmp_path / "cargo-home"),
+           "CARGO_TARGET_DIR": str(tmp_path / "target")}
+    return subprocess.run(["cargo", *args, "--offline", "--locked", "--config", str(rebased)],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo on the host")
+def test_real_cargo_builds_from_the_view_and_refuses_a_changed_file(tmp_path: Path) -> None:
+    checksum = stored(crate_bytes("tiny", "1.0.0"))
+    tree = tree_with(tmp_path, {"tiny": ("1.0.0", checksum)})
+    made = vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    assert made.config_args == ("--config", vendor.GUEST_SOURCES)
+    assert made.registry is not None
+    view = made.registry.parent
+    package = view / "registry" / "0" / "tiny-1.0.0"
+    recorded = json.loads((package / ".cargo-checksum.json").read_text())
+    assert recorded["package"] == checksum
+    assert recorded["files"]["src/lib.rs"] == hashlib.sha256(b"pub fn f() -> u32 { 1 }\n").hexdigest()
+    done = host_cargo(tree, view, tmp_path, "check")
+    assert done.returncode == 0, done.stderr
+    # a byte changed in the view after it was made: cargo itself refuses to build from it
+    os.chmod(package / "src" / "lib.rs", 0o644)
+    (package / "src" / "lib.rs").write_text("pub fn f() -> u32 { 2 }\n")
+    shutil.rmtree(tmp_path / "target")
+    done = host_cargo(tree, view, tmp_path, "check")
+    assert done.returncode != 0 and "checksum" in done.stderr, done.stderr
+
+
+def test_a_view_changed_after_it_was_sealed_is_made_again_from_the_store(tmp_path: Path) -> None:
+    checksum = stored(crate_bytes("tiny", "1.0.0"))
+    tree = tree_with(tmp_path, {"tiny": ("1.0.0", checksum)})
+    lock = read_pins(tree / "Cargo.lock")
+    first = vendor.vendored(lock, tree).registry
+    assert first is not None
+    lib = first / "0" / "tiny-1.0.0" / "src" / "lib.rs"
+    inode = lib.stat().st_ino
+    again = vendor.vendored(lock, tree).registry
+    assert again == first and lib.stat().st_ino == inode  # control: a sealed view is reused
+    lib.write_text("pub fn f() -> u32 { 666 }\n")  # changed after unpacking
+    vendor.vendored(lock, tree)
+    assert lib.read_text() == "pub fn f() -> u32 { 1 }\n"  # the guest never sees the change
+    (first / "0" / "tiny-1.0.0" / "src" / "extra.rs").write_text("planted")  # a file added
+    vendor.vendored(lock, tree)
+    assert not (first / "0" / "tiny-1.0.0" / "src" / "extra.rs").exists()
+
+
+def test_a_damaged_store_entry_is_dropped_and_named(tmp_path: Path) -> None:
+    checksum = stored(crate_bytes("tiny", "1.0.0"))
+    tree = tree_with(tmp_path, {"tiny": ("1.0.0", checksum)})
+    path = store.crate_path(checksum)
+    path.write_bytes(crate_bytes("tiny", "1.0.0", lib="pub fn evil() {}\n"))
+    with pytest.raises(errors.NoPackageCache, match="tiny 1.0.0"):
+        vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    assert not path.exists()  # fetch-deps fetches it again
+    assert not [p for p in cargo_views_root().iterdir() if p.is_dir()]
+
+
+def test_missing_pins_are_named_before_anything_is_unpacked(tmp_path: Path) -> None:
+    deps = {f"dep{i}": ("1.0.0", hashlib.sha256(f"{i}".encode()).hexdigest()) for i in range(7)}
+    tree = tree_with(tmp_path, deps)
+    with pytest.raises(errors.NoPackageCache) as caught:
+        vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    text = caught.value.guidance().render_text()
+    assert "dep0 1.0.0" in text and "and 2 more" in text and "fetch-deps" in text
+    assert not cargo_views_root().exists()
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "", size: int = 3) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    info.size = size if kind == tarfile.REGTYPE else 0
+    return info
+
+
+@pytest.mark.parametrize(("member", "said"), [
+    (_member("tiny-1.0.0/src/link", tarfile.SYMTYPE, "/etc/passwd"), "not a regular file"),
+    (_member("tiny-1.0.0/src/hard", tarfile.LNKTYPE, "tiny-1.0.0/Cargo.toml"), "not a regular file"),
+    (_member("tiny-1.0.0/dev", tarfile.CHRTYPE), "not a regular file"),
+    (_member("tiny-1.0.0/fifo", tarfile.FIFOTYPE), "not a regular file"),
+    (_member("tiny-1.0.0/../escape.rs"), "outside"),
+    (_member("/abs.rs"), "outside"),
+    (_member("other-1.0.0/x.rs"), "outside"),
+])
+def test_a_hostile_crate_is_refused_and_nothing_is_kept(tmp_path: Path, member: tarfile.TarInfo,
+                                                         said: str) -> None:
+    checksum = stored(crate_bytes("tiny", "1.0.0", extra=[member]))
+    tree = tree_with(tmp_path, {"tiny": ("1.0.0", checksum)})
+    with pytest.raises(errors.PackageRefused, match=said):
+        vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    assert not [p for p in cargo_views_root().iterdir() if p.is_dir()]
+    assert not (tmp_path.parent / "escape.rs").exists()
+
+
+def test_a_crate_past_the_bounds_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checksum = stored(crate_bytes("tiny", "1.0.0", extra=[_member("tiny-1.0.0/big", size=5000)]))
+    tree = tree_with(tmp_path, {"tiny": ("1.0.0", checksum)})
+    monkeypatch.setattr(vendor, "UNPACK_MAX_BYTES", 4000)
+    with pytest.raises(errors.PackageRefused, match="more than 4000 bytes"):
+        vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    monkeypatch.setattr(vendor, "UNPACK_MAX_BYTES", 6000)  # control: within the bound
+    assert vendor.vendored(read_pins(tree / "Cargo.lock"), tree).registry is not None
+
+
+def test_the_sources_file_replaces_each_origin_with_its_own_directory() -> None:
+    from roteiro_py.cargo.lockfile import pin_of
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    pins = (pin_of(Path("L"), "a", "1.0.0", CRATES_IO_SOURCE, "a" * 64),
+            pin_of(Path("L"), "b", "1.0.0", "sparse+https://reg.example/idx/", "b" * 64),
+            pin_of(Path("L"), "c", "0.1.0", f"git+https://git.example/c?tag=v1#{commit}", None),
+            pin_of(Path("L"), "d", "0.1.0", f"git+https://git.example/c?tag=v1#{commit}", None))
+    import tomllib
+
+    tables = tomllib.loads(vendor.sources_toml(pins))["source"]
+    assert tables["crates-io"] == {"replace-with": "roteiro-registry-dir-0"}
+    assert tables["roteiro-registry-1"] == {"registry": "sparse+https://reg.example/idx/",
+                                            "replace-with": "roteiro-registry-dir-1"}
+    assert tables["roteiro-git-0"] == {"git": "https://git.example/c", "tag": "v1",
+                                       "replace-with": "roteiro-git-dir-0"}
+    assert tables["roteiro-git-dir-0"] == {"directory": f"{GUEST_CARGO_HOME}/git/0"}
+    assert len([k for k in tables if k.startswith("roteiro-git-dir")]) == 1  # c and d: one source
