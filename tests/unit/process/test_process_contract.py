@@ -23,10 +23,7 @@ ALLOWED = {
 }
 #: Modules that still do, each with the reason it is not moved; each must still do so
 #: (an entry that no longer applies fails, so the list only shrinks).
-EXCEPTIONS = {
-    "deps.py": "the host side of `fetch-deps` (rustup), being deleted by the lead in the "
-               "move of cargo's host side to roteiro_py/cargo/ (issue 21 item 6's report)",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 #: Modules whose import alone means starting processes outside the process layer.
 SPAWNING_MODULES = frozenset({"subprocess", "pty", "multiprocessing", "asyncio.subprocess",
