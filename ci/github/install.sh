@@ -7,8 +7,7 @@
 # its own): the virtual environment's python and pip stay off it, so the job's later
 # steps keep the python they had.
 #
-# Outputs (GITHUB_OUTPUT): roteiro-home and cargo-home (the directories the caches hold
-# parts of), image-key (what the image and root-filesystem caches depend on: the image
+# Outputs (GITHUB_OUTPUT): roteiro-home (the directory the caches hold parts of), image-key (what the image and root-filesystem caches depend on: the image
 # reference a lint of INPUT_PATH would use, and the tool's version, whose root filesystem
 # layout may change), all from the tool itself, so they are the values the lint will use.
 #
@@ -69,6 +68,5 @@ version="$(pylint-sandbox --version)"
 image_key="$(printf '%s\n%s\n' "$image" "$version" | sha256sum | cut -c1-32)"
 {
   printf 'roteiro-home=%s\n' "${ROTEIRO_HOME:-$HOME/.roteiro}"
-  printf 'cargo-home=%s\n' "${CARGO_HOME:-$HOME/.cargo}"
   printf 'image-key=%s\n' "$image_key"
 } >>"$GITHUB_OUTPUT"

@@ -7,8 +7,7 @@
 # the tree a lint copies into its VM: a multi-GiB image store there would be copied with
 # it (or refused by [vm] stage_max_mib). So the cached parts live in the project only
 # between jobs, under PYLINT_SANDBOX_CACHE (default .pylint-sandbox-cache): `restore`
-# moves each one to where the tool reads it (under ROTEIRO_HOME and CARGO_HOME, outside
-# the project) before anything reads the tree, and `save` moves it back for GitLab to
+# moves each one to where the tool reads it (under ROTEIRO_HOME, outside the project) before anything reads the tree, and `save` moves it back for GitLab to
 # archive. A move within one filesystem is a rename: the template puts ROTEIRO_HOME beside
 # the project directory.
 #
@@ -37,7 +36,6 @@ case "$name" in
 esac
 cache="$CI_PROJECT_DIR/$name"
 home="${ROTEIRO_HOME:-$HOME/.roteiro}"
-cargo="${CARGO_HOME:-$HOME/.cargo}"
 
 # Each part: its place in the cache directory, and where the tool reads it.
 parts=(
@@ -45,8 +43,7 @@ parts=(
   "roteiro/vm|$home/vm"
   "roteiro/cache/rootfs|$home/cache/rootfs"
   "roteiro/cache/deps|$home/cache/deps"
-  "cargo/registry|$cargo/registry"
-  "cargo/git|$cargo/git"
+  "roteiro/packages|$home/packages"
 )
 
 # planted: why the cache directory is the tree's, not one GitLab extracted ("" when it is

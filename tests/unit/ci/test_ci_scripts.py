@@ -280,7 +280,7 @@ def gitlab(tmp_path: Path) -> dict[str, str]:
 
 
 PARTS = {"roteiro/store": "home/store", "roteiro/vm": "home/vm", "roteiro/cache/rootfs": "home/cache/rootfs",
-         "roteiro/cache/deps": "home/cache/deps", "cargo/registry": "cargo/registry", "cargo/git": "cargo/git"}
+         "roteiro/cache/deps": "home/cache/deps", "roteiro/packages": "home/packages"}
 
 
 def test_the_gitlab_cache_leaves_the_tree_before_the_lint_and_comes_back(gitlab: dict[str, str],

@@ -18,6 +18,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from roteiro_py import paths
+from roteiro_py.cargo import store as cargo_store
 from roteiro_py.depcache import store as depcache_store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -213,7 +214,6 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
     asked under a ROTEIRO_HOME of the action's own naming."""
     action = load(ACTION)
     home = "${{ steps.install.outputs.roteiro-home }}"
-    cargo = "${{ steps.install.outputs.cargo-home }}"
     monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path))
     monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
 
@@ -224,8 +224,7 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
         "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs"},
         "vm": {under(paths.vm_assets_root(), tmp_path, home)},
         "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
-        "cargo": {under(paths.cargo_home() / "registry", tmp_path / "cargo", cargo),
-                  under(paths.cargo_home() / "git", tmp_path / "cargo", cargo)},
+        "cargo": {under(cargo_store.packages_root(), tmp_path, home)},
     }
     rootfs = (ROOT / "roteiro_py" / "vm" / "qemu" / "rootfs.py").read_text()
     assert 'cache = paths.cache_root() / "rootfs"' in rootfs
@@ -346,11 +345,11 @@ def test_the_gitlab_caches_are_the_parts_cache_sh_moves() -> None:
     cached = {path for cache in job["cache"] for path in cache["paths"]}
     assert cached == {f"{directory}/{part}" for part in parts}
     assert parts == {"roteiro/store", "roteiro/vm", "roteiro/cache/rootfs", "roteiro/cache/deps",
-                     "cargo/registry", "cargo/git"}
+                     "roteiro/packages"}
     assert all(cache["when"] == "always" for cache in job["cache"])
     keyed = {cache["key"]["prefix"]: cache["key"]["files"] for cache in job["cache"] if isinstance(cache["key"], dict)}
     assert keyed == {"pylint-sandbox-image": ["roteiro.toml"], "pylint-sandbox-deps": ["Cargo.lock", "Cargo.toml"],
-                     "pylint-sandbox-cargo": ["Cargo.lock"]}
+                     "pylint-sandbox-packages": ["Cargo.lock"]}
     # The state lives beside the project directory, never inside the tree a lint copies.
     assert job["variables"]["ROTEIRO_HOME"].startswith("${CI_PROJECT_DIR}.")
     assert job["variables"]["PYLINT_SANDBOX_DIR"].startswith("${CI_PROJECT_DIR}.")
