@@ -169,11 +169,11 @@ path = "tests/version-number.rs"
 name = "hexdump"
 """,
     "src/lib.rs": "pub fn encode(data: &[u8]) -> usize {\n    return data.len() * 2 + tiny::tiny() as usize;\n}\n",
-    "benches/hex.rs": ("fn main() {\n    let n = hexlike::encode(b\"x\");\n    let m = n;\n"
-                       "    println!(\"{}\", m);\n}\n"),
+    "benches/hex.rs": ("fn f() -> usize {\n    let n = hexlike::encode(b\"x\");\n    n\n}\n\n"
+                       "fn main() {\n    println!(\"{}\", f());\n}\n"),
     "tests/version-number.rs": "#[test]\nfn it() { assert!(hexlike::encode(b\"\") == 2); }\n",
     "examples/hexdump.rs": ("fn main() {\n    let v = hexlike::encode(b\"ab\");\n"
-                            "    println!(\"{}\", v.clone());\n}\n"),
+                            "    return println!(\"{}\", v);\n}\n"),
 }
 
 
