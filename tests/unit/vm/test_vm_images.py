@@ -354,7 +354,9 @@ def test_the_mount_script_mounts_images_and_9p_shares_by_kind(tmp_path: Path) ->
               if qemu_backend.share_transport(s) == "image"}
     script = job.mounts_script(table, images)
     assert images == {1}
-    assert f"mount_image {job.share_serial(1)} /work/tree\n" in script
+    # a tree under GUEST_TREES (mounts.py), in a tmpfs mounted before it
+    assert f"mount_image {job.share_serial(1)} /.roteiro-trees/work/tree\n" in script
+    assert script.index("mount_trees /.roteiro-trees\n") < script.index("mount_image")
     assert (f"mount_share {job.share_tag(0)} {shlex.quote(GUEST_CARGO_HOME + '/registry')} "
             f"{job.NINEP_CACHE}\n") in script
 
