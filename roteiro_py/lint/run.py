@@ -121,6 +121,8 @@ def check_grant(grant: GrantSet, sandbox: VmBackend, steps: list[Command], comma
     them: a workspace holding the cargo home (a CI job's `CARGO_HOME` inside its
     checkout), one that is /tmp. Without the second, those were refused only after the
     root filesystem and the dependency cache were built (minutes, the first time).
+    The backend's check also meets its copy's refusals of the tree (errors.TreeTooLarge,
+    errors.TreeIncomplete), which pass through as themselves.
     `command` is the step as a refusal names it."""
     ceiling = sandbox.ceiling()
     if not grant.within(ceiling).allows:

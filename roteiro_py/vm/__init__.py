@@ -128,8 +128,10 @@ class VmBackend(Protocol):
         ...
 
     def check(self, steps: Sequence[Command], grant: GrantSet) -> None:
-        """Refuse (errors.Unenforceable) where `run_steps` would refuse `grant` for these
-        steps, looking only at the host's paths: no image, disk or boot is needed."""
+        """Refuse where `run_steps` would refuse `grant` for these steps, looking only at
+        the host's paths: no image, disk or boot is needed. errors.Unenforceable for the
+        grant; the refusals of a share's copy (errors.TreeTooLarge, errors.TreeIncomplete)
+        for a backend that copies trees."""
         ...
 
     def run(self, command: Command, grant: GrantSet) -> Outcome:

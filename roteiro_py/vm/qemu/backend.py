@@ -182,8 +182,13 @@ class QemuBackend:
         attached: a backend built for the preflight has none yet. The ceiling cannot say
         which trees are never shared (the cargo home's root, a workspace holding the cargo
         home, one that is or holds a directory the VM provides): without this, those were
-        refused only after the root filesystem and the dependency cache were built."""
-        _table(steps, grant, self.scratch_guest)
+        refused only after the root filesystem and the dependency cache were built.
+        Then the refusals of each tree's copy (errors.TreeTooLarge, errors.TreeIncomplete),
+        by a walk that copies nothing (shareimage.check_tree), for the same reason."""
+        table = _table(steps, grant, self.scratch_guest)
+        for share in table.shares:
+            if share_transport(share) == "image":
+                shareimage.check_tree(share.host, self.stage)
 
     # -- running --------------------------------------------------------------------
 
