@@ -224,7 +224,8 @@ def judge_build(job: JobOutcome, probes: int) -> Verdict:
     for index in range(probes):
         step = ran.get(index)
         if step is None or step.exit != 0:
-            return Verdict(False, "the guest's toolchain probe did not succeed")
+            why = "" if step is None else f" (it exited {step.exit}{_cargo_said(step, '')})"
+            return Verdict(False, f"the guest's toolchain probe did not succeed{why}")
     build = ran.get(probes)
     if build is None or build.exit is None:
         failure = (build.failure if build is not None else None) or job.failure or "the VM stopped"

@@ -88,6 +88,15 @@ def test_a_failed_build_says_what_cargo_said(cleanup: VmOutcome, then: str) -> N
     assert quiet.note is not None and "could not find" not in quiet.note
 
 
+def test_a_failed_probe_says_what_it_said() -> None:
+    said = b"error: toolchain 'stable' is not installed\n"
+    judged = judge_build(outcome(step(0), step(1, stderr=said)), probes=2)
+    assert judged.note == ("the guest's toolchain probe did not succeed (it exited 1: "
+                           "error: toolchain 'stable' is not installed)")
+    quiet = judge_build(outcome(step(0)), probes=2)  # control: a probe that never ran
+    assert quiet.note == "the guest's toolchain probe did not succeed"
+
+
 def test_what_cargo_said_is_cut() -> None:
     long = b"error: " + b"x" * 5000 + b"\n"
     judged = judge_build(outcome(step(0), step(0), step(2, stderr=long)), probes=2)
