@@ -6,7 +6,8 @@ anything more expensive starts:
     platform (platform_support.py) -> image configured -> pinned by digest
     -> hypervisor usable -> image present in the store
     -> package cache present (and a lockfile) -> the grant within what the backend
-    can enforce (`check_grant`) -> scratch available
+    can enforce, and the tree's copy within its caps (`check_grant`) -> the scratch
+    disk's place (`check_scratch`)
 
 Only then is the root filesystem built (cached per manifest digest) and a VM booted.
 In the one boot, the guest's toolchain is probed before the build (`cargo-clippy
@@ -60,6 +61,7 @@ from roteiro_py.lint.output import (
 from roteiro_py.lint.preflight import (
     Tree,
     check_output,
+    check_scratch,
     image_chosen_in,
     locate,
     member_of,
@@ -197,7 +199,9 @@ def _lint(request: LintRequest, progress: Progress,
 
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(unpinned(argv))}")
     grant = grant_for(tree, registry, git)
-    check_grant(grant, sandbox, steps, shlex.join(unpinned(argv)), settings.lint.backend)  # before boot
+    # before anything is built: the grant, the tree's copy (the backend's check), the scratch's place
+    check_grant(grant, sandbox, steps, shlex.join(unpinned(argv)), settings.lint.backend)  # 5
+    check_scratch(settings)                                                # 6
     started = datetime.now(UTC)
     progress.stage(ROOTFS)
     rootfs = held.enter_context(root_filesystem_in_use(image, store.root, deadline))

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from roteiro_py.depcache.skeleton import Skeleton
     from roteiro_py.lint.preflight import Tree
     from roteiro_py.store import ResolvedImage
-    from roteiro_py.vm import JobOutcome, VmBackend
+    from roteiro_py.vm import JobOutcome, VmBackend, VmOutcome
 
 #: Run in the cache's target directory once the dependencies are built: the stubs' own
 #: fingerprints and build-script directories go (each path package's name is an
@@ -224,23 +224,45 @@ def judge_build(job: JobOutcome, probes: int) -> Verdict:
     for index in range(probes):
         step = ran.get(index)
         if step is None or step.exit != 0:
-            return Verdict(False, "the guest's toolchain probe did not succeed")
+            why = "" if step is None else f" (it exited {step.exit}{_cargo_said(step, '')})"
+            return Verdict(False, f"the guest's toolchain probe did not succeed{why}")
     build = ran.get(probes)
     if build is None or build.exit is None:
         failure = (build.failure if build is not None else None) or job.failure or "the VM stopped"
         return Verdict(False, f"the build did not finish: {failure}")
+    said = _cargo_said(build)
     if build.exit not in (0, 101):
-        return Verdict(False, f"cargo exited {build.exit}", lasting=build.exit == 1)
+        return Verdict(False, f"cargo exited {build.exit}{said}", lasting=build.exit == 1)
     cleanup = ran.get(probes + 1)
     if cleanup is not None and cleanup.exit == 0 and cleanup.stdout == b"no target\n":
-        return Verdict(False, f"cargo built nothing from the skeleton (exit {build.exit})",
+        return Verdict(False, f"cargo built nothing from the skeleton (exit {build.exit}){said}",
                        lasting=build.exit == 101)
     if cleanup is None or cleanup.exit != 0 or cleanup.stdout != b"cleaned\n" or not job.completed:
-        return Verdict(False, "removing the stubs' build from it did not finish")
+        # What failed first is said first: cargo's own error (a 101 that built nothing,
+        # under a path the guest could not reach, once read as a cleanup problem).
+        cargo = f"cargo exited {build.exit}{said}; " if build.exit else ""
+        why = (f" (it exited {cleanup.exit}{_cargo_said(cleanup, '')})" if cleanup is not None
+               and cleanup.exit not in (0, None) else "")
+        return Verdict(False, f"{cargo}removing the stubs' build from it did not finish{why}")
     if build.exit == 101:
         return Verdict(True, "cargo could not build every dependency without the tree's own "
                        "code; the lint builds those itself")
     return Verdict(True)
+
+
+#: At most this many characters of a step's own error line are quoted in a reason.
+SAID_CHARS = 200
+
+
+def _cargo_said(step: VmOutcome, marker: str = "error") -> str:
+    """`: <line>`, the first line of the step's stderr that begins with `marker` (cargo's
+    own `error: ...`; its diagnostics of the code are JSON on stdout), cut to SAID_CHARS;
+    "" when there is none. The report sanitises it with every other field."""
+    for line in step.stderr.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if line and line.startswith(marker):
+            return ": " + (line if len(line) <= SAID_CHARS else line[:SAID_CHARS - 1] + "…")
+    return ""
 
 
 @contextlib.contextmanager

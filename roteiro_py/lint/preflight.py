@@ -4,12 +4,14 @@ In the order a run meets them: every output file (`--output`, `--format FMT=PATH
 be written; an image is configured, pinned by digest and (when the repository chose it)
 allowed by the user; the path exists and its workspace is one the guest can be given
 (not under the guest's scratch mount).
-The hypervisor probe and the store lookup come next, in `roteiro_py.lint.lint`.
+The hypervisor probe and the store lookup come next, in `roteiro_py.lint.lint`; the
+scratch disk's place (`check_scratch`) last, before the root filesystem.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -18,6 +20,7 @@ from roteiro_py import config, paths
 from roteiro_py.errors import (
     ImageNotAllowed,
     NoImageConfigured,
+    ScratchUnavailable,
     UsageError,
 )
 from roteiro_py.lint.run import GUEST_SCRATCH
@@ -256,3 +259,21 @@ def check_output(output: Path | None, *, shown: str | None = None) -> None:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{shown}: the directory {parent} is not writable.",
                          hint="Name a file in a directory you can write to.")
+
+
+def check_scratch(settings: config.Settings) -> None:
+    """errors.ScratchUnavailable where the run's scratch disk (lint/caches.py
+    `scratch_disk`) would meet it for want of its directory: one that cannot be made or
+    written (a read-only ROTEIRO_HOME, a file in its place, no space for a file).
+
+    Why here: the disk itself is made only once the dependency cache is known (a kept
+    disk's key names the cache it is layered over), after the root filesystem and the
+    dependency cache, each of which may take minutes the first time."""
+    where = paths.cache_root() / ("builds" if settings.lint.keep_cache else "scratch")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".writable-", dir=where)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise ScratchUnavailable(where, error.strerror or str(error)) from None

@@ -33,10 +33,9 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT_S = 120.0
 
 
-#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it. Shares
-#: keep their host paths in the guest, so this is a path no host tree uses: with
-#: `/scratch` a worktree under /scratch/$USER (a common HPC layout) would be hidden by the
-#: scratch disk, and cargo would lint whatever an earlier run left there.
+#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it. A step
+#: names a tree by its host path (vm/mounts.py), so this is a path no host tree uses: with
+#: `/scratch` a worktree under /scratch/$USER (a common HPC layout) would name two places.
 GUEST_SCRATCH = "/.roteiro-scratch"
 
 
@@ -120,8 +119,10 @@ def check_grant(grant: GrantSet, sandbox: VmBackend, steps: list[Command], comma
     own mount table for these steps (`VmBackend.check`, what `run_steps` asks), which
     also refuses the trees it never shares although the ceiling's `fs:read:/**` admits
     them: a workspace holding the cargo home (a CI job's `CARGO_HOME` inside its
-    checkout), one under /dev. Without the second, those were refused only after the
+    checkout), one that is /tmp. Without the second, those were refused only after the
     root filesystem and the dependency cache were built (minutes, the first time).
+    The backend's check also meets its copy's refusals of the tree (errors.TreeTooLarge,
+    errors.TreeIncomplete), which pass through as themselves.
     `command` is the step as a refusal names it."""
     ceiling = sandbox.ceiling()
     if not grant.within(ceiling).allows:
@@ -174,7 +175,7 @@ def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: 
 
     probe_cwd = Path(PROBE_CWD)
     if probe_cwd.is_relative_to(tree.workspace):
-        # Shares keep their host paths in the guest: the probes would run in the tree.
+        # A step names the tree by its host path: the probes' /tmp would name the tree.
         raise UsageError(f"The workspace {tree.workspace} holds {PROBE_CWD}, where the guest probes "
                          "its toolchain away from the tree.", hint="Move or copy the tree elsewhere to lint it.")
     return [command(PROBE_CLIPPY, probe_cwd, PROBE_TIMEOUT_S),

@@ -14,6 +14,10 @@ What a backend guarantees (the qemu member documents how):
   enforce: `net:*` (there is no network device), `secret:*`, `env:read:*` (the guest's
   environment is set, never inherited), any `fs:write` outside the scratch disk, and
   domains it does not know.
+- A step names a read-only share by its host path (its working directory, arguments and
+  environment values), and its output names it so: where the guest really mounts it is
+  the backend's business (the qemu backend: under `vm/mounts.py` GUEST_TREES, wherever
+  the tree is on the host, /root and /dev/shm included).
 - The isolation a run had is stated by the backend that obtained it, as an `Isolation`
   carried by every outcome, so a report can say "TCG, not a hardware boundary" without
   guessing.
@@ -129,8 +133,10 @@ class VmBackend(Protocol):
         ...
 
     def check(self, steps: Sequence[Command], grant: GrantSet) -> None:
-        """Refuse (errors.Unenforceable) where `run_steps` would refuse `grant` for these
-        steps, looking only at the host's paths: no image, disk or boot is needed."""
+        """Refuse where `run_steps` would refuse `grant` for these steps, looking only at
+        the host's paths: no image, disk or boot is needed. errors.Unenforceable for the
+        grant; the refusals of a share's copy (errors.TreeTooLarge, errors.TreeIncomplete)
+        for a backend that copies trees."""
         ...
 
     def run(self, command: Command, grant: GrantSet) -> Outcome:

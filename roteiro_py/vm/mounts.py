@@ -3,8 +3,21 @@
 The mapping (what the guest sees):
 
 - `fs:read:/some/dir/**` (with or without the matching `fs:list`) becomes a read-only
-  share of that host directory at the SAME path in the guest, its parents created as
-  root-owned 0755 directories so they are traversable. Nested grants collapse into the
+  share of that host directory. A step names it by its host path (`Share.guest`), in
+  its working directory, its arguments and its environment, and its output names it so
+  again; the guest mounts it at `GUEST_TREES` + that path (`Share.mount_point`), in a
+  tmpfs the guest init makes, so nothing of the image lies on the way to it. Why not
+  at the same path, as this once did: the image owns the guest's directories, and a
+  host path reaches its tree through them. As root, every tree under /root (and the
+  default ROTEIRO_HOME, where the dependency cache's skeleton is staged) was
+  unreachable: the image's /root is 0700 and the guest runs cargo unprivileged, so
+  cargo said "could not find `Cargo.toml` in `/root/proj`"; a tree under /dev/shm or
+  /cargo-home collided with what the VM provides there, and an image whose /home or
+  /var/run is a link would have refused the mount. Under GUEST_TREES every parent is
+  one the guest init made (root-owned, 0755), whatever the image holds. The mapping
+  back is the deletion of one prefix (`MountTable.host_bytes`), exact in any text or
+  JSON (no escaping is ever needed), and the price is len(GUEST_TREES) bytes of
+  PATH_MAX for every path of the tree in the guest. Nested grants collapse into the
   outermost share. How a share travels is the backend's choice; the qemu backend copies
   a worktree into a read-only ext4 image per run, leaving out `.git` and cargo `target`
   directories, FIFOs, sockets and device nodes (qemu/shareimage.py), and shares the
@@ -21,13 +34,16 @@ The mapping (what the guest sees):
   scratch is the one writable place. Everything else the guest can write (its root
   overlay, /tmp) is RAM that disappears with the VM.
 - `proc:exec:*` is accepted: every process the command starts runs inside the VM.
-- A command's working directory is on a share, on the scratch disk, or FRESH_CWD.
+- A command's working directory is on a share, on the scratch disk, or FRESH_CWD. A tree
+  that is, or holds, a directory the VM provides (/tmp, /dev, /proc, /sys, /cargo-home,
+  the scratch) is refused: a step's path there would name two places.
 - `net:*`, `secret:*`, `env:read:*` and unknown domains are refused: there is no network
   device, no secret channel, and the environment is set, never inherited.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -39,8 +55,14 @@ from roteiro_py.process.sandbox import Command
 GUEST_CARGO_HOME = "/cargo-home"
 #: Where the scratch disk is mounted unless the caller says otherwise.
 GUEST_SCRATCH = "/scratch"
-#: Guest paths the VM itself provides; a share may not land on or under them.
+#: Guest paths the VM itself provides: a tree share may not be one of them or hold one
+#: (a step's path there would name both); under them it is fine (it is mounted under
+#: GUEST_TREES).
 RESERVED = ("/proc", "/sys", "/dev", GUEST_CARGO_HOME)
+#: Where the guest mounts every tree share, each at this + its host path: a tmpfs the
+#: guest init makes (guest_init.sh mount_trees), so no directory of the image, whatever
+#: its mode or link, lies between the root and a tree (see the module docstring).
+GUEST_TREES = "/.roteiro-trees"
 #: The sub-directories of a vendored view that are shared (read-only).
 CARGO_SHAREABLE = ("registry", "git")
 #: A guest directory every boot provides empty (a tmpfs), where a command may start
@@ -63,12 +85,30 @@ def _view_guest(path: PurePosixPath, views: PurePosixPath) -> str | None:
     return str(PurePosixPath(GUEST_CARGO_HOME) / parts[1])
 
 
+#: GUEST_TREES where it begins a path in a step's output (cargo's `path+file:///...`
+#: package ids included): not preceded by a byte a path name holds (so
+#: `src/.roteiro-trees/` stays), and followed by `/`.
+_PLACED = re.compile(rb"(?:(?<=file://)|(?<![A-Za-z0-9._~/\-\x80-\xff]))"
+                     + re.escape(GUEST_TREES.encode()) + rb"(?=/)")
+
+
 @dataclass(frozen=True)
 class Share:
-    """A host directory the guest sees read-only at `guest`."""
+    """A host directory the guest sees read-only.
+
+    `guest`: the path a step names it by (its host path for a tree, or a path under
+    GUEST_CARGO_HOME); `mount_point`: where the guest mounts it."""
 
     host: Path
     guest: str
+
+    @property
+    def is_tree(self) -> bool:
+        return not _is_within(PurePosixPath(self.guest), PurePosixPath(GUEST_CARGO_HOME))
+
+    @property
+    def mount_point(self) -> str:
+        return GUEST_TREES + self.guest if self.is_tree else self.guest
 
 
 @dataclass(frozen=True)
@@ -81,6 +121,29 @@ class MountTable:
     scratch_mode: str | None
     #: Whether GUEST_CARGO_HOME is assembled (any cargo share present).
     cargo_home: bool
+
+    @property
+    def trees(self) -> bool:
+        """Whether GUEST_TREES is assembled (any tree share present)."""
+        return any(share.is_tree for share in self.shares)
+
+    def guest_word(self, word: str) -> str:
+        """`word` (a working directory, an argument, an environment value) as the guest
+        must be told it: a tree's host path, or one under it, at its mount point."""
+        for share in self.shares:
+            if share.is_tree and (word == share.guest or word.startswith(share.guest.rstrip("/") + "/")):
+                return share.mount_point + word[len(share.guest):]
+        return word
+
+    def host_bytes(self, data: bytes) -> bytes:
+        """A step's output with every guest path of a tree named by its host path again:
+        GUEST_TREES deleted where it begins a path (exact in text and in JSON alike: the
+        rest is the host path as the guest wrote it, escaped as it was)."""
+        return _PLACED.sub(b"", data) if self.trees and GUEST_TREES.encode() in data else data
+
+    def host_text(self, text: str) -> str:
+        """host_bytes of a text (a failure the guest init reported)."""
+        return self.host_bytes(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
 
 
 def _is_within(path: PurePosixPath, root: PurePosixPath) -> bool:
@@ -144,9 +207,10 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
             raise errors.Unenforceable(str(atom), shown, "no part of the host's cargo home is "
                                        "shared: the guest sees only the vendored view of the "
                                        "packages one lockfile pins (roteiro_py/cargo/vendor.py)")
-        elif any(_is_within(path, PurePosixPath(r)) for r in RESERVED):
-            raise errors.Unenforceable(str(atom), shown, "that guest path is provided by "
-                                       "the VM itself")
+        elif any(_is_within(PurePosixPath(r), path) for r in (*RESERVED, FRESH_CWD)) or (
+                scratch_path is not None and _is_within(scratch_path, path)):
+            raise errors.Unenforceable(str(atom), shown, "it is, or holds, a directory the VM "
+                                       "itself provides (a step's path there would name both)")
         if atom.action == "read":
             reads.append((path, atom))
         else:

@@ -18,9 +18,10 @@ NOW = datetime.now(UTC)
 ISOLATION = Isolation("qemu", "tcg", False, "tcg")
 
 
-def step(exit: int | None, stdout: bytes = b"", failure: str | None = None) -> VmOutcome:
+def step(exit: int | None, stdout: bytes = b"", failure: str | None = None,
+         stderr: bytes = b"") -> VmOutcome:
     return VmOutcome(command=Command("x", (), Path("/tmp"), {}, timeout=1), exit=exit,
-                     stdout=stdout, stderr=b"", timed_out=exit is None, truncated=False,
+                     stdout=stdout, stderr=stderr, timed_out=exit is None, truncated=False,
                      duration=1.0, started=NOW, ended=NOW, failure=failure, isolation=ISOLATION)
 
 
@@ -63,6 +64,44 @@ def test_a_build_short_of_whole_is_never_published(job_outcome: JobOutcome, reas
     judged = judge_build(job_outcome, probes=2)
     assert not judged.publish and judged.note is not None
     assert reason in judged.note and judged.lasting is lasting
+
+
+CARGO_ERROR = (b"   Compiling itoa v1.0.15\nerror: could not find `Cargo.toml` in "
+               b"`/root/.roteiro/cache/skeletons/ws-1` or any parent directory\n")
+
+
+@pytest.mark.parametrize(("cleanup", "then"), [
+    (step(1, stderr=b"nsenter: can't change directory to '/root/x': Permission denied\n"),
+     "removing the stubs' build from it did not finish (it exited 1: nsenter: can't change"),
+    (step(0, b"no target\n"), "cargo built nothing from the skeleton (exit 101): error: could not find"),
+])
+def test_a_failed_build_says_what_cargo_said(cleanup: VmOutcome, then: str) -> None:
+    """As root, every build failed with cargo's "could not find `Cargo.toml`" (the guest
+    could not reach the skeleton under /root) and the report said only "removing the
+    stubs' build from it did not finish": the reason is cargo's own, first."""
+    judged = judge_build(outcome(step(0), step(0), step(101, stderr=CARGO_ERROR), cleanup), probes=2)
+    assert not judged.publish and judged.note is not None
+    assert "error: could not find `Cargo.toml` in `/root/.roteiro/cache/skeletons/ws-1`" in judged.note
+    assert then in judged.note and "Compiling" not in judged.note
+    # control: a build that said nothing keeps the bare reason
+    quiet = judge_build(outcome(step(0), step(0), step(101), cleanup), probes=2)
+    assert quiet.note is not None and "could not find" not in quiet.note
+
+
+def test_a_failed_probe_says_what_it_said() -> None:
+    said = b"error: toolchain 'stable' is not installed\n"
+    judged = judge_build(outcome(step(0), step(1, stderr=said)), probes=2)
+    assert judged.note == ("the guest's toolchain probe did not succeed (it exited 1: "
+                           "error: toolchain 'stable' is not installed)")
+    quiet = judge_build(outcome(step(0)), probes=2)  # control: a probe that never ran
+    assert quiet.note == "the guest's toolchain probe did not succeed"
+
+
+def test_what_cargo_said_is_cut() -> None:
+    long = b"error: " + b"x" * 5000 + b"\n"
+    judged = judge_build(outcome(step(0), step(0), step(2, stderr=long)), probes=2)
+    assert judged.note is not None and judged.note.startswith("cargo exited 2: error: xxx")
+    assert judged.note.endswith("…") and len(judged.note) < 260
 
 
 def test_the_cleanup_removes_the_stubs_fingerprints_by_name_and_every_incremental_dir() -> None:

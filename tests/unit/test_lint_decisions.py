@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -559,3 +560,72 @@ def test_lint_meets_that_refusal_before_the_root_filesystem(
     with pytest.raises(RuntimeError, match="root filesystem was reached"):
         lint.lint(_request(repo, PIN))
     assert reached == ["rootfs"]
+
+
+def _unbuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str]]:
+    """A repository lint() would take as far as the root filesystem, whose building (the
+    first expensive stage: the dependency cache and the boot follow it) is recorded and
+    stopped; only the hypervisor probe and the image store are stubbed, as above."""
+    from roteiro_py.vm.qemu.backend import QemuBackend
+
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\n')
+    (repo / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
+    (repo / "src" / "lib.rs").write_text("")
+    monkeypatch.setattr(QemuBackend, "isolation", lambda self: Isolation("qemu", "tcg", False, "TCG"))
+    monkeypatch.setattr("roteiro_py.store.Store.resolve",
+                        lambda self, ref: SimpleNamespace(manifest_digest="sha256:" + "0" * 64, config={}))
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    reached: list[str] = []
+
+    def root_filesystem(*args: object) -> None:
+        reached.append("rootfs")
+        raise RuntimeError("the root filesystem was reached")
+
+    monkeypatch.setattr(lint, "root_filesystem_in_use", root_filesystem)
+    return repo, reached
+
+
+def _timed_refusal(request: lint.LintRequest) -> tuple[Exception, float]:
+    began = time.monotonic()
+    with pytest.raises(Exception) as refused:
+        lint.lint(request)
+    return refused.value, time.monotonic() - began
+
+
+@pytest.mark.parametrize("case", ["too many files", "too large", "incomplete", "scratch"])
+def test_the_trees_copy_and_the_scratch_refuse_before_the_root_filesystem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """Cheapest refusal first (issue 21, item 8): the copy's caps (TreeTooLarge), what cargo
+    needs left out of it (TreeIncomplete) and the scratch disk's place (ScratchUnavailable)
+    were met only once the root filesystem and the dependency cache were built (minutes
+    the first time, in a VM for the cache); with nothing built (a fresh ROTEIRO_HOME) they
+    now come before the root filesystem, in well under a second of host work."""
+    from roteiro_py import paths
+    from roteiro_py.errors import ScratchUnavailable, TreeIncomplete, TreeTooLarge
+
+    repo, reached = _unbuilt(tmp_path, monkeypatch)
+    flags = {"lint.image": (PIN, "--image"), "vm.accel": ("tcg", "--accel")}
+    control, _ = _timed_refusal(lint.LintRequest(path=repo, flags=flags))
+    assert "root filesystem was reached" in str(control) and reached == ["rootfs"]  # control
+    reached.clear()
+    expected: type[Exception]
+    if case == "too many files":
+        flags["vm.stage_max_files"] = (3, "--stage-max-files")
+        expected = TreeTooLarge
+    elif case == "too large":
+        (repo / "src" / "data.bin").write_bytes(b"x" * (2 << 20))
+        flags["vm.stage_max_mib"] = (1, "--stage-max-mib")
+        expected = TreeTooLarge
+    elif case == "incomplete":
+        os.mkfifo(repo / "src" / "build.rs")  # left out of the copy ("special"); cargo needs it
+        expected = TreeIncomplete
+    else:
+        (paths.cache_root() / "scratch").rmdir()  # made by the control run
+        (paths.cache_root() / "scratch").write_text("a file where the scratch disks go")
+        expected = ScratchUnavailable
+    refused, seconds = _timed_refusal(lint.LintRequest(path=repo, flags=flags))
+    assert isinstance(refused, expected), refused
+    assert reached == [] and seconds < 5, (reached, seconds)
+    assert not (paths.cache_root() / "rootfs").exists()

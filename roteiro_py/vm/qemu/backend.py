@@ -180,10 +180,15 @@ class QemuBackend:
         """errors.Unenforceable exactly where `run_steps` would refuse `grant` (the mount
         table, mounts.py), asking only the host's paths, as if the run's scratch disk were
         attached: a backend built for the preflight has none yet. The ceiling cannot say
-        which trees are never shared (the cargo home's root, /dev, a workspace holding
-        the cargo home): without this, those were refused only after the root filesystem
-        and the dependency cache were built."""
-        _table(steps, grant, self.scratch_guest)
+        which trees are never shared (the cargo home's root, a workspace holding the cargo
+        home, one that is or holds a directory the VM provides): without this, those were
+        refused only after the root filesystem and the dependency cache were built.
+        Then the refusals of each tree's copy (errors.TreeTooLarge, errors.TreeIncomplete),
+        by a walk that copies nothing (shareimage.check_tree), for the same reason."""
+        table = _table(steps, grant, self.scratch_guest)
+        for share in table.shares:
+            if share_transport(share) == "image":
+                shareimage.check_tree(share.host, self.stage)
 
     # -- running --------------------------------------------------------------------
 
@@ -271,7 +276,7 @@ class QemuBackend:
             result = boot(spec, deadline=until - time.monotonic(),
                           output_limit=self.output_limit,
                           watch=JobWatch(self.progress, len(steps)).feed)
-        return dataclasses.replace(_outcome(steps, result, isolation), staged=tuple(staged))
+        return dataclasses.replace(_outcome(steps, result, isolation, table), staged=tuple(staged))
 
     def _from_template(self, spec: MachineSpec, steps: list[Command], first: int,
                        table: MountTable, images: set[int], stop_on_failure: bool,
@@ -306,7 +311,7 @@ class QemuBackend:
                                                 watch=JobWatch(self.progress, len(steps)).feed)
                     result = restored.result
                     if any(line == "ready" for _, line in result.status) or result.timed_out:
-                        outcome = _outcome(steps, result, isolation, cached=found.steps)
+                        outcome = _outcome(steps, result, isolation, table, cached=found.steps)
                         return dataclasses.replace(outcome, template=key,
                                                    template_built_seconds=found.built_seconds)
                     failure = result.control_failure or result.failure or "the clone never got ready"
@@ -320,6 +325,10 @@ class QemuBackend:
         return JobOutcome(steps=(), isolation=isolation, completed=False, boot_seconds=None,
                           failure=f"the VM template {key} failed to restore twice: {failure}",
                           console=result.console)
+
+
+#: The mount table of a job that shares nothing: its output needs no mapping.
+NO_SHARES = MountTable((), None, None, False)
 
 
 def _table(steps: Sequence[Command], grant: GrantSet, scratch: str | None) -> MountTable:
@@ -383,8 +392,12 @@ def parse_status(result: MachineResult, nsteps: int) -> tuple[list[template.Step
 
 
 def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
-             cached: Sequence[template.StepRecord] = ()) -> JobOutcome:
+             table: MountTable = NO_SHARES, cached: Sequence[template.StepRecord] = ()) -> JobOutcome:
+    """The job's outcome, every tree named by its host path in what the guest said
+    (`MountTable.host_bytes`: the guest mounts trees under GUEST_TREES, mounts.py)."""
     starts, exits, ready, done, error, clock, ooms = _status(result)
+    if error is not None:
+        error = table.host_text(error)
     outcomes = []
     now = datetime.now(UTC)
     for index, record in enumerate(cached):
@@ -398,8 +411,8 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
         if index not in starts:
             break
         began = starts[index]
-        stdout = result.channels.get(f"stdout{index}", b"")
-        stderr = result.channels.get(f"stderr{index}", b"")
+        stdout = table.host_bytes(result.channels.get(f"stdout{index}", b""))
+        stderr = table.host_bytes(result.channels.get(f"stderr{index}", b""))
         cut = tuple(kind for kind in ("stdout", "stderr") if f"{kind}{index}" in result.truncated)
         lost = tuple((kind, result.cut[f"{kind}{index}"]) for kind in ("stdout", "stderr")
                      if f"{kind}{index}" in result.cut)

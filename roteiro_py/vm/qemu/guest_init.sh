@@ -143,6 +143,13 @@ mount_depcache() {  # serial guest-path: the dependency cache under the scratch'
         overlay "$R$2" || fail "cannot layer the dependency cache under $2"
     DEPS_AT="$R$2"
 }
+mount_trees() {  # guest-path: the tmpfs every tree share is mounted under (vm/mounts.py
+    # GUEST_TREES). Its directories are made here, root-owned and 0755 (umask 022), so
+    # the guest user reaches every tree whatever the image's own directories are: its
+    # /root is 0700, and a tree mounted at its host path under it was unreachable.
+    plain_dir "$1"
+    mount -t tmpfs -o "mode=0755,nosuid,nodev" tmpfs "$R$1" || fail "cannot mount $1"
+}
 mount_tmpfs_owned() {  # guest-path: a tmpfs the unprivileged user owns (e.g. CARGO_HOME)
     plain_dir "$1"
     mount -t tmpfs -o "mode=0755,uid=$RUN_UID,gid=$RUN_GID,nosuid,nodev" tmpfs "$R$1"

@@ -23,7 +23,7 @@ from collections.abc import Collection, Sequence
 from importlib import resources
 
 from roteiro_py.process.sandbox import Command
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, MountTable
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES, MountTable
 from roteiro_py.vm.qemu.initramfs import Entry, write_newc
 
 #: The unprivileged uid/gid commands run as in the guest; the scratch disk's root is
@@ -94,11 +94,14 @@ def mounts_script(table: MountTable, images: Collection[int] = (),
     calls: list[tuple[int, str, str]] = []
     if table.cargo_home:
         calls.append((1, GUEST_CARGO_HOME, f"mount_tmpfs_owned {_q(GUEST_CARGO_HOME)}"))
+    if table.trees:
+        calls.append((1, GUEST_TREES, f"mount_trees {_q(GUEST_TREES)}"))
     for index, share in enumerate(table.shares):
-        depth = share.guest.rstrip("/").count("/")
-        call = (f"mount_image {share_serial(index)} {_q(share.guest)}" if index in images
-                else f"mount_share {share_tag(index)} {_q(share.guest)} {NINEP_CACHE}")
-        calls.append((depth, share.guest, call))
+        where = share.mount_point
+        depth = where.rstrip("/").count("/")
+        call = (f"mount_image {share_serial(index)} {_q(where)}" if index in images
+                else f"mount_share {share_tag(index)} {_q(where)} {NINEP_CACHE}")
+        calls.append((depth, where, call))
     if table.scratch is not None:
         depth = table.scratch.rstrip("/").count("/")
         calls.append((depth, table.scratch,
@@ -110,19 +113,22 @@ def mounts_script(table: MountTable, images: Collection[int] = (),
     return "\n".join(lines) + "\n"
 
 
-def step_script(command: Command) -> str:
+def step_script(command: Command, table: MountTable | None = None) -> str:
     """`set --` the guest init runs as `env -i "$@"`: the environment, then the command
-    dropped to GUEST_UID with no_new_privs, chrooted into NEWROOT, in its workspace."""
+    dropped to GUEST_UID with no_new_privs, chrooted into NEWROOT, in its workspace.
+    A tree's host path in the working directory, an argument or an environment value is
+    given as the guest mounts it (`MountTable.guest_word`)."""
+    place = table.guest_word if table is not None else str
     words: list[str] = []
     for name, value in sorted(command.env.items()):
         if not _ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not an environment variable name")
-        words.append(_q(f"{name}={value}"))
-    cwd = str(command.workspace)
+        words.append(_q(f"{name}={place(value)}"))
+    cwd = place(str(command.workspace))
     words += ["/bin/busybox", "setpriv", "--nnp", "/bin/busybox", "nsenter", "-F",
               f"-r{NEWROOT}", _q(f"-w{NEWROOT}{cwd}"), "-S", str(GUEST_UID), "-G",
               str(GUEST_GID), "--"]
-    words += [_q(arg) for arg in command.argv]
+    words += [_q(place(arg)) for arg in command.argv]
     timeout = max(1, int(-(-command.timeout // 1)))
     return f"STEP_TIMEOUT={timeout}\nSTEP_CWD={_q(cwd)}\nset -- {' '.join(words)}\n"
 
@@ -144,7 +150,7 @@ def job_archive(table: MountTable, steps: Sequence[Command], *, stop_on_failure:
         Entry.file("job/mounts", _encode(mounts_script(table, images, dep_cache)), 0o600),
     ]
     for index, step in enumerate(steps):
-        entries.append(Entry.file(f"job/step{index}", _encode(step_script(step)), 0o600))
+        entries.append(Entry.file(f"job/step{index}", _encode(step_script(step, table)), 0o600))
     return write_newc(entries)
 
 
@@ -187,7 +193,7 @@ def clone_archive(table: MountTable, steps: Sequence[Command], first: int, *,
         Entry.file("job/mounts", _encode(mounts), 0o600),
     ]
     for index in range(first, len(steps)):
-        entries.append(Entry.file(f"job/step{index}", _encode(step_script(steps[index])), 0o600))
+        entries.append(Entry.file(f"job/step{index}", _encode(step_script(steps[index], table)), 0o600))
     return write_newc(entries)
 
 

@@ -48,6 +48,9 @@ Bounded, and honest about what it left out:
   or build.rs anywhere, or anything under a `src/` next to a copied Cargo.toml), the
   copy is refused (errors.TreeIncomplete) rather than letting cargo fail later over a
   file the user can see.
+- Refused early: `check_tree` walks the tree the same way and copies nothing, so a
+  lint meets these refusals before it builds a root filesystem or a dependency cache
+  (`QemuBackend.check`); the copy itself still decides.
 
 The image is private to one run: built in a 0700 directory under `paths.cache_root()`,
 attached read-only, deleted after the run. The host never mounts or reads it back. The
@@ -192,6 +195,8 @@ def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, room: int,
             raise PermissionError(name)
         if st.st_size > room:
             raise _TooLarge(name)
+        if dst_dir < 0:  # check_tree: the size it would copy, nothing written
+            return st.st_size, ""
         dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
                       os.O_CLOEXEC, mode, dir_fd=dst_dir)
         try:
@@ -235,7 +240,8 @@ def _open_dir(src: int, dst: int, rel: str, depth: int) -> _Dir:
         listing = os.scandir(src)
     except OSError:
         os.close(src)
-        os.close(dst)
+        if dst >= 0:
+            os.close(dst)
         raise
     return _Dir(src, dst, rel, depth, iter(listing), listing)
 
@@ -243,12 +249,25 @@ def _open_dir(src: int, dst: int, rel: str, depth: int) -> _Dir:
 def _close_dir(frame: _Dir) -> None:
     frame.listing.__exit__(None, None, None)
     os.close(frame.src)
-    os.close(frame.dst)
+    if frame.dst >= 0:
+        os.close(frame.dst)
 
 
-def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None,
+def check_tree(source: Path, limits: StageLimits | None = None) -> StageReport:
+    """The refusals `stage_tree` would meet for `source` (errors.TreeTooLarge,
+    errors.TreeIncomplete), by the same walk, opening every file but copying nothing.
+
+    Why: the copy is made when the VM is about to boot, after the root filesystem and
+    the dependency cache, which may take minutes the first time; a tree the copy
+    refuses is refused before them (VmBackend.check). The copy still decides: a tree
+    changed in between is refused then."""
+    return stage_tree(source, None, limits)
+
+
+def stage_tree(source: Path, dest: Path | None, limits: StageLimits | None = None,
                stamps: ShareStamps | None = None) -> StageReport:
-    """Copy `source` into the empty directory `dest` under the rules in the module docstring.
+    """Copy `source` into the empty directory `dest` under the rules in the module docstring
+    (`dest` None: only walk it, see check_tree).
 
     Refuses (errors.TreeTooLarge) past a cap of `limits`, and (errors.TreeIncomplete) when
     something cargo needs was left out; raises errors.DeadlineExceeded past the deadline.
@@ -265,7 +284,7 @@ def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None,
     # The root is the directory the grant names: followed if it is a link, as 9p would.
     root_src = os.open(source, _DIR_FLAGS & ~os.O_NOFOLLOW)
     device = os.fstat(root_src).st_dev
-    stack = [_open_dir(root_src, os.open(dest, _DIR_FLAGS), "", 0)]
+    stack = [_open_dir(root_src, -1 if dest is None else os.open(dest, _DIR_FLAGS), "", 0)]
     packages: set[str] = set()  # directories holding a copied Cargo.toml
     try:
         while stack:
@@ -300,11 +319,12 @@ def stage_tree(source: Path, dest: Path, limits: StageLimits | None = None,
     finally:
         for frame in stack:
             _close_dir(frame)
-    if stamps.links_changed:
+    if dest is not None and stamps.links_changed:
         _restamp(dest, stamps.generation)
         stamps.restamp_all()
         report.root_stamp = stamps.generation
-    os.chmod(dest, 0o755)
+    if dest is not None:
+        os.chmod(dest, 0o755)
     report.stage_seconds = time.monotonic() - started
     needed = [(where, why) for where, why in report.left_out() if _needed(where, packages)]
     if needed:
@@ -322,6 +342,8 @@ def _listing_digest(copied: list[tuple[str, str]]) -> str:
 
 def _stamp_dir(frame: _Dir, stamps: ShareStamps, report: StageReport) -> None:
     """Stamp a copied directory once all of it is copied (a later entry would move its mtime)."""
+    if frame.dst < 0:
+        return
     stamp = stamps.stamp(frame.rel or ROOT_KEY, _listing_digest(frame.copied))
     os.utime(frame.dst, (stamp, stamp))
     if not frame.rel:
@@ -391,9 +413,10 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
         except OSError:
             report.skipped.append((where, "unreadable"))
             return None
-        os.symlink(target, name, dir_fd=dst)
-        stamp = stamps.stamp(where, LINK_DIGEST + hashlib.sha256(os.fsencode(target)).hexdigest())
-        os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
+        if dst >= 0:
+            os.symlink(target, name, dir_fd=dst)
+            stamp = stamps.stamp(where, LINK_DIGEST + hashlib.sha256(os.fsencode(target)).hexdigest())
+            os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
         report.symlinks += 1
     elif stat.S_ISDIR(mode):
         if _excluded(src, name, st):
@@ -413,8 +436,10 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
         try:
             if os.fstat(child_src).st_dev != device:  # swapped for a mount point since lstat
                 raise PermissionError(name)
-            os.mkdir(name, 0o755, dir_fd=dst)
-            child_dst = os.open(name, _DIR_FLAGS, dir_fd=dst)
+            child_dst = -1
+            if dst >= 0:
+                os.mkdir(name, 0o755, dir_fd=dst)
+                child_dst = os.open(name, _DIR_FLAGS, dir_fd=dst)
         except OSError:
             os.close(child_src)
             report.skipped.append((where + "/", "unreadable"))
@@ -424,8 +449,9 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
             return _open_dir(child_src, child_dst, where + "/", top.depth + 1)
         except OSError:
             report.skipped.append((where + "/", "unreadable"))
-            stamp = stamps.stamp(where + "/", _listing_digest([]))  # empty in the guest
-            os.utime(name, (stamp, stamp), dir_fd=dst)
+            if dst >= 0:
+                stamp = stamps.stamp(where + "/", _listing_digest([]))  # empty in the guest
+                os.utime(name, (stamp, stamp), dir_fd=dst)
             return None
     elif stat.S_ISREG(mode):
         if name == ".git":
@@ -439,11 +465,13 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
         try:
             size, digest = _copy_file(src, name, dst, perm, room, device)
             report.bytes += size
-            stamp = stamps.stamp(where, digest)
-            os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
+            if dst >= 0:
+                stamp = stamps.stamp(where, digest)
+                os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
         except (OSError, _TooLarge) as error:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=dst)
+                if dst >= 0:
+                    os.unlink(name, dir_fd=dst)
             if isinstance(error, _TooLarge):
                 raise errors.TreeTooLarge(
                     source, f"more than {limits.max_bytes // (1024 * 1024)} MiB of files",

@@ -22,7 +22,7 @@ from roteiro_py import lint
 from roteiro_py.process.sandbox import Command
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES
 from roteiro_py.vm.qemu import scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
 from roteiro_py.vm.qemu.rootfs import rootfs_image
@@ -102,7 +102,8 @@ def test_the_guest_cannot_list_or_read_what_another_project_fetched(
     backend = QemuBackend(rootfs=rootfs, scratch=disk, scratch_guest=lint.GUEST_SCRATCH, accel="tcg")
     script = (f"find {GUEST_CARGO_HOME} -name '*.rs' -o -name '*.crate' | sort; echo ==; "
               f"cat {GUEST_CARGO_HOME}/git/checkouts/privdep-*/*/src/lib.rs 2>&1; echo ==; "
-              f"grep -rl {PRIVATE} {GUEST_CARGO_HOME} {tree.workspace.parent} 2>/dev/null; echo ==; "
+              # every tree the guest sees is under GUEST_TREES (vm/mounts.py)
+              f"grep -rl {PRIVATE} {GUEST_CARGO_HOME} {GUEST_TREES} 2>/dev/null; echo ==; "
               f"cat {GUEST_CARGO_HOME}/git/checkouts/gdep-*/*/src/lib.rs")
     job = backend.run_steps([Command("sh", ("-c", script), tree.workspace, {"PATH": "/usr/bin:/bin"},
                                      timeout=240)], grant)

@@ -354,7 +354,9 @@ def test_the_mount_script_mounts_images_and_9p_shares_by_kind(tmp_path: Path) ->
               if qemu_backend.share_transport(s) == "image"}
     script = job.mounts_script(table, images)
     assert images == {1}
-    assert f"mount_image {job.share_serial(1)} /work/tree\n" in script
+    # a tree under GUEST_TREES (mounts.py), in a tmpfs mounted before it
+    assert f"mount_image {job.share_serial(1)} /.roteiro-trees/work/tree\n" in script
+    assert script.index("mount_trees /.roteiro-trees\n") < script.index("mount_image")
     assert (f"mount_share {job.share_tag(0)} {shlex.quote(GUEST_CARGO_HOME + '/registry')} "
             f"{job.NINEP_CACHE}\n") in script
 
@@ -598,3 +600,38 @@ def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
                                                                  seconds=120.0))
     assert image.path.is_file() and image.path.stat().st_size > 0
     assert image.path.is_relative_to(roteiro_home)
+
+
+@pytest.mark.parametrize("case", ["fine", "files", "depth", "bytes", "incomplete"])
+def test_check_tree_meets_what_the_copy_meets_and_writes_nothing(tmp_path: Path, case: str) -> None:
+    """`check_tree` (the lint's preflight, before the root filesystem) is the copy's own
+    walk: the same refusal for the same tree, the same counts, and no byte written."""
+    from roteiro_py.vm.qemu.shareimage import StageLimits, check_tree, stage_tree
+
+    tree = tmp_path / "tree"
+    (tree / "src" / "a" / "b").mkdir(parents=True)
+    (tree / "Cargo.toml").write_text("[package]\n")
+    (tree / "src" / "lib.rs").write_text("x" * 1000)
+    (tree / "link").symlink_to("src")
+    limits = StageLimits(max_bytes=1 << 20, max_files=50, max_depth=8)
+    if case == "files":
+        limits = StageLimits(max_bytes=1 << 20, max_files=3, max_depth=8)
+    elif case == "depth":
+        limits = StageLimits(max_bytes=1 << 20, max_files=50, max_depth=2)
+    elif case == "bytes":
+        limits = StageLimits(max_bytes=500, max_files=50, max_depth=8)
+    elif case == "incomplete":
+        os.mkfifo(tree / "src" / "a" / "build.rs")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    outcomes: list[object] = []
+    for walk in (lambda: check_tree(tree, limits), lambda: stage_tree(tree, copy, limits)):
+        try:
+            report = walk()
+            outcomes.append((report.files, report.dirs, report.symlinks, report.bytes, report.skipped))
+        except (errors.TreeTooLarge, errors.TreeIncomplete) as refused:
+            outcomes.append(refused.guidance().render_text())
+        if len(outcomes) == 1:
+            assert list(copy.iterdir()) == []  # check_tree wrote nothing
+    assert outcomes[0] == outcomes[1]
+    assert isinstance(outcomes[0], tuple) is (case == "fine")  # control: the refusals are met

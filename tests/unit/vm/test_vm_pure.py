@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -127,7 +130,8 @@ def test_mount_table_maps_shares_and_cargo_home(tmp_path: Path) -> None:
     ("fs:write:{tree}/**", "only writable place"),
     ("fs:read:{cargo}/**", "credentials.toml"),
     ("fs:read:/**", "credentials.toml"),
-    ("fs:read:/proc/**", "provided by the VM"),
+    ("fs:read:/proc/**", "a directory the VM itself provides"),
+    ("fs:read:/cargo-home/**", "a directory the VM itself provides"),
     ("fs:list:/elsewhere/**", "without letting its files be read"),
 ])
 def test_unenforceable_atoms_are_refused_before_booting(tmp_path: Path, atom: str,
@@ -144,6 +148,60 @@ def test_unenforceable_atoms_are_refused_before_booting(tmp_path: Path, atom: st
     assert "s3cret" not in refused.value.command
     # control arm: without the bad atom the same grant is accepted
     derive_mounts(grant_for(tree, cargo), cmd, scratch="/scratch", host_cargo_home=cargo)
+
+
+@pytest.mark.parametrize("base", ["tmp", "/dev/shm"])
+def test_a_tree_anywhere_is_mounted_under_guest_trees_and_named_by_its_host_path(
+        tmp_path: Path, base: str) -> None:
+    """Where a host tree is says nothing about where the guest mounts it: under GUEST_TREES,
+    whose directories the guest init makes (0755), never the image's (/root: 0700). A
+    step's working directory, arguments and environment name it by its host path, and its
+    output names it so again. The same path in the guest made /root/proj unlintable (the
+    real VM lints from each place in tests/integration/lint/test_places_lint.py)."""
+    from roteiro_py.vm.mounts import GUEST_TREES
+
+    root = tmp_path if base == "tmp" else Path(tempfile.mkdtemp(dir=base))
+    try:
+        tree = root / "a b" / "é"
+        tree.mkdir(parents=True)
+        step = Command("sh", ("-c", "x", str(tree), f"{tree}/src", f"{tree}x", "/tmp"), tree,
+                       {"M": f"{tree}/Cargo.toml", "T": "/tmp"})
+        grant = GrantSet.of(f"fs:read:{tree}/**", "proc:exec:cargo")
+        table = derive_mounts(grant, step, scratch=None, host_cargo_home=tmp_path / "cargo")
+    finally:
+        if base != "tmp":
+            shutil.rmtree(root)
+    (share,) = table.shares
+    placed = GUEST_TREES + str(tree)
+    assert share.guest == str(tree) and share.mount_point == placed
+    script = job.step_script(step, table)
+    out = subprocess.run(["busybox", "sh", "-c", script + 'for w in "$@"; do echo "<$w>"; done'],
+                         capture_output=True, text=True, check=True).stdout
+    assert f"<-w/newroot{placed}>" in out and f"<{placed}>" in out and f"<{placed}/src>" in out
+    assert f"<M={placed}/Cargo.toml>" in out
+    # control: a path that is not the tree's, or only begins like it, is the guest's own
+    assert f"<{tree}x>" in out and "</tmp>" in out and "<T=/tmp>" in out
+    said = json.dumps({"file": f"{placed}/src/lib.rs", "text": f"error in `{placed}`",
+                       "package_id": f"path+file://{placed}#x@0.1.0"}, ensure_ascii=False).encode()
+    assert json.loads(table.host_bytes(said)) == {"file": f"{tree}/src/lib.rs",
+                                                 "text": f"error in `{tree}`",
+                                                 "package_id": f"path+file://{tree}#x@0.1.0"}
+    assert table.host_text(f"cannot make mount point {placed}") == f"cannot make mount point {tree}"
+    # control: the name inside another path is that path's own, not the prefix
+    kept = f"src{GUEST_TREES}/x a{GUEST_TREES}/y {GUEST_TREES}x é{GUEST_TREES}/z".encode()
+    assert table.host_bytes(kept) == kept
+
+
+@pytest.mark.parametrize("place", ["/dev", "/proc", "/cargo-home"])
+def test_a_tree_that_is_a_directory_the_vm_provides_is_refused(place: str) -> None:
+    """A step's `/dev/null` or `/cargo-home/registry` would name both the guest's own
+    directory and the tree's; a tree under them is fine (above). (A tree that is /tmp, where
+    the probes run, is refused before: tests/unit/clippy/test_clippy_pinned.py.)"""
+    grant = GrantSet.of(f"fs:read:{place}/**", "proc:exec:cargo")
+    with pytest.raises(errors.Unenforceable) as refused:
+        derive_mounts(grant, Command("cargo", (), Path(place)), scratch=None,
+                      host_cargo_home=Path("/nonexistent-cargo-home"))
+    assert "a directory the VM itself provides" in str(refused.value.why)
 
 
 def test_step_script_quotes_every_value_as_one_word(tmp_path: Path) -> None:
