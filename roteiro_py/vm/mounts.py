@@ -131,8 +131,8 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
                                        "tree; grant `<dir>/**`")
         if _is_within(cargo, path):
             raise errors.Unenforceable(str(atom), shown, "it would expose the host's cargo "
-                                       "home root, which holds credentials.toml; grant "
-                                       f"{cargo}/registry/** and {cargo}/git/** instead")
+                                       "home root, which holds credentials.toml; no part of "
+                                       "the host's cargo home is shared")
         is_view = _view_guest(path, views) is not None
         if not is_view and (_is_within(path, views) or _is_within(views, path)):
             raise errors.Unenforceable(str(atom), shown, "of the cargo views, only one view's "
@@ -162,10 +162,7 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
     for path in outermost:
         host = Path(str(path))
         view_guest = _view_guest(path, views)
-        if view_guest is not None:
-            guest = view_guest
-        else:
-            guest = str(path)
+        guest = view_guest if view_guest is not None else str(path)
         if not host.is_dir():
             atom = next(a for p, a in reads if p == path)
             raise errors.Unenforceable(str(atom), shown, f"{host} is not a directory on "

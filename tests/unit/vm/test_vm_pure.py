@@ -159,6 +159,23 @@ def test_unenforceable_atoms_are_refused_before_booting(tmp_path: Path, atom: st
     derive_mounts(grant_for(tree, view), cmd, scratch="/scratch", host_cargo_home=cargo)
 
 
+def test_the_refusal_of_the_cargo_home_root_advises_no_grant_that_is_refused_too(
+        tmp_path: Path) -> None:
+    """It said "grant <cargo>/registry/** and <cargo>/git/** instead": both are refused
+    since the guest sees only a vendored view (issue 20)."""
+    tree, cargo = tmp_path / "tree", tmp_path / "cargo"
+    tree.mkdir()
+    (cargo / "registry").mkdir(parents=True)
+    cmd = Command("cargo", ("clippy",), tree)
+    with pytest.raises(errors.Unenforceable) as root:
+        derive_mounts(grant_for(tree, a_view(), f"fs:read:{cargo}/**"), cmd, scratch=None,
+                      host_cargo_home=cargo)
+    assert "credentials.toml" in root.value.why and f"{cargo}/registry" not in root.value.why
+    with pytest.raises(errors.Unenforceable):  # what it used to advise is refused
+        derive_mounts(grant_for(tree, a_view(), f"fs:read:{cargo}/registry/**"), cmd,
+                      scratch=None, host_cargo_home=cargo)
+
+
 def test_step_script_quotes_every_value_as_one_word(tmp_path: Path) -> None:
     cmd = Command("prog", ("$(reboot)", "a b", "'q'"), Path("/w d"),
                   {"V": "x'; poweroff -f; '"}, timeout=2.5)
