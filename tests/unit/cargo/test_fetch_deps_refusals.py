@@ -8,6 +8,7 @@ tests are tests/unit/cargo/test_registry*.py and test_git*.py."""
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from pathlib import Path
@@ -116,3 +117,31 @@ def test_the_lockfile_advice_never_runs_host_cargo_on_the_tree() -> None:
     for line in text.splitlines():
         if "cargo " in line and "pylint-sandbox" not in line:
             assert not line.strip().startswith(("$", "cd ", "cargo")), line
+
+
+def test_fetch_deps_opens_no_manifest_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host cargo fetched what manifests declared ([build_dependencies] with a `file://`
+    git source, a path dependency outside the copy) before --locked could refuse: now no
+    manifest is read at all. Every Cargo.toml of the tree is a FIFO (the one reader
+    refuses it, and a plain open would hang), and fetch-deps still hands every pin to its
+    fetchers. The fetchers here record what they are given and fetch nothing (their own
+    tests drive them); what is proved is what fetch-deps itself reads."""
+    from roteiro_py.cargo.workspace import read_manifest
+
+    root = workspace(tmp_path, "a", "b")
+    checksum = "c" * 64
+    lockfile(root, ("itoa", "1.0.15", CRATES_IO_SOURCE, checksum))
+    for manifest in (root / "Cargo.toml", root / "a" / "Cargo.toml", root / "b" / "Cargo.toml"):
+        manifest.unlink()
+        os.mkfifo(manifest)
+    with pytest.raises(TreeFileRefused):  # control: a manifest read would have been refused
+        read_manifest(root / "a" / "Cargo.toml")
+    given: list[str] = []
+    registry = types.ModuleType("roteiro_py.cargo.registry")
+    registry.HostCargo = types.SimpleNamespace(read=lambda: None)  # type: ignore[attr-defined]
+    registry.fetch_crate = lambda pin, **_: given.append(pin.label()) or "store"  # type: ignore[attr-defined]
+    for name, module in (("registry", registry), ("git", NotReached("roteiro_py.cargo.git"))):
+        monkeypatch.setitem(sys.modules, f"roteiro_py.cargo.{name}", module)
+        monkeypatch.setattr(roteiro_py.cargo, name, module, raising=False)
+    fetched = fetch_deps(root / "a")  # asked from a member: the walk up finds the lockfile
+    assert fetched.root == root and given == ["itoa 1.0.15"] and fetched.origins == {"store": 1}
