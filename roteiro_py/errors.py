@@ -699,13 +699,15 @@ class NoPackageCache(Refusal):
         more = self.total - len(self.missing)
         if more:
             named += f" and {more} more"
-        summary = (f"The cargo package cache at {_p(self.path)} lacks {named}, which the "
-                   f"lockfile pins." if self.missing else f"No cargo package cache at {_p(self.path)}.")
+        summary = (f"The package store at {_p(self.path)} lacks {named}, which the "
+                   f"lockfile pins." if self.missing else f"No package store at {_p(self.path)}.")
         return Guidance(
             summary=summary,
-            notes=("The VM has no network: the crates the tree depends on come from the "
-                   "host's cargo cache; the guest sees only the packages the lockfile pins.",
-                   "`pylint-sandbox fetch-deps` fills it without running the tree's code or configuration.",),
+            notes=("The VM has no network: the packages the tree depends on come from the "
+                   "package store, unpacked and checked per lockfile; the guest sees only "
+                   "the packages the lockfile pins, and a lint never downloads.",
+                   "`pylint-sandbox fetch-deps` fills the store from the lockfile alone "
+                   "(nothing of the tree runs, and no host cargo or Rust is needed).",),
             commands=(fetch_deps_command(self.tree),),
         )
 

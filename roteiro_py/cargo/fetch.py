@@ -57,16 +57,19 @@ def fetch_deps(path: Path, *, from_dir: Path | None = None) -> Fetched:
     registry_pins = [pin for pin in lock.pins if pin.kind == "registry"]
     git_pins = [pin for pin in lock.pins if pin.kind == "git"]
     if from_dir is not None:
-        kept, missing = registry.crates_from_dir(from_dir, registry_pins, lockfile=lockfile)
-        origins["from-dir"] += kept
-        origins["store"] += len(registry_pins) - kept - len(missing)
+        already = sum(1 for pin in registry_pins if pin.checksum and store.has_crate(pin.checksum))
+        kept, missing = registry.crates_from_dir(from_dir, registry_pins, lockfile=lockfile,
+                                                 tree=root)
+        origins["store"] += already
+        origins["from-dir"] += len(kept) - already
         missing_git = [pin for pin in git_pins if store.git_checkout(pin) is None]
         _refuse_missing([*missing, *missing_git], root)
         origins["store"] += len(git_pins)
         return Fetched(root, lock, dict(origins))
     host = registry.HostCargo.read()
     for pin in registry_pins:
-        origins[registry.fetch_crate(pin, tree=root, lockfile=lockfile, host=host, until=until)] += 1
+        origins[registry.fetch_crate(pin, tree=root, lockfile=lockfile, allow_download=True,
+                                     host=host, until=until)] += 1
     for pin in git_pins:
         if store.git_checkout(pin) is not None:
             origins["store"] += 1

@@ -98,9 +98,39 @@ class GuestCargo:
     config_args: tuple[str, ...] = ()
 
 
-def view_key(pins: tuple[Pin, ...]) -> str:
-    material = json.dumps(sorted([p.name, p.version, p.source, p.checksum, p.rev] for p in pins))
+def view_key(pins: tuple[Pin, ...], names: dict[str, str] | None = None) -> str:
+    """The view's name: the pinned set, and the host's names of its other registries
+    (they are written into its `sources.toml`)."""
+    material = json.dumps([sorted([p.name, p.version, p.source, p.checksum, p.rev] for p in pins),
+                           sorted((names or {}).items())])
     return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+#: A registry name the guest may be given as a bare TOML key (cargo's own rule is looser).
+_REGISTRY_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def registry_names(pins: tuple[Pin, ...]) -> dict[str, str]:
+    """The host's name (`[registries.<name>] index` in `$CARGO_HOME/config.toml`) of each
+    registry other than crates.io that `pins` come from, by the URL cargo names it with.
+
+    A manifest names such a registry by name (`registry = "corp"`), and the guest's cargo
+    must resolve that name to the URL whose source the view replaces: the tree's own
+    `.cargo/config.toml` may define it, the user's configuration otherwise, which the guest
+    never reads. Only the name and the index URL are given, never a token."""
+    others = {pin.source: _origin_url(pin) for pin in pins
+              if pin.kind == "registry" and pin.source != _CRATES_IO_SOURCE}
+    if not others:
+        return {}
+    from roteiro_py.cargo.registry import HostCargo
+
+    host = HostCargo.read()
+    found: dict[str, str] = {}
+    for url in sorted(set(others.values())):
+        name = host.name_of(url)
+        if name is not None and _REGISTRY_NAME.fullmatch(name) and name != CRATES_IO:
+            found[url] = name
+    return found
 
 
 def missing_from_store(pins: tuple[Pin, ...]) -> list[Pin]:
@@ -135,8 +165,9 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
         yield GuestCargo(None, None)
         return
     refuse_missing(lock, tree)
+    names = registry_names(lock.pins)
     root = cargo_views_root()
-    key = view_key(lock.pins)
+    key = view_key(lock.pins, names)
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
     _sweep_unused(root, keep=key)
@@ -145,7 +176,7 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
     def there() -> Path | None:
         if not view.is_dir():
             return None
-        if not _seal_holds(view, lock.pins):
+        if not _seal_holds(view, key):
             return None  # `build` discards it and makes it again, under the lock
         os.utime(view)  # in use: the sweep and `cache list` measure from a view's last use
         return view
@@ -156,7 +187,7 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
         lock_file = acquire_within(root / f"{key}.lock", until=until, seconds=seconds,
                                    waiting_for="another run making or using the same vendored view")
         try:
-            if view.is_dir() and _seal_holds(view, lock.pins):
+            if view.is_dir() and _seal_holds(view, key):
                 return
             if view.is_dir():
                 discard(view)
@@ -164,10 +195,10 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
                 shutil.rmtree(leftover, ignore_errors=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=root))
             try:
-                _build(lock, tree, staging, budget)
+                _build(lock, tree, staging, budget, names)
                 os.chmod(staging, 0o755)
                 os.replace(staging, view)
-                _seal(view, lock.pins)
+                _seal(view, key)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         finally:
@@ -231,12 +262,15 @@ def _origin_url(pin: Pin) -> str:
     return pin.source if kind == "sparse" else rest
 
 
-def sources_toml(pins: tuple[Pin, ...]) -> str:
-    """The guest cargo's `[source]` tables: every origin replaced by its directory.
+def sources_toml(pins: tuple[Pin, ...], names: dict[str, str] | None = None) -> str:
+    """The guest cargo's `[source]` tables: every origin replaced by its directory, and
+    `[registries.<name>] index` for each registry the host names (`registry_names`).
 
     Every value was checked by cargo/lockfile.py (printable ASCII, no quote, no
     backslash), and is written as a JSON string, which TOML reads the same."""
     lines: list[str] = []
+    for url, name in sorted((names or {}).items()):
+        lines += [f"[registries.{name}]", f"index = {json.dumps(url)}", ""]
     for (kind, url, reference), number in _sources(pins).items():
         directory = f"roteiro-{kind}-dir-{number}"
         if url == CRATES_IO:
@@ -253,12 +287,12 @@ def sources_toml(pins: tuple[Pin, ...]) -> str:
     return "\n".join(lines)
 
 
-def _build(lock: Lockfile, tree: Path, view: Path, budget: _Budget) -> None:
+def _build(lock: Lockfile, tree: Path, view: Path, budget: _Budget, names: dict[str, str]) -> None:
     origins = _sources(lock.pins)
     for kind in sorted({pin.kind for pin in lock.pins}):
         (view / kind).mkdir(mode=0o755)
     (view / "registry").mkdir(mode=0o755, exist_ok=True)
-    (view / "registry" / SOURCES_FILE).write_text(sources_toml(lock.pins))
+    (view / "registry" / SOURCES_FILE).write_text(sources_toml(lock.pins, names))
     for pin in lock.pins:
         budget.in_time()
         number = origins[(pin.kind, _origin_url(pin), pin.reference)]
@@ -407,13 +441,15 @@ def _copy_git(lock: Lockfile, pin: Pin, tree: Path, directory: Path, budget: _Bu
     if found is None:
         raise errors.NoPackageCache(store.packages_root(), tree, [pin.described()], 1)
     checkout, sealed = found
-    package = cargo_git.package_dir(checkout, pin, lockfile=lock.path)
-    normalized = cargo_git.normalized_manifest(checkout, package, pin, lockfile=lock.path)
-    prefix = package.relative_to(checkout)
+    package = cargo_git.package_dir(checkout, pin, lockfile=lock.path, tree=tree)
+    normalized = cargo_git.normalized_manifest(checkout, package, pin, lockfile=lock.path, tree=tree)
+    prefix = PurePosixPath(package.relative_to(checkout).as_posix())
     files: dict[str, str] = {}
     directory.mkdir(mode=0o755)
     for relative, digest in sorted(sealed.items()):
         inside = PurePosixPath(relative)
+        if inside.is_absolute() or ".." in inside.parts or not isinstance(digest, str):
+            raise errors.NoPackageCache(store.packages_root(), tree, [pin.described()], 1)
         if prefix.parts and inside.parts[:len(prefix.parts)] != prefix.parts:
             continue
         own = PurePosixPath(*inside.parts[len(prefix.parts):])
@@ -475,18 +511,18 @@ def _seal_path(view: Path) -> Path:
     return view.with_name(f"{view.name}.json")
 
 
-def _seal(view: Path, pins: tuple[Pin, ...]) -> None:
+def _seal(view: Path, key: str) -> None:
     from roteiro_py.paths import replace_file
 
-    replace_file(_seal_path(view), json.dumps({"key": view_key(pins), "entries": _entries(view)},
+    replace_file(_seal_path(view), json.dumps({"key": key, "entries": _entries(view)},
                                               sort_keys=True).encode(), 0o644)
 
 
-def _seal_holds(view: Path, pins: tuple[Pin, ...]) -> bool:
-    """Whether `view` is exactly what was sealed for `pins` (lstat of every entry)."""
+def _seal_holds(view: Path, key: str) -> bool:
+    """Whether `view` is exactly what was sealed under `key` (lstat of every entry)."""
     try:
         record = json.loads(_seal_path(view).read_text())
-        return (isinstance(record, dict) and record.get("key") == view_key(pins)
+        return (isinstance(record, dict) and record.get("key") == key
                 and record.get("entries") == _entries(view))
     except (OSError, ValueError):
         return False

@@ -1,7 +1,7 @@
 """What the guest is asked to do, and the one boot that does it.
 
 The guest's whole environment is set here (never inherited from the host), the grant
-names only the workspace, the cargo view and the scratch, and every step runs through
+names only the workspace, the vendored view and the scratch, and every step runs through
 the toolchain the image pins (clippy/command.py). `run_job` boots within what is left
 of the run's deadline.
 """
@@ -105,7 +105,7 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     # business reading). Path dependencies outside the workspace root are not visible.
     atoms = [f"fs:read:{tree.workspace}/**", f"fs:list:{tree.workspace}/**",
              f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:cargo", "proc:exec:rustc"]
-    # `registry` and `git` are a cargo view's (package_cache), never the host's whole cache.
+    # `registry` and `git` are a vendored view's (cargo/vendor.py), never a host cache.
     atoms += [f"fs:read:{cache}/**" for cache in (registry, git) if cache is not None]
     return GrantSet.of(*atoms)
 
@@ -152,8 +152,8 @@ def clippy_command(settings: config.Settings, member: str | None = None) -> list
 
 
 def with_config(argv: list[str], config_args: tuple[str, ...]) -> list[str]:
-    """The clippy argv with `--config` arguments (cargo_sources.HostSources.guest_args)
-    right after the subcommand, before the part that shapes the build ends: cargo-clippy
+    """The clippy argv with `--config` arguments (the vendored view's `[source]` tables,
+    cargo/vendor.py) right after the subcommand, before the part that shapes the build ends: cargo-clippy
     hands them to `cargo check`, and the dependency cache is keyed by them too."""
     if not config_args:
         return argv
