@@ -104,11 +104,6 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
         Path("/h/.cargo/config-3.toml"), "source.vendored-9.directory", "it is a path on this host",
         Path("/t/tree-13")), ["/h/.cargo/config-3.toml", "source.vendored-9.directory",
                               "a path on this host", "pylint-sandbox fetch-deps /t/tree-13"]),
-    errors.PackageCacheRefused: lambda: (errors.PackageCacheRefused(
-        Path("/c/.cargo/registry/src/i-1/evil-3.0.0"), "it is nested more than 64 directories deep"),
-        ["/c/.cargo/registry/src/i-1/evil-3.0.0", "more than 64 directories", "fetch-deps"]),
-    errors.FetchFailed: lambda: (errors.FetchFailed(Path("/t/tree-11"), "error: failed to download `zz`"),
-                                 ["/t/tree-11", "failed to download `zz`", "fetch-deps /t/tree-11"]),
     errors.ScratchUnavailable: lambda: (errors.ScratchUnavailable(Path("/h/scratch-9.img"), "No space left"),
                                         ["/h/scratch-9.img", "No space left"]),
     errors.CacheContended: lambda: (errors.CacheContended("root filesystem", Path("/h/rootfs/ab-3.ext4"), 3),

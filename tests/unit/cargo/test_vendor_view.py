@@ -214,9 +214,10 @@ def test_a_view_past_its_byte_bound_is_refused_naming_the_bound(tmp_path: Path,
             for name in ("one", "two")]
     lockfile(tmp_path, *deps)
     monkeypatch.setattr(vendor, "VIEW_MAX_BYTES", 4000)
-    with pytest.raises(errors.PackageCacheRefused) as caught:
+    with pytest.raises(errors.PackageRefused) as caught:
         lint.package_cache(tree_of(tmp_path))
-    assert "more than 4000 bytes" in caught.value.guidance().render_text()
+    text = caught.value.guidance().render_text()
+    assert "two 1.0.0" in text and "more than 4000 bytes, the most one view holds" in text
     assert not [p for p in cargo_views_root().iterdir() if p.is_dir()]  # nothing half-made kept
     monkeypatch.setattr(vendor, "VIEW_MAX_BYTES", 8000)  # control: within the bound
     assert lint.package_cache(tree_of(tmp_path))[0] is not None
