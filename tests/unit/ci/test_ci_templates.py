@@ -215,7 +215,6 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
     action = load(ACTION)
     home = "${{ steps.install.outputs.roteiro-home }}"
     monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path))
-    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
 
     def under(path: Path, base: Path, name: str) -> str:
         return f"{name}/{path.relative_to(base)}"
@@ -224,7 +223,7 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
         "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs"},
         "vm": {under(paths.vm_assets_root(), tmp_path, home)},
         "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
-        "cargo": {under(cargo_store.packages_root(), tmp_path, home)},
+        "cargo": {under(cargo_store.packages_root(), tmp_path, home)},  # what fetch-deps fills
     }
     rootfs = (ROOT / "roteiro_py" / "vm" / "qemu" / "rootfs.py").read_text()
     assert 'cache = paths.cache_root() / "rootfs"' in rootfs
