@@ -133,7 +133,7 @@ def check_grant(grant: GrantSet, sandbox: VmBackend, steps: list[Command], comma
     except Unenforceable as refused:
         why = (refused.why or "").rstrip(".")
         raise Unenforceable(refused.atom, command, f"{why} (the {backend} backend's mount "
-                            "table); nothing was prepared or booted") from None
+                            "table); nothing was prepared or booted", fix=refused.fix) from None
 
 
 def clippy_command(settings: config.Settings, member: str | None = None) -> list[str]:
