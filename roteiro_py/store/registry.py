@@ -42,7 +42,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from http.client import HTTPResponse
 from typing import IO, cast
@@ -112,8 +112,9 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _split_url(url: str, what: str) -> urllib.parse.SplitResult:
-    """`url` split, its port checked too, or SourceError naming `what` gave it.
+def _split_url(url: str, named: Callable[[str], str]) -> urllib.parse.SplitResult:
+    """`url` split, its port checked too, or SourceError saying who named it
+    (`named(shown url)`: "the token realm '…' that https://r.example named").
 
     urlsplit raises ValueError for `http://[::1` and `.port` for `:99999`; both are the
     registry's text, and were an internal error (exit 4) where they reached urllib."""
@@ -121,7 +122,7 @@ def _split_url(url: str, what: str) -> urllib.parse.SplitResult:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not one
     except ValueError as exc:
-        raise SourceError(f"{what} {_shown(url)} is not a usable URL ({exc})") from None
+        raise SourceError(f"{named(_shown(url))} is not a usable URL ({exc})") from None
     return parts
 
 
@@ -151,9 +152,9 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
                        ) -> urllib.request.Request | None:
         location = headers.get("location") or headers.get("uri")
         if location is not None:
+            origin = urllib.parse.urlsplit(req.full_url).netloc
             try:
-                _split_url(location, f"{urllib.parse.urlsplit(req.full_url).netloc} "
-                           "redirected to")
+                _split_url(location, lambda url: f"the Location {url} that {origin} redirected to")
             except SourceError:
                 fp.close()
                 raise
@@ -166,15 +167,15 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
                          ) -> urllib.request.Request | None:
         origin = urllib.parse.urlsplit(req.full_url).netloc
         try:
-            where = _split_url(newurl, f"{origin} redirected to")
+            where = _split_url(newurl, lambda url: f"the Location {url} that {origin} redirected to")
         except SourceError:
             fp.close()
             raise
         if not _redirect_allowed(req.full_url, newurl):
             fp.close()
             raise SourceError(
-                f"{origin} redirected to {where.scheme}://{where.netloc}, which is not an HTTPS URL (plain HTTP is "
-                "followed only from a loopback registry to loopback)")
+                f"{origin} redirected to {where.scheme}://{where.netloc}, which is not an "
+                "HTTPS URL (plain HTTP is followed only from a loopback registry to loopback)")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -341,7 +342,7 @@ class RegistrySource:
 
     def _token(self, params: dict[str, str], watch: _Watch) -> str:
         realm = params.get("realm", "")
-        parsed = _split_url(realm, f"the token realm {self.base} named,")
+        parsed = _split_url(realm, lambda url: f"the token realm {url} that {self.base} named")
         if parsed.scheme != "https" and not (
             parsed.scheme == "http" and is_loopback_host(parsed.hostname or "")
         ):

@@ -271,11 +271,11 @@ def test_the_cli_refuses_a_registry_answer_it_cannot_use_with_exit_3(
     assert done.returncode == EXIT_REFUSED, done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
     if case == "realm":
-        said = (f"the token realm {server.base} named, 'http://[::1/token' is not a usable URL "
-                "(Invalid IPv6 URL)")
+        said = (f"the token realm 'http://[::1/token' that {server.base} named is not a usable "
+                "URL (Invalid IPv6 URL)")
     else:
-        said = f"127.0.0.1:{server.port} redirected to 'http://[::1/blob' is not a usable URL " \
-               "(Invalid IPv6 URL)"
+        said = (f"the Location 'http://[::1/blob' that 127.0.0.1:{server.port} redirected to is "
+                "not a usable URL (Invalid IPv6 URL)")
     refusal = done.stderr[done.stderr.find("error: "):]  # after the progress lines
     assert refusal == (f"error: Could not provision {reference} from {server.base}: {said}.\n"
                        "  note: No report was made, and nothing ran on this host instead.\n"
