@@ -41,7 +41,14 @@ from typing import ClassVar
 
 from roteiro_py.guidance import Guidance, printable
 from roteiro_py.invocation import Invocation
-from roteiro_py.shipped import LOCAL_TAG, build_command, dockerfile_command, docs_command, prefetch_from_docker_command
+from roteiro_py.shipped import (
+    LOCAL_TAG,
+    build_command,
+    dockerfile_command,
+    dockerfile_lines,
+    docs_command,
+    prefetch_from_docker_command,
+)
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -58,6 +65,20 @@ EXIT_READER_LEFT = 128 + signal.SIGPIPE
 DOCKERFILE_LINES = 2
 
 _DIGEST_PLACEHOLDER = "sha256:<64 hex>"
+
+#: Why the image a user reaches for first will not do (issue 21): the official Rust images
+#: install their toolchain with `rustup-init --profile minimal` (rustc, cargo, rust-std),
+#: so `cargo clippy` there is "no such command". Said by the refusals that offer the
+#: Dockerfile, which names the base image and its version (stated only there).
+OFFICIAL_IMAGE_LACKS_CLIPPY = (
+    "An official Rust image (`rust:<version>`) will not do as it is: it installs its "
+    "toolchain with `rustup --profile minimal`, which has no clippy component.")
+
+
+def _dockerfile_block() -> tuple[str, str]:
+    """The shipped Dockerfile, as a refusal prints it: a base plus the clippy component."""
+    return (f"the {DOCKERFILE_LINES}-line Dockerfile of a clippy image (`{dockerfile_command()}` "
+            "prints it)", "\n".join(dockerfile_lines()))
 
 
 def _q(value: str | Path) -> str:
@@ -456,13 +477,14 @@ class NoImageConfigured(Refusal):
             summary="No linter image is configured: `[lint] image` is not set.",
             notes=(
                 where, pinned,
-                f"To build one from the {DOCKERFILE_LINES}-line Dockerfile this package carries "
-                f"(`{dockerfile_command()}` prints it), run the commands below: the second "
-                "prints the pinned reference and the `config set` that makes it yours.",
+                OFFICIAL_IMAGE_LACKS_CLIPPY,
+                "To build one from the Dockerfile below, run the two commands at the end: the "
+                "second prints the pinned reference and the `config set` that makes it yours.",
                 "For an image in a registry, name it as below and provision it with "
                 f"`{prefetch_command()}`; `{docs_command('threat-model')}` says what the image "
                 "is trusted with.",
             ),
+            blocks=(_dockerfile_block(),),
             snippet_title=f"or add to {_p(self.repo_config)}",
             snippet=f'[lint]\nimage = "registry.example/team/clippy@{_DIGEST_PLACEHOLDER}"',
             commands=(build_command(), prefetch_from_docker_command()),
@@ -921,14 +943,16 @@ class ImageLacksLinter(Refusal):
     def guidance(self) -> Guidance:
         # `rustc -vV` answering nothing came after cargo-clippy answered: what is missing
         # then is the compiler clippy runs, and the summary must not say clippy is.
-        missing = "`cargo clippy`" if self.probe.startswith("cargo-clippy") else \
+        clippy = self.probe.startswith("cargo-clippy")
+        missing = "`cargo clippy`" if clippy else \
             f"`rustc` (`{_p(self.probe)}` answered nothing), which `cargo clippy` runs"
         return Guidance(
             summary=f"The image {_p(self.reference)} has no working {missing}.",
             notes=(_said(f"`{_p(self.probe)}` in the guest said", self.output),
-                   f"Build the image from the {DOCKERFILE_LINES}-line Dockerfile this package "
-                   f"carries (`{dockerfile_command()}`: a Rust base plus `rustup component add "
-                   "clippy`) and pin the new digest, as below.",),
+                   *((OFFICIAL_IMAGE_LACKS_CLIPPY,) if clippy else ()),
+                   "Build an image from the Dockerfile below and pin its digest: the "
+                   "commands below build it and print the pinned reference.",),
+            blocks=(_dockerfile_block(),),
             commands=(build_command(), prefetch_from_docker_command()),
         )
 
@@ -971,9 +995,10 @@ class ColdCache(Refusal):
         return Guidance(
             summary=f"The package cache lacks {what} needed by {_p(self.tree)}.",
             notes=(_said("Cargo said", self.line),
-                   "The VM has no network; fetch the dependencies on the host first (this "
-                   "reads only the manifests and the lockfile, and runs none of the tree's "
-                   "code).",),
+                   "The VM cannot fetch what is missing: it has no network device, by design, "
+                   "since the tree's build scripts and proc macros run in it.",
+                   "Fetch the dependencies on the host first (this reads only the manifests "
+                   "and the lockfile, and runs none of the tree's code).",),
             commands=(fetch_deps_command(self.tree),),
         )
 
@@ -1278,14 +1303,18 @@ class Unenforceable(Refusal):
 
     code = "unenforceable"
 
-    def __init__(self, atom: str, command: str, why: str | None = None) -> None:
+    def __init__(self, atom: str, command: str, why: str | None = None, *,
+                 fix: str | None = None) -> None:
         super().__init__()
         self.atom = atom
         self.command = command
         self.why = why
+        #: What the user can change (a grant is the program's, not theirs to widen).
+        self.fix = fix
 
     def guidance(self) -> Guidance:
         notes = [_sentence(f"Why: {_p(self.why)}")] if self.why else []
+        notes += [_sentence(_p(self.fix))] if self.fix else []
         return Guidance(
             summary=f"The sandbox cannot enforce the grant `{_p(self.atom)}` for "
             f"`{_p(self.command)}`.",

@@ -37,6 +37,8 @@ class Guidance:
 
     summary:  one sentence naming the thing it is about (an image, a path, a command).
     notes:    further sentences: why, what was found, what is and is not guaranteed.
+    blocks:   files to write, each (title, text), shown verbatim before the snippet (the
+              Dockerfile that builds a linter image).
     snippet:  an optional block to paste into a file (a config table), shown verbatim.
     commands: runnable command lines, one per entry, in the order to run them.
     """
@@ -47,6 +49,7 @@ class Guidance:
     snippet: str | None = None
     snippet_title: str | None = None
     details: tuple[str, ...] = field(default=())
+    blocks: tuple[tuple[str, str], ...] = ()
 
     def defects(self) -> list[str]:
         """Everything about this value that would make it a bad message; empty when sound."""
@@ -80,7 +83,11 @@ class Guidance:
         for detail in self.details:
             if not detail.strip():
                 found.append("a detail line is empty")
-        for text in (self.summary, *self.notes, *self.commands, *self.details):
+        for title, block in self.blocks:
+            if not title.strip() or not block.strip():
+                found.append(f"a block or its title is empty: {title!r}")
+        blocks = [text for block in self.blocks for text in block]
+        for text in (self.summary, *self.notes, *self.commands, *self.details, *blocks):
             if any(is_unsafe_char(ch) for ch in text.replace("\n", "")):
                 found.append(f"raw control characters in {text!r}")
         return found
@@ -97,6 +104,9 @@ class Guidance:
             lines.append(f"  note: {note}")
         for detail in self.details:
             lines.append(f"  | {detail}")
+        for title, block in self.blocks:
+            lines.append(f"  {title}:")
+            lines.extend(f"    {line}" for line in block.splitlines())
         if self.snippet is not None:
             lines.append(f"  {self.snippet_title or 'add this'}:")
             lines.extend(f"    {line}" for line in self.snippet.splitlines())
@@ -116,6 +126,10 @@ class Guidance:
             parts.append(Text.assemble("  ", ("note", "cyan"), ": ", note))
         for detail in self.details:
             parts.append(Text.assemble("  | ", (detail, "dim")))
+        for title, block in self.blocks:
+            parts.append(Text.assemble("  ", (title, "cyan"), ":"))
+            for line in block.splitlines():
+                parts.append(Text.assemble("    ", (line, "green"), no_wrap=True, overflow="ignore"))
         if self.snippet is not None:
             parts.append(Text.assemble("  ", (self.snippet_title or "add this", "cyan"), ":"))
             for line in self.snippet.splitlines():

@@ -80,6 +80,15 @@ def build_command(analyzer: str = "clippy") -> str:
     return f"{dockerfile_command(analyzer)} | docker build -t {LOCAL_TAG} -"
 
 
+def dockerfile_lines(analyzer: str = "clippy") -> tuple[str, ...]:
+    """The instructions of the Dockerfile `dockerfile ANALYZER` prints (comments and blank
+    lines left out), as a refusal shows them: the base image's version is stated there
+    and nowhere else."""
+    text = DOCKERFILES[analyzer].read().decode("utf-8")
+    return tuple(line for line in text.splitlines()
+                 if line.strip() and not line.lstrip().startswith("#"))
+
+
 def prefetch_from_docker_command(analyzer: str = "clippy") -> str:
     """Provisions what `build_command()` built and prints its pinned reference."""
     return f"pylint-sandbox prefetch --analyzer {analyzer} --from docker --image {LOCAL_TAG}"

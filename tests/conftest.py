@@ -1,5 +1,6 @@
 """Suite-wide: mark tests by directory, give every test its own $ROTEIRO_HOME, and the
-session its own empty $CARGO_HOME, checking at the end that the user's were not touched."""
+session its own HOME and empty $CARGO_HOME, checking at the end that nothing the suite ran
+wrote into the homes the tool and cargo default to (HOME/.roteiro, HOME/.cargo)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ settings.register_profile("roteiro", max_examples=200, deadline=None, database=N
 settings.load_profile("roteiro")
 
 
-#: The user's own cargo home and roteiro home, as they were before the suite changed anything.
+#: The user's own homes, as the suite found them. The suite's processes never get them:
+#: HOME, CARGO_HOME and ROTEIRO_HOME are the suite's own (below).
 USER_CARGO_HOME = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo").expanduser()
 USER_ROTEIRO_HOME = Path.home() / ".roteiro"
 
@@ -40,12 +42,15 @@ def _listing(root: Path) -> dict[str, tuple[int, int, int]]:
 
 
 def _rustup_home() -> str | None:
-    """Where rustup keeps its toolchains, found without $HOME (the suite may run with HOME
-    pointing at an empty directory): the `.rustup` beside the `.cargo/bin` rustup is in."""
+    """Where rustup keeps its toolchains, found before HOME becomes the suite's: the
+    user's ~/.rustup when it holds toolchains, else the `.rustup` beside the `.cargo/bin`
+    rustup is in (a suite started with HOME pointing at an empty directory)."""
+    if os.environ.get("RUSTUP_HOME"):
+        return None
     # A rustup proxy run once with an empty HOME leaves an empty ~/.rustup behind: only a
     # ~/.rustup holding toolchains is rustup's home.
-    if os.environ.get("RUSTUP_HOME") or (Path.home() / ".rustup" / "toolchains").is_dir():
-        return None
+    if (Path.home() / ".rustup" / "toolchains").is_dir():
+        return str(Path.home() / ".rustup")
     rustup = shutil.which("rustup")
     if rustup is None:
         return None
@@ -53,26 +58,57 @@ def _rustup_home() -> str | None:
     return str(beside) if beside.is_dir() else None
 
 
+def default_homes() -> dict[str, Path]:
+    """Where the tool puts its home and cargo's when no variable names them
+    (roteiro_py/paths.py; cargo resolves `$HOME/.cargo` the same way)."""
+    from roteiro_py import paths
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("ROTEIRO_HOME", raising=False)
+        patch.delenv("CARGO_HOME", raising=False)
+        return {"ROTEIRO_HOME": paths.roteiro_home(), "CARGO_HOME": paths.cargo_home()}
+
+
+def written_into(homes: dict[str, Path]) -> dict[str, list[str]]:
+    """What is under each of `homes` (each absent when the suite starts)."""
+    return {f"{name} ({root})": sorted(_listing(root))[:20]
+            for name, root in homes.items() if root.exists() or root.is_symlink()}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def hermetic_cargo_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """An empty $CARGO_HOME for the session (a test that needs crates provisions its own),
-    and a guard: the user's ~/.cargo and ~/.roteiro are the same after the suite as before.
+    """An empty $CARGO_HOME for the session (a test that needs crates provisions its own)
+    and a HOME of the suite's own, which every child inherits; and a guard: nothing the
+    suite ran wrote into the default homes (HOME/.cargo, HOME/.roteiro).
 
-    Without this a lint test passed or failed by what the developer's ~/.cargo/registry
-    happened to hold, and host cargo run by a test wrote into it.
+    Without the cargo home a lint test passed or failed by what the developer's
+    ~/.cargo/registry happened to hold, and host cargo run by a test wrote into it. The
+    guard used to compare the user's ~/.cargo and ~/.roteiro before and after the run,
+    so anything else on the machine touching them (an editor, a `cargo build` in another
+    terminal) failed the whole run (issue 21). The suite's HOME is its own, so the homes
+    the tool and cargo fall back to are in a directory nothing else writes to: whatever
+    is found there was written by the suite. The control arm: at the start, the tool's
+    own resolution of its default homes (`default_homes`) must lead into it.
     """
-    before = {root: _listing(root) for root in (USER_CARGO_HOME, USER_ROTEIRO_HOME)}
-    home = tmp_path_factory.mktemp("session-cargo-home")
+    home = tmp_path_factory.mktemp("suite-home")
+    cargo = tmp_path_factory.mktemp("session-cargo-home")
+    rustup_home = _rustup_home()  # before HOME is the suite's: rustup finds it from HOME
+    # the Docker client's contexts (a rootless engine's socket) are found as before
+    docker = Path.home() / ".docker"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CARGO_HOME", str(home))
-        rustup_home = _rustup_home()
+        patch.setenv("HOME", str(home))
         if rustup_home is not None:
             patch.setenv("RUSTUP_HOME", rustup_home)
-        yield home
-    for root, listing in before.items():
-        after = _listing(root)
-        changed = sorted(k for k in listing.keys() | after.keys() if listing.get(k) != after.get(k))
-        assert not changed, f"the suite changed {root}: {changed[:20]}"
+        if "DOCKER_CONFIG" not in os.environ and docker.is_dir():
+            patch.setenv("DOCKER_CONFIG", str(docker))
+        defaults = default_homes()
+        assert defaults == {"ROTEIRO_HOME": home / ".roteiro", "CARGO_HOME": home / ".cargo"}, \
+            f"the default homes are not in the suite's HOME {home}: {defaults}"
+        assert written_into(defaults) == {}
+        patch.setenv("CARGO_HOME", str(cargo))
+        yield cargo
+    written = written_into(defaults)
+    assert not written, f"the suite wrote into the default homes (its HOME is {home}): {written}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

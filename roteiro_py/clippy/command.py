@@ -63,9 +63,9 @@ from roteiro_py.vm.mounts import FRESH_CWD
 #: and the scratch disk (which a kept cache carries from one run's build scripts to the
 #: next), so no tree or build-script file is on the way up from it.
 PROBE_CWD = FRESH_CWD
-#: Run as `sh -c PIN_SCRIPT <program> <args>...`: the image's toolchain, asked for in
-#: PROBE_CWD, runs `<program>` by absolute path with every proxy pinned to it (see above).
-PIN_SCRIPT = (
+#: The image's toolchain, asked for in PROBE_CWD, with every proxy pinned to it (see above):
+#: the first lines of PIN_SCRIPT and PROBE_SCRIPT.
+_SYSROOT = (
     f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
     "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "
     # killed by a signal (SIGKILL: an OOM kill or any kill -9): keep 128+N, which
@@ -74,10 +74,35 @@ PIN_SCRIPT = (
     'case $s in /*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
     "exit 127;; esac\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
-    'exec "$s/bin/$0" "$@"\n'
 )
-#: The words before the program name in every step's argv.
+#: Run as `sh -c PIN_SCRIPT <program> <args>...`: `<program>` of the image's toolchain,
+#: by absolute path.
+PIN_SCRIPT = _SYSROOT + 'exec "$s/bin/$0" "$@"\n'
+#: The words before the program name in every step's argv but the probes'.
 PIN_PREFIX: tuple[str, ...] = ("/bin/sh", "-c", PIN_SCRIPT)
+
+#: The status of a probe whose program exited 0 having printed nothing (or only white
+#: space) on stdout.
+SILENT_PROBE_STATUS = 125
+#: Run as `sh -c PROBE_SCRIPT <program> <args>...`: as PIN_SCRIPT, but a program that
+#: exits 0 and prints nothing fails the step (SILENT_PROBE_STATUS, saying so on stderr).
+#: The guest stops a job at its first failed step, so the tree's build never runs after
+#: a probe that gave no answer: judged only afterwards (clippy/toolchain.py), it was
+#: refused as ImageLacksLinter, but only once the tree's build scripts and proc macros had
+#: run, for as long as the build took. The answer is held in a shell variable: a few
+#: hundred bytes from a real toolchain, bounded for any other by the probe's deadline
+#: (lint/run.py PROBE_TIMEOUT_S) and the VM's memory, and refused by the host past
+#: toolchain.PROBE_LIMIT_BYTES. `$(...)` drops trailing newlines: one is printed back.
+PROBE_SCRIPT = _SYSROOT + (
+    'o=$("$s/bin/$0" "$@"); st=$?\n'
+    '[ -z "$o" ] || printf \'%s\\n\' "$o"\n'
+    '[ "$st" -eq 0 ] || exit "$st"\n'
+    "case $o in *[![:space:]]*) exit 0;; esac\n"
+    'echo "pylint-sandbox: \\`$0 $*\\` exited 0 and printed nothing; the build does not run" >&2\n'
+    f"exit {SILENT_PROBE_STATUS}\n"
+)
+#: The words before the program name in a probe's argv.
+PROBE_PREFIX: tuple[str, ...] = ("/bin/sh", "-c", PROBE_SCRIPT)
 
 
 def pinned(argv: Sequence[str]) -> tuple[str, ...]:
@@ -87,20 +112,29 @@ def pinned(argv: Sequence[str]) -> tuple[str, ...]:
     return (*PIN_PREFIX, *argv)
 
 
+def probed(argv: Sequence[str]) -> tuple[str, ...]:
+    """`argv` as `pinned`, failing when it exits 0 and prints nothing (PROBE_SCRIPT)."""
+    return (*PROBE_PREFIX, *pinned(argv)[len(PIN_PREFIX):])
+
+
 def unpinned(argv: Sequence[str]) -> list[str]:
-    """The program and arguments of a `pinned` argv, as a report shows what ran: a
-    `--config` value without the trailing TOML whitespace cargo_sources.guest_args pads it
-    with (thousands of spaces, meaningless to cargo, in every message naming the step)."""
+    """The program and arguments of a `pinned` or `probed` argv, as a report shows what
+    ran: a `--config` value without the trailing TOML whitespace cargo_sources.guest_args
+    pads it with (thousands of spaces, meaningless to cargo, in every message naming the
+    step)."""
     words = list(argv)
-    words = words[len(PIN_PREFIX):] if tuple(words[:len(PIN_PREFIX)]) == PIN_PREFIX else words
+    for prefix in (PIN_PREFIX, PROBE_PREFIX):
+        if tuple(words[:len(prefix)]) == prefix:
+            words = words[len(prefix):]
+            break
     return [w.rstrip(" ") if i and words[i - 1] == "--config" else w for i, w in enumerate(words)]
 
 
 #: `cargo-clippy --version` prints e.g. `clippy 0.1.95 (59807616e1 2026-04-14)`; the
 #: lint runs the same binary.
-PROBE_CLIPPY: tuple[str, ...] = pinned(("cargo-clippy", "--version"))
+PROBE_CLIPPY: tuple[str, ...] = probed(("cargo-clippy", "--version"))
 #: `rustc -vV` prints `key: value` lines, among them `release:` and `host:`.
-PROBE_RUSTC: tuple[str, ...] = pinned(("rustc", "-vV"))
+PROBE_RUSTC: tuple[str, ...] = probed(("rustc", "-vV"))
 #: Variables that outrank the tree's `.cargo/config.toml` for the compiler (see above).
 #: RUSTC is the `rustc` on the image's PATH, the one the probe asked (PIN_SCRIPT then sets
 #: it to that rustc's absolute path).

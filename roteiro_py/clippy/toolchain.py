@@ -5,7 +5,9 @@ output is the guest's to choose, so it is bounded (PROBE_LIMIT_BYTES) and must m
 formats those tools print exactly; anything else is refused (ProbeFailed) rather than
 put into a report as the "toolchain" that produced it. A clippy that is missing or does
 not answer (a failed probe, or one that exits 0 and prints nothing) is ImageLacksLinter:
-the way forward is a different image, not a retry. Both refusals name the image.
+the way forward is a different image, not a retry. Both refusals name the image. A probe
+that prints nothing already failed in the guest (command.PROBE_SCRIPT: its status is
+SILENT_PROBE_STATUS), which stopped the job before the tree's build.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from roteiro_py.clippy.command import SILENT_PROBE_STATUS
 from roteiro_py.errors import ImageLacksLinter, ProbeFailed
 from roteiro_py.process.sandbox import diagnostics
 from roteiro_py.report.model import Toolchain
@@ -77,9 +80,10 @@ def parse_rustc_vv(probe: ProbeOutput, *, reference: str) -> dict[str, str | Non
     what = "`rustc -vV`"
     stdout = _text(probe.stdout, what, reference)
     stderr = _text(probe.stderr, what, reference)
-    if probe.status != 0:
-        raise ProbeFailed(reference, what, f"exit status {probe.status}: {probe.diagnostics()}")
     lines = stdout.strip().splitlines()
+    silent = probe.status in (0, SILENT_PROBE_STATUS) and not lines
+    if probe.status != 0 and not silent:
+        raise ProbeFailed(reference, what, f"exit status {probe.status}: {probe.diagnostics()}")
     if not lines:
         raise ImageLacksLinter(reference, stderr, probe="rustc -vV")
     if not lines[0].startswith("rustc "):

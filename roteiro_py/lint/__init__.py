@@ -75,6 +75,7 @@ from roteiro_py.lint.run import (
     GUEST_TARGET_DIR,
     IMAGE_ENV_KEPT,
     IMAGE_ENV_VALUE_LIMIT,
+    ceiling_for,
     check_grant,
     clippy_command,
     grant_for,
@@ -104,7 +105,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
-    "LintRequest", "OutputPlan", "Tree", "build_report", "check_grant", "check_output", "check_outputs",
+    "LintRequest", "OutputPlan", "Tree", "build_report", "ceiling_for", "check_grant", "check_output", "check_outputs",
     "clippy_command", "deliver", "exit_code",
     "grant_for", "guest_cargo", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
     "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
@@ -199,8 +200,10 @@ def _lint(request: LintRequest, progress: Progress,
 
     progress.detail(f"the guest will run, in {tree.workspace}: {shlex.join(unpinned(argv))}")
     grant = grant_for(tree, registry, git)
-    # before anything is built: the grant, the tree's copy (the backend's check), the scratch's place
-    check_grant(grant, sandbox, steps, shlex.join(unpinned(argv)), settings.lint.backend)  # 5
+    # before anything is built: the grant (and the checker ceiling), the tree's copy (the
+    # backend's check), the scratch's place
+    check_grant(grant, sandbox, steps, shlex.join(unpinned(argv)), settings.lint.backend,
+                checker=ceiling_for(tree, registry, git))                  # 5
     check_scratch(settings)                                                # 6
     started = datetime.now(UTC)
     progress.stage(ROOTFS)

@@ -186,7 +186,7 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
            deadline: Deadline) -> Verdict:
     """Build the dependencies onto `disk` (judge_build says whether to publish it)."""
     from roteiro_py.lint.preflight import Tree
-    from roteiro_py.lint.run import grant_for, run_job, steps_for
+    from roteiro_py.lint.run import ceiling_for, check_grant, grant_for, run_job, steps_for
     from roteiro_py.process.sandbox import Command
     from roteiro_py.vm.qemu.scratch import create_scratch
 
@@ -197,8 +197,11 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
     steps.append(Command(program="/bin/sh", args=("-c", BUILD_CLEANUP, "sh", *made.path_packages),
                          workspace=root, env=env, timeout=CLEANUP_TIMEOUT_S))
     create_scratch(disk, settings.vm.scratch_mib)
-    job = run_job(backend(disk), steps, grant_for(shaped, registry, git), deadline,
-                  staging=None, template_steps=probes)
+    sandbox, grant = backend(disk), grant_for(shaped, registry, git)
+    # held to the checker ceiling as the lint's own grant is (process/grants.py)
+    check_grant(grant, sandbox, steps, "the dependency cache's build", settings.lint.backend,
+                checker=ceiling_for(shaped, registry, git))
+    job = run_job(sandbox, steps, grant, deadline, staging=None, template_steps=probes)
     return judge_build(job, probes)
 
 

@@ -96,6 +96,10 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
     return env
 
 
+#: What a clippy lint runs, as its grant names it; all a checker may run (checker_ceiling).
+CHECKER_PROGRAMS = ("cargo", "rustc")
+
+
 def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     from roteiro_py.process.grants import GrantSet
 
@@ -103,38 +107,53 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     # repository also holds .git, virtualenvs and build output that the guest has no
     # business reading). Path dependencies outside the workspace root are not visible.
     atoms = [f"fs:read:{tree.workspace}/**", f"fs:list:{tree.workspace}/**",
-             f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:cargo", "proc:exec:rustc"]
+             f"fs:write:{GUEST_SCRATCH}/**", *(f"proc:exec:{p}" for p in CHECKER_PROGRAMS)]
     # `registry` and `git` are a vendored view's (cargo/vendor.py), never a host cache.
     atoms += [f"fs:read:{cache}/**" for cache in (registry, git) if cache is not None]
     return GrantSet.of(*atoms)
 
 
+def ceiling_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
+    """The most a checker over `tree` may ever be granted (process/grants.py
+    `checker_ceiling`), with the same tree, cargo view and scratch as `grant_for`."""
+    from roteiro_py.process.grants import checker_ceiling
+
+    return checker_ceiling(tree.workspace, CHECKER_PROGRAMS, GUEST_SCRATCH,
+                           sources=[cache for cache in (registry, git) if cache is not None])
+
+
 def check_grant(grant: GrantSet, sandbox: VmBackend, steps: list[Command], command: str,
-                backend: str) -> None:
-    """Refuse a grant the backend cannot enforce for these steps, before anything is
-    prepared for the run: errors.Unenforceable.
+                backend: str, *, checker: GrantSet) -> None:
+    """Refuse a grant the backend cannot enforce for these steps, or that a checker may
+    never have, before anything is prepared for the run: errors.Unenforceable.
 
     First the grant against what the backend states it can enforce (`VmBackend.ceiling`,
-    `GrantSet.within`, as the tests ask it), naming every atom beyond; then the backend's
-    own mount table for these steps (`VmBackend.check`, what `run_steps` asks), which
-    also refuses the trees it never shares although the ceiling's `fs:read:/**` admits
-    them: a workspace holding the cargo home (a CI job's `CARGO_HOME` inside its
-    checkout), one that is /tmp. Without the second, those were refused only after the
-    root filesystem and the dependency cache were built (minutes, the first time).
-    The backend's check also meets its copy's refusals of the tree (errors.TreeTooLarge,
-    errors.TreeIncomplete), which pass through as themselves.
-    `command` is the step as a refusal names it."""
+    `GrantSet.within`, as the tests ask it), naming every atom beyond; then against
+    `checker` (`ceiling_for`: the tree read-only, its dependencies' vendored view, the
+    scratch, cargo and rustc), which no backend's capabilities widen; then the backend's
+    own mount table for these steps (`VmBackend.check`, what `run_steps` asks), which also
+    refuses the trees it never shares although the ceiling's `fs:read:/**` admits them: a
+    workspace holding the cargo home (a CI job's `CARGO_HOME` inside its checkout), one
+    that is /tmp. Without the last, those were refused only after the root filesystem and
+    the dependency cache were built (minutes, the first time). The backend's check also
+    meets its copy's refusals of the tree (errors.TreeTooLarge, errors.TreeIncomplete),
+    which pass through as themselves. `command` is the step as a refusal names it."""
     ceiling = sandbox.ceiling()
     if not grant.within(ceiling).allows:
         beyond = " ".join(str(atom) for atom in grant.beyond(ceiling))
         raise Unenforceable(beyond, command, f"beyond what the {backend} backend can enforce "
                             f"({ceiling}); nothing was prepared or booted")
+    if not grant.within(checker).allows:
+        beyond = " ".join(str(atom) for atom in grant.beyond(checker))
+        raise Unenforceable(beyond, command, "beyond what a checker may ever be granted "
+                            f"({checker}: process/grants.py checker_ceiling); nothing was "
+                            "prepared or booted")
     try:
         sandbox.check(steps, grant)
     except Unenforceable as refused:
         why = (refused.why or "").rstrip(".")
         raise Unenforceable(refused.atom, command, f"{why} (the {backend} backend's mount "
-                            "table); nothing was prepared or booted") from None
+                            "table); nothing was prepared or booted", fix=refused.fix) from None
 
 
 def clippy_command(settings: config.Settings, member: str | None = None) -> list[str]:

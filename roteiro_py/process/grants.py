@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 #: Each known domain and the actions it has; an action outside this set is a typo.
 KNOWN_ACTIONS: dict[str, frozenset[str]] = {
@@ -287,14 +287,33 @@ def workspace_grant(workspace: Path, program: str) -> GrantSet:
     return GrantSet.of(f"fs:read:{tree}", f"fs:list:{tree}", f"proc:exec:{program}")
 
 
-def checker_ceiling(workspace: Path, program: str, scratch: Path | None = None) -> GrantSet:
-    """The most a checker (a linter run over a tree) may ever be granted.
+def checker_ceiling(workspace: PurePath, programs: str | Sequence[str],
+                    scratch: PurePath | str | None = None, *,
+                    sources: Iterable[PurePath] = ()) -> GrantSet:
+    """The most a checker (a linter run over a tree) may ever be granted, whatever the
+    sandbox running it could enforce.
 
-    Read and list the tree, write only a scratch directory, run the checker. Never the
-    network, a secret or an ambient variable: a linter that needs one is running the
-    tree's code with more than the tree's own authority.
+    Read and list the tree, read the sources of its dependencies (`sources`: for a lint,
+    the cargo view of what the lockfile pins), write only its scratch directory, run the
+    checker's programs. Never the network, a secret or an ambient variable: a linter that
+    needs one is running the tree's code with more than the tree's own authority. Never a
+    write to the tree or a read of anything else of the host.
+
+    Applied in production: lint/run.py `check_grant` refuses a lint's (and a dependency
+    cache build's) grant beyond it, before anything is prepared, after asking what the
+    backend can enforce; a backend able to give a network or an ambient variable must
+    still not give them to a checker. Paths are taken as the grant names them (absolute,
+    not resolved again: the lint's grant is built from the same resolved paths), and
+    `scratch` is where the sandbox mounts it (the guest's path, for a VM).
     """
-    grant = workspace_grant(workspace, program)
-    if scratch is None:
-        return grant
-    return GrantSet(grant.atoms | {GrantAtom.parse(f"fs:write:{_tree(scratch)}")})
+    names = (programs,) if isinstance(programs, str) else tuple(programs)
+
+    def tree(path: PurePath | str) -> str:
+        return str(path).replace("\\", "/").rstrip("/") + "/**"
+
+    atoms = [f"fs:read:{tree(workspace)}", f"fs:list:{tree(workspace)}"]
+    atoms += [f"proc:exec:{name}" for name in names]
+    atoms += [f"fs:read:{tree(source)}" for source in sources]
+    if scratch is not None:
+        atoms.append(f"fs:write:{tree(scratch)}")
+    return GrantSet.of(*atoms)

@@ -20,6 +20,13 @@ Guarantees:
   redirect to ftp://, whose socket the watchdog never saw (a trickling FTP greeting held
   a prefetch past DEADLINE), and to file: or data: URLs, or pointed the host at internal
   addresses over plain HTTP.
+- Whatever the registry answers ends in a SourceError naming it (prefetch: PrefetchFailed,
+  exit 3), never another exception: a token realm or a redirect `Location` that is no URL
+  (`http://[::1`), a URL http.client cannot put on the wire, a token that cannot go into
+  a header, a body cut short. urllib and http.client raise ValueError for the first
+  three, which reached the CLI as an internal error (exit 4); `_answer_unusable` turns
+  each into a refusal, and tests/unit/store/test_store_registry_fuzz.py fuzzes the
+  headers, token JSON and redirects against a real loopback server.
 - Every request (manifest, blob, token; headers and body, redirects included) ends
   within DEADLINE seconds: a watchdog shuts the connection's socket down when it
   passes. The 60 s socket timeout alone bounds only the gap between two bytes, so a
@@ -29,12 +36,13 @@ Guarantees:
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from http.client import HTTPResponse
 from typing import IO, cast
@@ -43,6 +51,13 @@ from roteiro_py.reference import ImageReference, is_loopback_host
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
 from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor, ManifestError, load_json
 from roteiro_py.store.transfer import SourceError
+
+#: What RFC 6750 allows in a bearer token (b64token); anything else (a newline, a
+#: non-Latin-1 character) cannot go into the Authorization header of the retry.
+_B64TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+#: What a parser of the registry's answer raises besides the errors urllib documents:
+#: ValueError (a URL urlsplit or http.client refuses, UnicodeError among them).
+_UNUSABLE = (ValueError,)
 
 #: Seconds without progress on a connection before a pull is abandoned.
 TIMEOUT = 60.0
@@ -97,6 +112,26 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
+def _split_url(url: str, named: Callable[[str], str]) -> urllib.parse.SplitResult:
+    """`url` split, its port checked too, or SourceError saying who named it
+    (`named(shown url)`: "the token realm '…' that https://r.example named").
+
+    urlsplit raises ValueError for `http://[::1` and `.port` for `:99999`; both are the
+    registry's text, and were an internal error (exit 4) where they reached urllib."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError as exc:
+        raise SourceError(f"{named(_shown(url))} is not a usable URL ({exc})") from None
+    return parts
+
+
+def _shown(text: str) -> str:
+    """A URL or header value from the registry, bounded, for a message (PrefetchFailed
+    makes it printable)."""
+    return repr(text[:200] + ("..." if len(text) > 200 else ""))
+
+
 def _redirect_allowed(source: str, target: str) -> bool:
     """HTTPS anywhere; plain HTTP only from a loopback URL to a loopback URL."""
     to = urllib.parse.urlsplit(target)
@@ -109,18 +144,38 @@ def _redirect_allowed(source: str, target: str) -> bool:
 
 
 class _RedirectHandler(urllib.request.HTTPRedirectHandler):
-    """urllib's redirect handling, refusing a target `_redirect_allowed` does not allow."""
+    """urllib's redirect handling, refusing a target `_redirect_allowed` does not allow,
+    and a Location that is no URL (urllib parses it before `redirect_request` sees it)."""
+
+    def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int,
+                       msg: str, headers: http.client.HTTPMessage,
+                       ) -> urllib.request.Request | None:
+        location = headers.get("location") or headers.get("uri")
+        if location is not None:
+            origin = urllib.parse.urlsplit(req.full_url).netloc
+            try:
+                _split_url(location, lambda url: f"the Location {url} that {origin} redirected to")
+            except SourceError:
+                fp.close()
+                raise
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
                          msg: str, headers: http.client.HTTPMessage, newurl: str,
                          ) -> urllib.request.Request | None:
+        origin = urllib.parse.urlsplit(req.full_url).netloc
+        try:
+            where = _split_url(newurl, lambda url: f"the Location {url} that {origin} redirected to")
+        except SourceError:
+            fp.close()
+            raise
         if not _redirect_allowed(req.full_url, newurl):
             fp.close()
-            where = urllib.parse.urlsplit(newurl)
             raise SourceError(
-                f"{urllib.parse.urlsplit(req.full_url).netloc} redirected to "
-                f"{where.scheme}://{where.netloc}, which is not an HTTPS URL (plain HTTP is "
-                "followed only from a loopback registry to loopback)")
+                f"{origin} redirected to {where.scheme}://{where.netloc}, which is not an "
+                "HTTPS URL (plain HTTP is followed only from a loopback registry to loopback)")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -179,9 +234,10 @@ class _Watched:
         while got < want:
             try:
                 chunk = self.response.read1(want - got)
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException, *_UNUSABLE) as exc:
                 self.watch.check()
-                raise
+                raise SourceError(f"the {self.watch.what} from {self.watch.base} was cut "
+                                  f"short: {exc or type(exc).__name__}") from None
             self.watch.check()
             if not chunk:
                 break
@@ -255,6 +311,9 @@ class RegistrySource:
                 reason = getattr(exc, "reason", exc)
                 raise SourceError(f"could not reach {self.base} for the {what}: "
                                   f"{reason}") from None
+            except _UNUSABLE as exc:
+                watch.check()
+                raise SourceError(_answer_unusable(self.base, f"the {what}", exc)) from None
         raise SourceError(self._http_failure(401, what))
 
     def _http_failure(self, code: int, what: str) -> str:
@@ -283,11 +342,11 @@ class RegistrySource:
 
     def _token(self, params: dict[str, str], watch: _Watch) -> str:
         realm = params.get("realm", "")
-        parsed = urllib.parse.urlsplit(realm)
+        parsed = _split_url(realm, lambda url: f"the token realm {url} that {self.base} named")
         if parsed.scheme != "https" and not (
             parsed.scheme == "http" and is_loopback_host(parsed.hostname or "")
         ):
-            raise SourceError(f"the registry's token realm {realm!r} is not an HTTPS URL")
+            raise SourceError(f"the registry's token realm {_shown(realm)} is not an HTTPS URL")
         query = {"scope": params.get("scope") or f"repository:{self.ref.repository}:pull"}
         if "service" in params:
             query["service"] = params["service"]
@@ -307,8 +366,24 @@ class RegistrySource:
             watch.check()
             raise SourceError(f"could not get a pull token from {parsed.scheme}://"
                               f"{parsed.netloc}: {getattr(exc, 'reason', exc)}") from None
+        except _UNUSABLE as exc:
+            watch.check()
+            raise SourceError(_answer_unusable(f"{parsed.scheme}://{parsed.netloc}",
+                                               "a pull token", exc)) from None
         token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token:
             raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} "
                               "returned no token")
+        if not _B64TOKEN.fullmatch(token):
+            raise SourceError(f"the token server {parsed.scheme}://{parsed.netloc} returned "
+                              "a token that is not a bearer token (RFC 6750: letters, digits "
+                              "and -._~+/ only)")
         return token
+
+
+def _answer_unusable(server: str, what: str, exc: ValueError) -> str:
+    """Why a ValueError from urllib or http.client means the server's answer, not us: a
+    redirect or realm URL it cannot parse, a URL it cannot send (a control character, a
+    non-ASCII byte)."""
+    return (f"{server} answered the request for {what} with a URL or header this client "
+            f"cannot use: {str(exc)[:200] or type(exc).__name__}")

@@ -193,9 +193,13 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
             raise errors.Unenforceable(str(atom), shown, "a share exposes a whole directory "
                                        "tree; grant `<dir>/**`")
         if _is_within(cargo, path):
-            raise errors.Unenforceable(str(atom), shown, "it would expose the host's cargo "
-                                       "home root, which holds credentials.toml; no part of "
-                                       "the host's cargo home is shared")
+            # Met by a user whose CARGO_HOME is inside the tree (a CI job's, in its
+            # checkout): the grant is the program's, so the way forward is to move that.
+            raise errors.Unenforceable(
+                str(atom), shown, f"{path} holds the cargo home {cargo} (CARGO_HOME), whose "
+                "root holds credentials.toml; no part of the host's cargo home is shared with "
+                "the VM", fix=None if path == path.parent else f"Move CARGO_HOME out of {path} "
+                "(in CI: to a directory outside the checkout)")
         is_view = _view_guest(path, views) is not None
         if not is_view and (_is_within(path, views) or _is_within(views, path)):
             raise errors.Unenforceable(str(atom), shown, "of the cargo views, only one view's "

@@ -48,8 +48,10 @@ def run_clippy(
     argv = argv if argv is not None else clippy_argv(options or ClippyOptions())
     env = {key: value for key, value in os.environ.items() if not key.startswith("CARGO_")}
     env["CARGO_TARGET_DIR"] = str(target_dir)
-    if cargo_home is not None:
-        env["CARGO_HOME"] = str(cargo_home)
+    # The session's cargo home unless one is given: dropped with the other CARGO_*
+    # variables, cargo fell back to $HOME/.cargo and wrote its package-cache locks and
+    # .global-cache into the user's (tests/conftest.py's guard found it).
+    env["CARGO_HOME"] = str(cargo_home if cargo_home is not None else os.environ["CARGO_HOME"])
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=240, check=False)
     return CargoRun(argv, done.returncode, done.stdout, done.stderr.decode("utf-8", "replace"))
 

@@ -363,3 +363,85 @@ def test_a_host_tool_that_did_not_finish_and_output_that_was_cut_render_exactly(
         "command again; if it recurs, `pylint-sandbox doctor` checks the host.\n"
         "  run:\n"
         "    pylint-sandbox doctor\n")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dockerfile_block() -> str:
+    """The repository's Dockerfile.clippy as a refusal indents it: the version it pins is
+    read from the file, so the refusal and the file cannot disagree."""
+    lines = [line for line in (ROOT / "Dockerfile.clippy").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) == errors.DOCKERFILE_LINES and lines[-1] == "RUN rustup component add clippy"
+    assert lines[0].startswith("FROM docker.io/library/rust:")
+    return "".join(f"    {line}\n" for line in lines)
+
+
+WHY_NOT_OFFICIAL = ("  note: An official Rust image (`rust:<version>`) will not do as it is: it installs its "
+                    "toolchain with `rustup --profile minimal`, which has no clippy component.\n")
+DOCKERFILE_TITLE = ("  the 2-line Dockerfile of a clippy image (`pylint-sandbox dockerfile clippy` "
+                    "prints it):\n")
+BUILD_AND_PIN = ("  run, in order:\n"
+                 "    pylint-sandbox dockerfile clippy | docker build -t roteiro-clippy:local -\n"
+                 "    pylint-sandbox prefetch --analyzer clippy --from docker --image roteiro-clippy:local\n")
+
+
+def test_image_lacks_linter_says_why_an_official_image_will_not_do_and_prints_the_fix() -> None:
+    """Issue 21: it pointed at `pylint-sandbox dockerfile clippy` without saying why the
+    official image a user tried first has no clippy, or what the two lines are."""
+    text = errors.ImageLacksLinter("r/x@" + D, "error: no such command: `clippy`").guidance().render_text()
+    assert text == (
+        f"error: The image r/x@{D} has no working `cargo clippy`.\n"
+        "  note: No report was made, and nothing ran on this host instead.\n"
+        "  note: `cargo-clippy --version` in the guest said: error: no such command: `clippy`.\n"
+        + WHY_NOT_OFFICIAL +
+        "  note: Build an image from the Dockerfile below and pin its digest: the commands below "
+        "build it and print the pinned reference.\n"
+        + DOCKERFILE_TITLE + _dockerfile_block() + BUILD_AND_PIN)
+    # control: an image whose rustc is what answered nothing is not an official image
+    # missing a component; the same fix, without that explanation
+    rustc = errors.ImageLacksLinter("r/x@" + D, "", probe="rustc -vV").guidance().render_text()
+    assert "rustup --profile minimal" not in rustc and _dockerfile_block() in rustc
+
+
+def test_no_image_configured_says_why_an_official_image_will_not_do_and_prints_the_fix() -> None:
+    text = errors.NoImageConfigured(Path("/u/c.toml"), Path("/r/roteiro.toml")).guidance().render_text()
+    assert text == (
+        "error: No linter image is configured: `[lint] image` is not set.\n"
+        "  note: No report was made, and nothing ran on this host instead.\n"
+        "  note: Set it in the repository's /r/roteiro.toml or in your /u/c.toml (or pass --image "
+        "for one run).\n"
+        "  note: There is no default image on purpose: the image is where the repository's build "
+        "scripts and proc macros execute and what the report vouches for, so the tool never picks "
+        "one for you; you choose it, by digest, never by tag.\n"
+        + WHY_NOT_OFFICIAL +
+        "  note: To build one from the Dockerfile below, run the two commands at the end: the "
+        "second prints the pinned reference and the `config set` that makes it yours.\n"
+        "  note: For an image in a registry, name it as below and provision it with "
+        "`pylint-sandbox prefetch --analyzer clippy --allow-download`; `pylint-sandbox docs "
+        "threat-model` says what the image is trusted with.\n"
+        + DOCKERFILE_TITLE + _dockerfile_block() +
+        "  or add to /r/roteiro.toml:\n"
+        "    [lint]\n"
+        '    image = "registry.example/team/clippy@sha256:<64 hex>"\n'
+        + BUILD_AND_PIN)
+
+
+def test_cold_cache_says_in_one_line_why_the_vm_cannot_fetch() -> None:
+    text = errors.ColdCache(Path("/t/tree-6"), "serde v1.0.219",
+                            "error: no matching package named `serde` found").guidance().render_text()
+    assert text == (
+        "error: The package cache lacks the package serde v1.0.219 needed by /t/tree-6.\n"
+        "  note: No report was made, and nothing ran on this host instead.\n"
+        "  note: Cargo said: error: no matching package named `serde` found.\n"
+        "  note: The VM cannot fetch what is missing: it has no network device, by design, since "
+        "the tree's build scripts and proc macros run in it.\n"
+        "  note: Fetch the dependencies on the host first (this reads only the manifests and the "
+        "lockfile, and runs none of the tree's code).\n"
+        "  run:\n"
+        "    pylint-sandbox fetch-deps /t/tree-6\n")
+
+
+def test_a_block_is_checked_like_the_rest_of_a_guidance() -> None:
+    assert Guidance(summary="Fine.", blocks=(("t", "FROM x\nRUN y"),)).defects() == []
+    assert Guidance(summary="Fine.", blocks=(("t", " "),)).defects()
+    assert Guidance(summary="Fine.", blocks=(("t", "RUN \x1b[2J"),)).defects()

@@ -399,8 +399,10 @@ def _steps(tree: lint.Tree) -> list[Command]:
     return lint.steps_for(tree, settings, {}, lint.clippy_command(settings))
 
 
-def _check(grant: GrantSet, tree: lint.Tree) -> None:
-    lint.check_grant(grant, _qemu_sandbox(), _steps(tree), "cargo clippy", "qemu")
+def _check(grant: GrantSet, tree: lint.Tree, registry: Path | None = None,
+           git: Path | None = None) -> None:
+    lint.check_grant(grant, _qemu_sandbox(), _steps(tree), "cargo clippy", "qemu",
+                     checker=lint.ceiling_for(tree, registry, git))
 
 
 @pytest.mark.parametrize("extra", ["net:egress:crates.io:443", "fs:write:{ws}/**", "env:read:HOME",
@@ -432,6 +434,34 @@ def test_a_grant_beyond_what_the_backend_can_enforce_is_refused_naming_it(
         derive_mounts(beyond, step, scratch=lint.GUEST_SCRATCH, host_cargo_home=tmp_path / "c")
 
 
+@pytest.mark.parametrize("extra", ["fs:read:{home}/**", "proc:exec:curl",
+                                   "proc:exec:*"])
+def test_a_grant_the_backend_could_give_but_a_checker_may_never_have_is_refused(
+        tmp_path: Path, extra: str) -> None:
+    """The qemu backend can share any host directory read-only and runs any program in
+    the VM, so its ceiling and its mount table both admit a read of the user's home or a
+    `curl`: only process/grants.py's checker ceiling says a checker reads its tree and
+    its dependencies and runs cargo and rustc, nothing else. It promised that, but no
+    production code asked it (issue 21): these grants passed check_grant."""
+    from roteiro_py.errors import Unenforceable
+    from roteiro_py.process.grants import GrantAtom
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "home" / ".ssh").mkdir(parents=True)
+    tree = lint.Tree(asked=tmp_path / "ws", workspace=tmp_path / "ws", repo_root=tmp_path)
+    normal = lint.grant_for(tree, None, None)
+    _check(normal, tree)  # control: the lint's own grant
+    atom = GrantAtom.parse(extra.format(home=tmp_path / "home"))
+    beyond = GrantSet(normal.atoms | {atom})
+    _qemu_sandbox().check(_steps(tree), beyond)  # the backend alone would run it
+    with pytest.raises(Unenforceable) as refused:
+        _check(beyond, tree)
+    assert refused.value.atom == str(atom)
+    assert refused.value.why == (
+        f"beyond what a checker may ever be granted ({lint.ceiling_for(tree, None, None)}: "
+        "process/grants.py checker_ceiling); nothing was prepared or booted")
+
+
 def test_the_lints_grant_with_its_package_cache_is_within_the_ceiling(tmp_path: Path) -> None:
     from roteiro_py.errors import Unenforceable
     from roteiro_py.process.grants import GrantAtom
@@ -443,12 +473,12 @@ def test_the_lints_grant_with_its_package_cache_is_within_the_ceiling(tmp_path: 
     for kind in ("registry", "git"):
         (view / kind).mkdir(parents=True)
     grant = lint.grant_for(tree, view / "registry", view / "git")
-    _check(grant, tree)
+    _check(grant, tree, view / "registry", view / "git")
     # every atom beyond is named, not only the first
     two = GrantSet(grant.atoms | {GrantAtom.parse("net:egress:a.example:443"),
                                   GrantAtom.parse("env:read:HOME")})
     with pytest.raises(Unenforceable) as refused:
-        _check(two, tree)
+        _check(two, tree, view / "registry", view / "git")
     assert refused.value.atom == "env:read:HOME net:egress:a.example:443"
 
 
@@ -472,8 +502,17 @@ def test_a_workspace_the_backend_never_shares_is_refused_before_anything_is_buil
     with pytest.raises(Unenforceable) as refused:
         _check(grant, tree)
     text = refused.value.guidance().render_text()
-    assert "cargo home root" in text and "nothing was prepared or booted" in text, text
-    assert "`cargo clippy`" in text and "/bin/sh" not in text  # the step as the user knows it
+    ws, home = tmp_path / "ws", tmp_path / cargo_home
+    # The way forward is the user's to take (move CARGO_HOME), not "grant .../registry/**":
+    # the grant is the program's (issue 21).
+    assert text == (
+        f"error: The sandbox cannot enforce the grant `fs:list:{ws}/**` for `cargo clippy`.\n"
+        "  note: No report was made, and nothing ran on this host instead.\n"
+        f"  note: Why: {ws} holds the cargo home {home} (CARGO_HOME), whose root holds "
+        "credentials.toml and is never shared with the VM (only its registry/ and git/ are) "
+        "(the qemu backend's mount table); nothing was prepared or booted.\n"
+        f"  note: Move CARGO_HOME out of {ws} (in CI: to a directory outside the checkout) and "
+        "fetch the dependencies into it again.\n")
     run = QemuBackend(rootfs=Path(os.devnull), scratch=tmp_path / "scratch.img",
                       scratch_guest=lint.GUEST_SCRATCH)
     with pytest.raises(Unenforceable) as at_run:
@@ -567,7 +606,7 @@ def test_lint_meets_that_refusal_before_the_root_filesystem(
     monkeypatch.setenv("CARGO_HOME", str(repo / ".cargo"))
     with pytest.raises(Unenforceable, match="for `cargo-clippy clippy --message-format=json") as refused:
         lint.lint(_request(repo, PIN))
-    assert "cargo home root" in refused.value.guidance().render_text()
+    assert "Move CARGO_HOME out of" in refused.value.guidance().render_text()
     assert reached == []
     monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))  # control
     with pytest.raises(RuntimeError, match="root filesystem was reached"):

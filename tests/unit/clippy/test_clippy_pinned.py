@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import lint
-from roteiro_py.clippy.command import PIN_PREFIX, PINNED_ENV, PROBE_CWD, unpinned
+from roteiro_py.clippy.command import PIN_PREFIX, PINNED_ENV, PROBE_CWD, PROBE_PREFIX, unpinned
 from roteiro_py.config import Settings
 from roteiro_py.errors import Unenforceable, UsageError
 from roteiro_py.lint import judgement
@@ -130,7 +130,8 @@ def test_the_probes_run_outside_the_tree_in_a_directory_the_vm_provides(tmp_path
                            lint.clippy_command(settings))
     probes = steps[:2]
     assert [unpinned(step.argv) for step in probes] == [["cargo-clippy", "--version"], ["rustc", "-vV"]]
-    assert all(step.argv[:len(PIN_PREFIX)] == PIN_PREFIX for step in steps)
+    assert all(step.argv[:len(PROBE_PREFIX)] == PROBE_PREFIX for step in probes)
+    assert steps[2].argv[:len(PIN_PREFIX)] == PIN_PREFIX
     for probe in probes:
         assert probe.workspace == Path(PROBE_CWD) and not probe.workspace.is_relative_to(tree)
     grant = lint.grant_for(lint.Tree(tree, tree, tree), None, None)
@@ -271,3 +272,51 @@ def test_a_sysroot_query_killed_by_a_signal_keeps_its_status(tmp_path: Path) -> 
     failed = subprocess.run(list(pinned(("cargo-clippy", "--version"))), capture_output=True,
                             env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30, check=False)
     assert failed.returncode == 127 and b"failed outside the tree" in failed.stderr
+
+
+def stub_toolchain(tmp_path: Path, clippy_says: str) -> dict[str, str]:
+    """An image's PATH holding a `rustc` whose sysroot has a cargo-clippy printing
+    `clippy_says` and exiting 0, and a rustc answering `-vV`."""
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "bin").mkdir(parents=True)
+    scripts = {
+        "rustc": f'#!/bin/sh\n[ "$1" = --print ] && {{ echo {sysroot}; exit 0; }}\n'
+                 'printf "rustc 1.95.0\\nrelease: 1.95.0\\nhost: x86_64-unknown-linux-gnu\\n"\n',
+        "cargo-clippy": f"#!/bin/sh\nprintf '{clippy_says}'\n",
+    }
+    for name, text in scripts.items():
+        (sysroot / "bin" / name).write_text(text)
+        (sysroot / "bin" / name).chmod(0o755)
+    return {"PATH": f"{sysroot / 'bin'}:/usr/bin:/bin"}
+
+
+@pytest.mark.parametrize("says", ["", "\\n", " \\t\\n\\n"])
+def test_a_probe_that_exits_0_and_prints_nothing_fails_the_step(tmp_path: Path, says: str) -> None:
+    """The step fails, so the guest (stop_on_failure) never starts the tree's build: judged
+    only after the job, it was ImageLacksLinter once the build had run. The probe's argv
+    as lint/run.py builds it, run by a real /bin/sh; the verdict is the one the host gives."""
+    from roteiro_py.clippy.command import SILENT_PROBE_STATUS
+    from roteiro_py.clippy.toolchain import ProbeOutput, parse_clippy_version
+    from roteiro_py.errors import ImageLacksLinter
+
+    env = stub_toolchain(tmp_path, says)
+    probe = lint.steps_for(lint.Tree(tmp_path, tmp_path, tmp_path), Settings(), env, ["x"])[0]
+    done = run(probe.argv, tmp_path, env, tmp_path)
+    assert done.returncode == SILENT_PROBE_STATUS, done
+    assert done.stderr == ("pylint-sandbox: `cargo-clippy --version` exited 0 and printed "
+                           "nothing; the build does not run\n")
+    with pytest.raises(ImageLacksLinter) as refused:
+        parse_clippy_version(ProbeOutput(done.returncode, done.stdout.encode(),
+                                         done.stderr.encode()), reference="r")
+    assert "exited 0 and printed nothing" in refused.value.output
+
+
+@pytest.mark.parametrize("says", ["clippy 0.1.95 (59807616e1 2026-04-14)\\n", "clippy 0.1.95", "x\\n\\n"])
+def test_control_a_probe_that_answers_passes_its_answer_through(tmp_path: Path, says: str) -> None:
+    env = stub_toolchain(tmp_path, says)
+    clippy, rustc = lint.steps_for(lint.Tree(tmp_path, tmp_path, tmp_path), Settings(), env, ["x"])[:2]
+    done = run(clippy.argv, tmp_path, env, tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, says.replace("\\n", "\n").rstrip("\n") + "\n", "")
+    asked = run(rustc.argv, tmp_path, env, tmp_path)
+    assert (asked.returncode, asked.stdout) == (
+        0, "rustc 1.95.0\nrelease: 1.95.0\nhost: x86_64-unknown-linux-gnu\n"), asked

@@ -142,6 +142,7 @@ def test_workspace_grant_is_exactly_read_list_exec_and_sits_within_the_ceiling(
     assert {str(atom) for atom in grant} == {
         f"fs:read:{tree}", f"fs:list:{tree}", "proc:exec:cargo",
     }
+    tmp_path = tmp_path.resolve()  # workspace_grant resolves; the ceiling takes paths as given
     assert grant.within(checker_ceiling(tmp_path, "cargo", tmp_path / "scratch")) is YES
     assert grant.within(checker_ceiling(tmp_path, "cargo")) is YES
     # The ceiling discriminates: another tree, another program, the network are beyond it.
@@ -151,3 +152,18 @@ def test_workspace_grant_is_exactly_read_list_exec_and_sits_within_the_ceiling(
     assert wider.within(checker_ceiling(tmp_path, "cargo")) is NO
     assert [str(a) for a in wider.beyond(checker_ceiling(tmp_path, "cargo"))] == [
         "net:egress:crates.io:443"]
+
+
+def test_the_checker_ceiling_admits_a_lints_sources_and_scratch_and_nothing_else(tmp_path: Path) -> None:
+    view = tmp_path / "views" / "k"
+    ceiling = checker_ceiling(tmp_path / "ws", ("cargo", "rustc"), "/.roteiro-scratch",
+                              sources=[view / "registry", view / "git"])
+    lint = GrantSet.of(f"fs:read:{tmp_path}/ws/**", f"fs:list:{tmp_path}/ws/**",
+                       f"fs:read:{view}/registry/**", f"fs:read:{view}/git/**",
+                       "fs:write:/.roteiro-scratch/**", "proc:exec:cargo", "proc:exec:rustc")
+    assert lint.within(ceiling) is YES
+    for beyond in (f"fs:list:{view}/registry/**", f"fs:read:{view}/**", f"fs:write:{tmp_path}/ws/**",
+                   f"fs:read:{tmp_path}/**", "fs:write:/tmp/**", "proc:exec:sh", "proc:exec:*",
+                   "net:egress:crates.io:443", "env:read:HOME", "secret:use:TOKEN"):
+        wider = GrantSet(lint.atoms | {GrantAtom.parse(beyond)})
+        assert [str(a) for a in wider.beyond(ceiling)] == [str(GrantAtom.parse(beyond))], beyond
