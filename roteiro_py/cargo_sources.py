@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from roteiro_py import errors, paths
-from roteiro_py.untrusted import FileRefused, read_bounded
+from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: The largest host cargo configuration file read (real ones are a few KiB).
 CONFIG_MAX_BYTES = 1024 * 1024
@@ -225,17 +224,8 @@ def host_sources(start: Path | None = None, cargo_home: Path | None = None) -> H
 
 def _read(file: Path) -> dict[str, Any]:
     try:
-        data = read_bounded(file, CONFIG_MAX_BYTES, follow_links=True)
+        return parse_toml(read_bounded(file, CONFIG_MAX_BYTES, follow_links=True))
     except FileNotFoundError:
         return {}
     except FileRefused as refused:
         raise errors.SourceReplacementRefused(file, "(the file)", refused.reason) from None
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        why = "it is not UTF-8"
-    except tomllib.TOMLDecodeError as error:
-        why = f"it is not valid TOML ({error})"
-    except (RecursionError, ValueError):
-        why = "its TOML is nested too deeply or holds a number too long to read"
-    raise errors.SourceReplacementRefused(file, "(the file)", why)

@@ -41,8 +41,10 @@ import errno
 import os
 import re
 import stat
+import tomllib
 import unicodedata
 from collections.abc import Iterable
+from typing import Any
 
 #: Above this a value is cut and marked, so one string cannot fill a terminal or a log.
 MAX_FIELD_CHARS = 4000
@@ -213,3 +215,23 @@ def read_bounded(path: str | os.PathLike[str], limit: int, *, follow_links: bool
     if size > limit:
         raise FileRefused("large", f"it is larger than {limit} bytes")
     return b"".join(chunks)
+
+
+def parse_toml(data: bytes) -> dict[str, Any]:
+    """`data` as TOML, or FileRefused("toml", why) saying why not in words a refusal quotes.
+
+    tomllib recurses once per nesting level: `a = [[[[...` a few thousand deep raised
+    RecursionError (exit 4, "a bug"), and a 5,000-digit integer a bare ValueError (past
+    Python's int-to-str digit limit, 4300). Every TOML file from outside (the tree's
+    manifests and lockfile, the user's cargo configuration) is parsed here."""
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        why = "it is not UTF-8"
+    except tomllib.TOMLDecodeError as error:
+        why = f"it is not valid TOML ({error})"
+    except RecursionError:
+        why = "its TOML is nested too deeply to parse"
+    except ValueError:
+        why = "it holds a number too long to read"
+    raise FileRefused("toml", why)

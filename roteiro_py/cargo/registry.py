@@ -49,9 +49,7 @@ import re
 import socket
 import ssl
 import stat
-import threading
 import time
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -65,7 +63,8 @@ from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Pin
 from roteiro_py.cargo_sources import HostSources, host_sources
 from roteiro_py.guidance import printable
-from roteiro_py.untrusted import FileRefused, read_bounded
+from roteiro_py.socket_deadline import SocketDeadline
+from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: Where a pin's `.crate` came from; "missing": not in the store or the cargo cache, and
 #: downloading was not allowed (the caller names every missing pin at once).
@@ -192,22 +191,12 @@ class HostCargo:
         for name in names:
             file = self.cargo_home / name
             try:
-                data = read_bounded(file, HOST_CONFIG_MAX_BYTES, follow_links=True)
+                return file, parse_toml(read_bounded(file, HOST_CONFIG_MAX_BYTES, follow_links=True))
             except FileNotFoundError:
                 continue
             except FileRefused as refused:
                 self.problem = self.problem or f"{file} cannot be read: {refused.reason}"
                 return file, {}
-            try:
-                return file, tomllib.loads(data.decode("utf-8"))
-            except UnicodeDecodeError:
-                why = "it is not UTF-8"
-            except tomllib.TOMLDecodeError as error:
-                why = f"it is not valid TOML ({error})"
-            except (RecursionError, ValueError):
-                why = "its TOML is nested too deeply or holds a number too long to read"
-            self.problem = self.problem or f"{file} cannot be read: {why}"
-            return file, {}
         return self.cargo_home / names[-1], {}
 
     def _read_http(self, config: tuple[Path, dict[str, Any]], env: Mapping[str, str]) -> None:
@@ -619,52 +608,20 @@ def _not_https(url: str) -> str | None:
 # -- https ---------------------------------------------------------------------------------
 
 
-class _Watch:
-    """Shuts down the sockets of one request when its deadline passes.
-
-    Each connection's socket is registered as soon as it exists (before the proxy tunnel
-    and the TLS handshake) by a duplicate of it: shutdown acts on the connection, so the
-    duplicate wakes a recv() blocked on the original in any phase."""
+class _Watch(SocketDeadline):
+    """The deadline of one request (socket_deadline.py). Each connection's socket is
+    registered as soon as it exists (before the proxy tunnel and the TLS handshake) by a
+    duplicate of it: shutdown acts on the connection, so the duplicate wakes a recv()
+    blocked on the original in any phase."""
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.fired = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def arm(self, sock: socket.socket) -> None:
-        with self._lock:
-            duplicate = sock.dup()
-            self._sockets.append(duplicate)
-            if self.fired:
-                _shutdown(duplicate)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            for sock in self._sockets:
-                _shutdown(sock)
+        super().__init__(seconds, duplicate=True)
 
     def check(self) -> None:
         if self.fired:
             raise _Unreachable(f"it did not arrive within {self.seconds:.0f} s (the fetch's "
                                f"deadline, and at least {MIN_BYTES_PER_S} bytes a second after "
                                f"{NETWORK_TIMEOUT_S:.0f} s)")
-
-    def close(self) -> None:
-        self._timer.cancel()
-        with self._lock:
-            for sock in self._sockets:
-                sock.close()
-            self._sockets.clear()
-
-
-def _shutdown(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _origin(url: str) -> tuple[str, str, int]:

@@ -9,13 +9,12 @@ issue 20). Every read is bounded and refuses links, FIFOs and devices
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from roteiro_py.errors import TreeFileRefused, UsageError
 from roteiro_py.guidance import printable
-from roteiro_py.untrusted import FileRefused, read_bounded
+from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: The largest manifest (Cargo.toml) the host reads. The largest on crates.io are tens of
 #: KiB (generated feature tables); a member `Cargo.toml -> /dev/zero` wrote 2.4 GB in 8 s.
@@ -39,24 +38,12 @@ def read_tree_file(path: Path, limit: int, *, dir_fd: int | None = None) -> byte
 
 
 def parse_tree_toml(path: Path, data: bytes) -> dict[str, Any]:
-    """`data` (the bytes of the tree's `path`) as TOML, or errors.TreeFileRefused.
-
-    tomllib recurses once per nesting level: `a = [[[[...` a few thousand deep raised
-    RecursionError (exit 4, "a bug"), and a 5,000-digit integer a bare ValueError. Every
-    TOML file of a tree goes through here.
-    """
+    """`data` (the bytes of the tree's `path`) as TOML (untrusted.parse_toml), or
+    errors.TreeFileRefused. Every TOML file of a tree goes through here."""
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise TreeFileRefused(path, "it is not UTF-8") from None
-    except tomllib.TOMLDecodeError as error:
-        raise TreeFileRefused(path, f"it is not valid TOML ({error})") from None
-    except RecursionError:
-        raise TreeFileRefused(path, "its TOML is nested too deeply to parse") from None
-    except ValueError:
-        # an integer past Python's int-to-str digit limit (4300) raised a bare ValueError
-        # from inside tomllib: exit 4 for a tree whose Cargo.toml holds one
-        raise TreeFileRefused(path, "it holds a number too long to read") from None
+        return parse_toml(data)
+    except FileRefused as refused:
+        raise TreeFileRefused(path, refused.reason) from None
 
 
 def read_lockfile(path: Path) -> dict[str, Any]:

@@ -37,17 +37,16 @@ from __future__ import annotations
 
 import http.client
 import re
-import socket
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from http.client import HTTPResponse
 from typing import IO, cast
 
 from roteiro_py.reference import ImageReference, is_loopback_host
+from roteiro_py.socket_deadline import SocketDeadline
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
 from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor, ManifestError, load_json
 from roteiro_py.store.transfer import SourceError
@@ -66,36 +65,14 @@ TIMEOUT = 60.0
 DEADLINE = 3600.0
 
 
-class _Watch:
-    """Shuts down every socket of one request when its deadline passes.
-
-    Shutting a socket down wakes a recv() blocked in another thread (close() does not),
-    so the request ends with an error or a short read, which `check` turns into the
-    deadline's refusal.
-    """
+class _Watch(SocketDeadline):
+    """The deadline of one request (socket_deadline.py): a request it cut ends with an
+    error or a short read, which `check` turns into the deadline's refusal."""
 
     def __init__(self, seconds: float, what: str, base: str) -> None:
-        self.seconds = seconds
+        super().__init__(seconds)
         self.what = what
         self.base = base
-        self.fired = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def arm(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.append(sock)
-            if self.fired:
-                _shutdown(sock)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            for sock in self._sockets:
-                _shutdown(sock)
 
     def check(self) -> None:
         if self.fired:
@@ -104,12 +81,7 @@ class _Watch:
                               "(registry.DEADLINE)")
 
     def cancel(self) -> None:
-        self._timer.cancel()
-
-
-def _shutdown(sock: socket.socket) -> None:
-    with suppress(OSError):  # already closed by its connection
-        sock.shutdown(socket.SHUT_RDWR)
+        self.close()
 
 
 def _split_url(url: str, named: Callable[[str], str]) -> urllib.parse.SplitResult:

@@ -509,10 +509,9 @@ def test_a_workspace_the_backend_never_shares_is_refused_before_anything_is_buil
         f"error: The sandbox cannot enforce the grant `fs:list:{ws}/**` for `cargo clippy`.\n"
         "  note: No report was made, and nothing ran on this host instead.\n"
         f"  note: Why: {ws} holds the cargo home {home} (CARGO_HOME), whose root holds "
-        "credentials.toml and is never shared with the VM (only its registry/ and git/ are) "
+        "credentials.toml; no part of the host's cargo home is shared with the VM "
         "(the qemu backend's mount table); nothing was prepared or booted.\n"
-        f"  note: Move CARGO_HOME out of {ws} (in CI: to a directory outside the checkout) and "
-        "fetch the dependencies into it again.\n")
+        f"  note: Move CARGO_HOME out of {ws} (in CI: to a directory outside the checkout).\n")
     run = QemuBackend(rootfs=Path(os.devnull), scratch=tmp_path / "scratch.img",
                       scratch_guest=lint.GUEST_SCRATCH)
     with pytest.raises(Unenforceable) as at_run:

@@ -1,0 +1,60 @@
+"""A deadline over one network request: when it passes, every socket of the request is
+shut down, so a read blocked in any phase (connect, proxy tunnel, TLS handshake, headers,
+body) returns at once instead of waiting on a server that trickles or says nothing.
+
+Shutting a socket down wakes a recv() blocked in another thread (close() does not). The
+caller registers each connection's socket as soon as it exists (`arm`) and, when a read
+fails or ends short, asks `fired` whether the deadline is why, naming its own refusal.
+Shared by the image registry client (store/registry.py) and the crate fetcher
+(cargo/registry.py); imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+
+class SocketDeadline:
+    """Shuts down every socket `arm`ed for one request once `seconds` have passed.
+
+    `duplicate`: register a duplicate of each socket (closed by `close`), for a caller
+    whose connection object may close and replace the original (a proxy tunnel)."""
+
+    def __init__(self, seconds: float, *, duplicate: bool = False) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._duplicate = duplicate
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def arm(self, sock: socket.socket) -> None:
+        with self._lock:
+            held = sock.dup() if self._duplicate else sock
+            self._sockets.append(held)
+            if self.fired:
+                shutdown(held)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                shutdown(sock)
+
+    def close(self) -> None:
+        """Stop the timer; close the duplicates this made (never a caller's own socket)."""
+        self._timer.cancel()
+        with self._lock:
+            if self._duplicate:
+                for sock in self._sockets:
+                    sock.close()
+            self._sockets.clear()
+
+
+def shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed by its connection
+        sock.shutdown(socket.SHUT_RDWR)
