@@ -367,6 +367,10 @@ def unpack_crate(data: bytes, top: str, directory: Path, label: str, lockfile: P
                     raise refuse(f"nests deeper than {UNPACK_MAX_DEPTH} directories")
                 if not relative.parts:
                     continue  # the top directory itself
+                if relative.parts[0] == _CHECKSUM_FILE and (member.isdir()
+                                                           or len(relative.parts) > 1):
+                    raise refuse(f"holds a directory {_CHECKSUM_FILE}, where cargo's own "
+                                 "checksum file goes")
                 target = directory.joinpath(*relative.parts)
                 if member.isdir():
                     target.mkdir(mode=0o755, parents=True, exist_ok=True)

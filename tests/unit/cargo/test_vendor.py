@@ -194,3 +194,20 @@ def test_the_sources_file_replaces_each_origin_with_its_own_directory() -> None:
                                        "replace-with": "roteiro-git-dir-0"}
     assert tables["roteiro-git-dir-0"] == {"directory": f"{GUEST_CARGO_HOME}/git/0"}
     assert len([k for k in tables if k.startswith("roteiro-git-dir")]) == 1  # c and d: one source
+
+
+@pytest.mark.parametrize("name", [".cargo-checksum.json/x", "./.cargo-checksum.json/x"])
+def test_a_crate_holding_a_directory_where_the_checksum_file_goes_is_refused(
+        tmp_path: Path, name: str) -> None:
+    """Review of issue 20: a `.crate` with a *directory* `.cargo-checksum.json` (only the
+    file of that name was skipped) ended in IsADirectoryError when the checksum file was
+    written: exit 4 on every lint of a lockfile pinning it, instead of a refusal."""
+    checksum = stored(crate_bytes("tiny", "1.0.0", extra=[_member(f"tiny-1.0.0/{name}")]))
+    tree = tree_with(tmp_path, {"tiny": ("1.0.0", checksum)})
+    with pytest.raises(errors.PackageRefused, match=r"\.cargo-checksum\.json"):
+        vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    assert not [p for p in cargo_views_root().iterdir() if p.is_dir()]
+    # control: the same crate with the file at another name makes a view
+    checksum = stored(crate_bytes("tiny", "1.0.0", extra=[_member("tiny-1.0.0/cargo-checksum/x")]))
+    tree = tree_with(tmp_path / "control", {"tiny": ("1.0.0", checksum)})
+    assert vendor.vendored(read_pins(tree / "Cargo.lock"), tree).registry is not None
