@@ -67,6 +67,9 @@ from roteiro_py.process.stream import Exit, Failed, Output, Stream, collect, spa
 MAX_CHECKOUT_BYTES = 1024 * 1024 * 1024
 #: The most files (and links) one checkout, submodules included, may hold.
 MAX_CHECKOUT_FILES = 100_000
+#: The most directories one checkout may hold: a directory costs no byte, and links to
+#: directories materialized as copies multiply them (12 links deep made 16k of them).
+MAX_CHECKOUT_DIRS = 100_000
 #: The most components a path in a checkout may have, and the most bytes.
 MAX_PATH_DEPTH = 64
 MAX_PATH_BYTES = 4096
@@ -125,6 +128,10 @@ class ArchiveRefused(Exception):
     """What a checkout's files held that is not kept (becomes errors.PackageRefused)."""
 
 
+class CheckoutOutOfTime(ArchiveRefused):
+    """Writing the checkout's files passed the fetch's deadline."""
+
+
 # -- the tar reader ------------------------------------------------------------------
 
 
@@ -162,16 +169,32 @@ class Checkout:
     can pass through a link; links are kept aside (`links`) and materialized by `seal`."""
 
     root: Path
+    #: The time.monotonic() by which the files must be written (None: no deadline).
+    until: float | None = None
     files: dict[str, str] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=lambda: {""})
     links: dict[str, str] = field(default_factory=dict)
     total_bytes: int = 0
     submodules: int = 0
+    #: Every path written or recorded, by its parent directory: `_children` in time
+    #: proportional to its answer (a scan of every path made materializing quadratic:
+    #: 8k files through 12 levels of links took 85 s, 130k would take hours).
+    _kids: dict[str, set[str]] = field(default_factory=dict, init=False)
     #: While `seal` runs: every link's target, and the links not materialized yet.
     _targets: dict[str, str] = field(default_factory=dict, init=False)
     _pending: dict[str, str] = field(default_factory=dict, init=False)
 
+    def _in_time(self) -> None:
+        if self.until is not None and time.monotonic() > self.until:
+            raise CheckoutOutOfTime("writing its files took longer than the time allowed "
+                                    "for fetching")
+
+    def _add(self, path: str) -> None:
+        parent, name = posixpath.split(path)
+        self._kids.setdefault(parent, set()).add(name)
+
     def _count(self, size: int) -> None:
+        self._in_time()
         if len(self.files) + len(self.links) >= MAX_CHECKOUT_FILES:
             raise ArchiveRefused(f"it holds more than {MAX_CHECKOUT_FILES} files")
         self.total_bytes += size
@@ -193,9 +216,12 @@ class Checkout:
         for end in range(1, len(parts) + 1):
             here = "/".join(parts[:end])
             if here not in self.dirs:
+                if len(self.dirs) > MAX_CHECKOUT_DIRS:
+                    raise ArchiveRefused(f"it holds more than {MAX_CHECKOUT_DIRS} directories")
                 self._claim(here)
                 os.mkdir(self.root / here, 0o755)
                 self.dirs.add(here)
+                self._add(here)
 
     def _write(self, path: str, source: IO[bytes], size: int, executable: bool) -> None:
         self._count(size)
@@ -218,6 +244,7 @@ class Checkout:
         if written != size:
             raise ArchiveRefused(f"the file {_shown(path)} ended early")
         self.files[path] = digest.hexdigest()
+        self._add(path)
 
     def unpack(self, archive: IO[bytes], prefix: str = "") -> None:
         """Write the members of the tar stream `archive` under `prefix`, or ArchiveRefused.
@@ -252,6 +279,7 @@ class Checkout:
             if parent:
                 self._mkdirs(parent)
             self.links[path] = member.linkname
+            self._add(path)
         else:
             kind = "a hard link" if member.islnk() else "a device, FIFO or other special file"
             raise ArchiveRefused(f"the path {_shown(path)} is {kind}")
@@ -293,14 +321,12 @@ class Checkout:
         return "/".join(parts)
 
     def _children(self, directory: str) -> list[str]:
-        start = directory + "/" if directory else ""
-        names = {p[len(start):].split("/", 1)[0]
-                 for p in (*self.files, *self._pending, *self.dirs)
-                 if p.startswith(start) and p != directory}
-        return sorted(n for n in names if n)
+        """The names in `directory`: files, directories, and links (materialized or not)."""
+        return sorted(self._kids.get(directory, ()))
 
     def _materialize(self, at: str, source: str) -> None:
         """Put a copy of the checkout's `source` (resolved, no link) at `at`."""
+        self._in_time()
         _checked_path(at)
         if source in self.files:
             size = os.stat(self.root / source).st_size
@@ -510,6 +536,8 @@ class _Git:
             reader = _StdoutReader(stream)
             try:
                 checkout.unpack(io.BufferedReader(reader, 1 << 16), prefix)
+            except CheckoutOutOfTime:
+                raise self.unreachable(url, "the time allowed for fetching ran out") from None
             except ArchiveRefused as refused:
                 raise self.refused(str(refused)) from None
             reader.drain()
@@ -675,10 +703,12 @@ def fetch_checkout(pin: Pin, *, lockfile: Path, tree: Path, until: float) -> Pat
     try:
         with _work_directory() as work:
             git = _Git(pin, lockfile, tree, until, work)
-            checkout = Checkout(staging)
+            checkout = Checkout(staging, until)
             _fetch_tree(git, checkout, pin.url, pin.rev, pin.reference, "", 0)
             try:
                 files = checkout.seal()
+            except CheckoutOutOfTime:
+                raise git.unreachable(pin.url, "the time allowed for fetching ran out") from None
             except ArchiveRefused as refused:
                 raise git.refused(str(refused)) from None
         return store.keep_git_checkout(pin, staging, files)

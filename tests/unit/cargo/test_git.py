@@ -603,3 +603,45 @@ def test_a_deadline_already_passed_fetches_nothing(host: Host) -> None:
                            tree=host.tmp, until=time.monotonic() - 1)
     assert host.requested("dep.git") == []
     assert list((store.packages_root() / "git").iterdir()) == []
+
+
+def _link_doubling(levels: int) -> dict[str, str]:
+    """`a<k>/x` and `a<k>/y` both name `a<k-1>`: materialized, `a<levels>` holds 2^levels
+    copies of `a0/f`, from a tree of 2 * levels + 1 entries."""
+    return {f"a{k}/{n}": f"../a{k - 1}" for k in range(1, levels + 1) for n in "xy"}
+
+
+def test_links_multiplying_directories_are_bounded_in_time(host: Host) -> None:
+    """Review of issue 20: a git dependency of one file and 32 links (each level two links
+    to the level below) made `seal` copy 2^16 files and 2^17 directories, each copy scanning
+    every path made so far, with no deadline checked: 12 levels took 85 s, 16 would take
+    hours past FETCH_TIMEOUT_S. Now the deadline holds while links are materialized."""
+    commit = host.repos.make("bomb.git", {"a0/f": "x"}, links=_link_doubling(16))
+    started = time.monotonic()
+    with pytest.raises(errors.PackageSourceUnreachable, match="time allowed"):
+        git.fetch_checkout(host.pin("bomb.git", commit), lockfile=host.tmp / "Cargo.lock",
+                           tree=host.tmp, until=time.monotonic() + 8)
+    assert time.monotonic() - started < 60
+    assert [p.name for p in (store.packages_root() / "git").iterdir()] == []
+    # control: a few levels fit the deadline and are copied whole
+    commit = host.repos.make("small.git", {"a0/f": "x"}, links=_link_doubling(3))
+    files = store.git_checkout(host.pin("small.git", commit)) if host.fetch(
+        host.pin("small.git", commit)) else None
+    assert files is not None and len([f for f in files[1] if f.endswith("/f")]) == 1 + 2 + 4 + 8
+
+
+def test_directories_made_by_links_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory costs no byte and no file, so links to directories made any number of
+    them; MAX_CHECKOUT_DIRS bounds them (the control: within it, the same tree seals)."""
+    members = [("a0/f", "file", b"x"), *((p, "link", t) for p, t in _link_doubling(6).items())]
+    monkeypatch.setattr(git, "MAX_CHECKOUT_DIRS", 100)
+    (tmp_path / "a").mkdir()
+    checkout = git.Checkout(tmp_path / "a")
+    checkout.unpack(_tar(*members))
+    with pytest.raises(git.ArchiveRefused, match="more than 100 directories"):
+        checkout.seal()
+    monkeypatch.setattr(git, "MAX_CHECKOUT_DIRS", 300)
+    (tmp_path / "b").mkdir()
+    checkout = git.Checkout(tmp_path / "b")
+    checkout.unpack(_tar(*members))
+    assert len(checkout.seal()) == 127
