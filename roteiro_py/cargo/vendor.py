@@ -459,6 +459,11 @@ def _copy_git(lock: Lockfile, pin: Pin, tree: Path, directory: Path, budget: _Bu
         own = PurePosixPath(*inside.parts[len(prefix.parts):])
         if _is_nested_package(own, sealed, prefix) or str(own) == _CHECKSUM_FILE:
             continue
+        written_here = (_CHECKSUM_FILE, *(("Cargo.toml.orig",) if normalized is not None else ()))
+        if len(own.parts) > 1 and own.parts[0] in written_here:
+            raise errors.PackageRefused(lock.path, pin.described(), f"its repository holds a "
+                                        f"directory {own.parts[0]}, where the view writes a file "
+                                        "of that name", tree)
         source = checkout.joinpath(*inside.parts)
         fd = os.open(source, _FILE_FLAGS)
         try:

@@ -211,3 +211,50 @@ def test_a_crate_holding_a_directory_where_the_checksum_file_goes_is_refused(
     checksum = stored(crate_bytes("tiny", "1.0.0", extra=[_member("tiny-1.0.0/cargo-checksum/x")]))
     tree = tree_with(tmp_path / "control", {"tiny": ("1.0.0", checksum)})
     assert vendor.vendored(read_pins(tree / "Cargo.lock"), tree).registry is not None
+
+
+def _stored_git(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A tree whose lockfile pins `dep 0.1.0` from git, its checkout (`files`) sealed in
+    the store as cargo/git.py leaves one."""
+    from roteiro_py.cargo.lockfile import pin_of
+
+    commit = "ab" * 20
+    source = f"git+https://git.example/dep#{commit}"
+    pin = pin_of(Path("Cargo.lock"), "dep", "0.1.0", source, None)
+    staging = store.git_staging(pin)
+    for path, text in files.items():
+        (staging / path).parent.mkdir(parents=True, exist_ok=True)
+        (staging / path).write_text(text)
+    store.keep_git_checkout(pin, staging, {p: hashlib.sha256(t.encode()).hexdigest()
+                                           for p, t in files.items()})
+    tree = tmp_path / "tree"
+    tree.mkdir(parents=True)
+    (tree / "Cargo.lock").write_text(f'version = 4\n[[package]]\nname = "dep"\nversion = "0.1.0"\n'
+                                     f'source = "{source}"\n')
+    return tree
+
+
+_GIT_DEP = {"Cargo.toml": '[package]\nname = "dep"\nversion = "0.1.0"\nedition = "2021"\n',
+            "src/lib.rs": ""}
+_INHERITING = {"Cargo.toml": '[workspace]\n[workspace.package]\nversion = "0.1.0"\n'
+                             '[package]\nname = "dep"\nversion.workspace = true\n',
+               "src/lib.rs": ""}
+
+
+@pytest.mark.parametrize(("files", "said"), [
+    ({**_GIT_DEP, ".cargo-checksum.json/x": ""}, ".cargo-checksum.json"),
+    ({**_INHERITING, "Cargo.toml.orig/x": ""}, "Cargo.toml.orig"),
+])
+def test_a_git_checkout_holding_a_directory_where_the_view_writes_a_file_is_refused(
+        tmp_path: Path, files: dict[str, str], said: str) -> None:
+    """Review of issue 20: a git dependency with a directory `.cargo-checksum.json`, or
+    one with a directory `Cargo.toml.orig` whose manifest needs normalizing, ended in
+    IsADirectoryError when the view wrote the file of that name (exit 4)."""
+    tree = _stored_git(tmp_path, files)
+    with pytest.raises(errors.PackageRefused, match=said.replace(".", r"\.")):
+        vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    # control: the same checkout with the directory elsewhere makes a view
+    files = {("elsewhere/x" if path.endswith("/x") else path): text for path, text in files.items()}
+    tree = _stored_git(tmp_path / "control", files)
+    made = vendor.vendored(read_pins(tree / "Cargo.lock"), tree)
+    assert made.git is not None and (made.git / "0" / "dep-0.1.0" / "elsewhere" / "x").is_file()
