@@ -45,6 +45,7 @@ import os
 import posixpath
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import time
@@ -73,6 +74,12 @@ MAX_CHECKOUT_DIRS = 100_000
 #: The most components a path in a checkout may have, and the most bytes.
 MAX_PATH_DEPTH = 64
 MAX_PATH_BYTES = 4096
+#: The largest pack one repository's fetch may write (a depth-1 pack of the pinned commit
+#: holds its files compressed, so a checkout within MAX_CHECKOUT_BYTES fits). Without it a
+#: git host could send for as long as the fetch may take (FETCH_TIMEOUT_S) at line rate.
+#: Git keeps every fetch as one pack file (`fetch.unpackLimit=1`), and the kernel cuts a
+#: file written past RLIMIT_FSIZE (`_LIMITED`).
+MAX_PACK_BYTES = MAX_CHECKOUT_BYTES + 64 * 1024 * 1024
 #: How deep submodules may nest, and how many one checkout may have in all.
 MAX_SUBMODULE_DEPTH = 4
 MAX_SUBMODULES = 64
@@ -103,7 +110,8 @@ _HARDENING = (
     "transfer.fsckObjects=true", "fetch.fsckObjects=true", "protocol.version=2",
     "transfer.bundleURI=false", "fetch.recurseSubmodules=false", "submodule.recurse=false",
     "gc.auto=0", "gc.autoDetach=false", "maintenance.auto=false",
-    "fetch.writeCommitGraph=false", "init.defaultBranch=main", "advice.detachedHead=false",
+    "fetch.writeCommitGraph=false", "fetch.unpackLimit=1", "transfer.unpackLimit=1",
+    "init.defaultBranch=main", "advice.detachedHead=false",
 )
 #: The environment git runs with (beside PATH, HOME, the CA and the proxy).
 _ENVIRONMENT = {
@@ -118,6 +126,14 @@ _ENVIRONMENT = {
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
                     "no_proxy")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: Runs `argv[2:]` with no file larger than argv[1] bytes and no core dump (what git and
+#: its index-pack inherit); the interpreter isolated (-I: no PYTHON* variable, no site).
+_LIMITED = ("import os, resource, sys; limit = int(sys.argv[1]); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+            "resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "
+            "os.execvp(sys.argv[2], sys.argv[2:])")
+#: What git says when the kernel cut the pack (SIGXFSZ is 25 on Linux).
+_CUT_OFF = re.compile(r"signal 25|[Ff]ile size limit exceeded|File too large")
 #: A ref name safe as a refspec's source: no `:`, `*`, `^`, `~`, `?`, `[`, `\`, space.
 _REF_NAME = re.compile(r"[A-Za-z0-9_+@][A-Za-z0-9._/+@-]{0,255}")
 _URL = re.compile(r"https://[!$-\[\]-~]+")
@@ -443,7 +459,8 @@ class _Git:
         cainfo = _cainfo()
         if cainfo:
             configuration.append(f"http.sslCAInfo={cainfo}")
-        return ["git", *(item for pair in configuration for item in ("-c", pair)), *args]
+        return [sys.executable, "-I", "-c", _LIMITED, str(MAX_PACK_BYTES), "git",
+                *(item for pair in configuration for item in ("-c", pair)), *args]
 
     def remaining(self, url: str) -> float:
         left = self.until - time.monotonic()
@@ -482,6 +499,7 @@ class _Git:
         repository = self.new_repository(url, commit)
         status, _, why = self.run(repository, ["fetch", "--quiet", "--depth=1", "--no-tags",
                                                "--", url, commit], url)
+        self.check_size(url, why)
         if status == 0 and self.is_commit(repository, commit, url):
             return repository
         refspec = _fallback_refspec(reference)
@@ -489,6 +507,7 @@ class _Git:
             raise self.unreachable(url, f"the commit {commit} could not be fetched ({why})")
         status, _, fallback_why = self.run(repository, ["fetch", "--quiet", "--depth=1",
                                                         "--no-tags", "--", url, refspec], url)
+        self.check_size(url, fallback_why)
         if status != 0:
             raise self.unreachable(url, f"the commit {commit} could not be fetched ({why}); "
                                    f"nor {refspec} ({fallback_why})")
@@ -500,6 +519,13 @@ class _Git:
                                f"there is now {_shown(found)}, not the pinned {commit} "
                                "(`cargo update` the dependency to pin what it serves)")
         return repository
+
+    def check_size(self, url: str, why: str) -> None:
+        """errors.PackageRefused when git's pack was cut at MAX_PACK_BYTES (`why`: git's
+        message); nothing of it is kept (the work directory goes)."""
+        if _CUT_OFF.search(why):
+            raise self.refused(f"{_shown(url)} sent a pack larger than {MAX_PACK_BYTES} bytes "
+                               "(MAX_PACK_BYTES) for the pinned commit; nothing was kept")
 
     def is_commit(self, repository: Path, commit: str, url: str) -> bool:
         status, kind, _ = self.run(repository, ["cat-file", "-t", commit], url)

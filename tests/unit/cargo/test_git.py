@@ -645,3 +645,18 @@ def test_directories_made_by_links_are_counted(tmp_path: Path, monkeypatch: pyte
     checkout = git.Checkout(tmp_path / "b")
     checkout.unpack(_tar(*members))
     assert len(checkout.seal()) == 127
+
+
+def test_a_pack_larger_than_any_checkout_is_cut_off(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of issue 20: what a git host sends for the pinned commit was bounded only by
+    the fetch's time (FETCH_TIMEOUT_S, 30 min at line rate: tens of GiB into the store's
+    tmp/). Now one repository's pack may not exceed MAX_PACK_BYTES (git keeps it as one
+    pack file, whose size the kernel bounds: RLIMIT_FSIZE)."""
+    commit = host.repos.make("big.git", {"blob": os.urandom(1 << 20).hex()})  # 2 MiB, 1 MiB packed
+    monkeypatch.setattr(git, "MAX_PACK_BYTES", 512 * 1024, raising=False)
+    with pytest.raises(errors.PackageRefused, match="larger than 524288 bytes"):
+        host.fetch(host.pin("big.git", commit))
+    assert list((store.packages_root() / "git").iterdir()) == []
+    assert list((store.packages_root() / "tmp").iterdir()) == []
+    monkeypatch.setattr(git, "MAX_PACK_BYTES", 4 << 20)  # control: within the bound
+    assert (host.fetch(host.pin("big.git", commit)) / "blob").stat().st_size == 2 << 20
