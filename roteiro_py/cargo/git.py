@@ -772,6 +772,11 @@ def _manifest(checkout: Path, directory: Path, pin: Pin, lockfile: Path,
         raise errors.PackageRefused(lockfile, pin.described(), f"its manifest "
                                     f"{_relative(checkout, path)} was not read: {refused.why}",
                                     tree) from None
+    except ValueError:  # a path its manifests chose holds a NUL (`package.workspace`)
+        raise errors.PackageRefused(lockfile, pin.described(), f"its manifest "
+                                    f"{_shown(_relative(checkout, path))} was not read: its "
+                                    "path holds a NUL byte (a workspace path a manifest "
+                                    "named)", tree) from None
 
 
 def _relative(checkout: Path, path: Path) -> str:

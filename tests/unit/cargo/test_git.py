@@ -660,3 +660,21 @@ def test_a_pack_larger_than_any_checkout_is_cut_off(host: Host, monkeypatch: pyt
     assert list((store.packages_root() / "tmp").iterdir()) == []
     monkeypatch.setattr(git, "MAX_PACK_BYTES", 4 << 20)  # control: within the bound
     assert (host.fetch(host.pin("big.git", commit)) / "blob").stat().st_size == 2 << 20
+
+
+def test_a_workspace_path_holding_a_nul_is_refused(tmp_path: Path) -> None:
+    """Review of issue 20: a git dependency's `package.workspace = "..\\u0000x"` (TOML
+    allows the escape) reached os.open as a path: ValueError, exit 4 on every lint of a
+    lockfile pinning it. Control: the same manifest naming its real workspace normalizes."""
+    files = {"Cargo.toml": '[workspace]\n[workspace.package]\nversion = "1.0.0"\n',
+             "crates/dep/Cargo.toml": '[package]\nname = "dep"\nworkspace = "../\\u0000x"\n'
+                                      'version.workspace = true\n'}
+    checkout = _checkout(tmp_path / "co", files)
+    with pytest.raises(errors.PackageRefused, match="workspace"):
+        git.normalized_manifest(checkout, checkout / "crates/dep", _pin("dep", "1.0.0"),
+                                lockfile=tmp_path / "Cargo.lock")
+    (checkout / "crates/dep/Cargo.toml").write_text(
+        files["crates/dep/Cargo.toml"].replace("../\\u0000x", "../.."))
+    normalized = git.normalized_manifest(checkout, checkout / "crates/dep", _pin("dep", "1.0.0"),
+                                         lockfile=tmp_path / "Cargo.lock")
+    assert normalized is not None and b'version = "1.0.0"' in normalized
