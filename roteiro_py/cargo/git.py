@@ -832,8 +832,10 @@ def _version(checkout: Path, directory: Path, pin: Pin, lockfile: Path,
     if isinstance(version, dict) and version.get("workspace") is True:
         with contextlib.suppress(errors.PackageRefused):
             root = _workspace_root(checkout, directory, package, pin, lockfile, tree)
-            inherited = _manifest(checkout, root, pin, lockfile, tree)["workspace"]
-            return inherited.get("package", {}).get("version")
+            inherited = _manifest(checkout, root, pin, lockfile, tree).get("workspace")
+            shared = inherited.get("package") if isinstance(inherited, dict) else None
+            return shared.get("version") if isinstance(shared, dict) else None
+        return None
     return version
 
 

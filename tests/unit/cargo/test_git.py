@@ -678,3 +678,24 @@ def test_a_workspace_path_holding_a_nul_is_refused(tmp_path: Path) -> None:
     normalized = git.normalized_manifest(checkout, checkout / "crates/dep", _pin("dep", "1.0.0"),
                                          lockfile=tmp_path / "Cargo.lock")
     assert normalized is not None and b'version = "1.0.0"' in normalized
+
+
+@pytest.mark.parametrize("other", [
+    '[package]\nname = "dep"\nversion = "1.0.0"\n',  # no [workspace] where `a` says it is
+    '[package]\nname = "dep"\nversion = "1.0.0"\n[workspace]\npackage = 1\n',
+    '[workspace]\npackage = { version = 2 }\n[package]\nname = "dep"\nversion = "1.0.0"\n',
+])
+def test_a_package_named_twice_with_a_broken_workspace_is_resolved_or_refused(
+        tmp_path: Path, other: str) -> None:
+    """Review of issue 20: with two manifests naming the pinned package, `_version` read the
+    inherited version as `_manifest(root)["workspace"]["package"]["version"]`: a workspace
+    root without [workspace], or with a `package` that is not a table, raised KeyError or
+    AttributeError (exit 4 on every lint). Now such a version is unknown, and the package
+    found by its own version (control) or refused by name."""
+    checkout = _checkout(tmp_path / "co", {
+        "a/Cargo.toml": '[package]\nname = "dep"\nworkspace = "../b"\nversion.workspace = true\n',
+        "b/Cargo.toml": other})
+    found = git.package_dir(checkout, _pin("dep", "1.0.0"), lockfile=tmp_path / "Cargo.lock")
+    assert found == checkout / "b"
+    with pytest.raises(errors.PackageRefused, match="no manifest"):
+        git.package_dir(checkout, _pin("dep", "9.0.0"), lockfile=tmp_path / "Cargo.lock")
