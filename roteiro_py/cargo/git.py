@@ -869,10 +869,17 @@ def _workspace_root(checkout: Path, directory: Path, package: dict[str, Any], pi
 
 
 def _uses_workspace(value: object) -> bool:
-    if isinstance(value, dict):
-        return value.get("workspace") is True or any(_uses_workspace(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_uses_workspace(v) for v in value)
+    """Whether any table in `value` holds `workspace = true`. Walked with a stack: tomllib
+    reads arrays a few hundred deep, and recursing over them passed Python's limit."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if item.get("workspace") is True:
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
     return False
 
 
@@ -1024,6 +1031,6 @@ def normalized_manifest(checkout: Path, package_dir: Path, pin: Pin, *, lockfile
         normalizer.workspace = workspace if isinstance(workspace, dict) else {}
     try:
         return _HEADER + tomli_w.dumps(normalizer.manifest(manifest)).encode()
-    except (TypeError, ValueError) as error:
-        raise normalizer.refused(f"its normalized manifest could not be written ({error})") \
-            from None
+    except (TypeError, ValueError, RecursionError) as error:
+        raise normalizer.refused(f"its normalized manifest could not be written "
+                                 f"({_shown(str(error))})") from None

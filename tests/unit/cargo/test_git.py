@@ -699,3 +699,23 @@ def test_a_package_named_twice_with_a_broken_workspace_is_resolved_or_refused(
     assert found == checkout / "b"
     with pytest.raises(errors.PackageRefused, match="no manifest"):
         git.package_dir(checkout, _pin("dep", "9.0.0"), lockfile=tmp_path / "Cargo.lock")
+
+
+@pytest.mark.parametrize("inherits", [False, True])
+def test_deeply_nested_metadata_is_normalized_or_refused(tmp_path: Path, inherits: bool) -> None:
+    """Review of issue 20: a git dependency's manifest with `[package.metadata] x` nested
+    400 arrays deep (tomllib reads it) made `_uses_workspace` recurse past Python's limit:
+    RecursionError, exit 4 on every lint. Now it is walked without recursion; written out
+    (when the manifest inherits) it is refused by name if tomli_w cannot, else kept."""
+    deep = "[" * 400 + "]" * 400
+    version = "version.workspace = true" if inherits else 'version = "1.0.0"'
+    checkout = _checkout(tmp_path / "co", {
+        "Cargo.toml": '[workspace]\n[workspace.package]\nversion = "1.0.0"\n',
+        "crates/dep/Cargo.toml": f'[package]\nname = "dep"\n{version}\n[package.metadata]\nx = {deep}\n'})
+    try:
+        normalized = git.normalized_manifest(checkout, checkout / "crates/dep",
+                                             _pin("dep", "1.0.0"), lockfile=tmp_path / "Cargo.lock")
+    except errors.PackageRefused as refused:
+        assert inherits and "could not be written" in refused.why
+    else:
+        assert (normalized is None) != inherits
