@@ -380,13 +380,18 @@ class Checkout:
 
 
 def _cainfo() -> str | None:
-    """The CA file for https, where the user named one for cargo (CARGO_HTTP_CAINFO) or
-    for TLS at large (SSL_CERT_FILE): a corporate proxy's or a self-hosted git's CA."""
-    for name in ("CARGO_HTTP_CAINFO", "SSL_CERT_FILE"):
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    """The CA file for https, where the user named one for cargo (CARGO_HTTP_CAINFO, `[http]
+    cainfo` in $CARGO_HOME/config.toml: read as cargo/registry.py reads them, a relative
+    path made absolute, since git runs in a directory of its own) or for TLS at large
+    (SSL_CERT_FILE): a corporate proxy's or a self-hosted git's CA. Registry downloads and
+    git fetches trust the same CA, or a git pin failed where a registry pin worked."""
+    from roteiro_py.cargo.registry import HostCargo
+
+    named = HostCargo.read().cainfo
+    if named is not None:
+        return str(named[0])
+    value = os.environ.get("SSL_CERT_FILE")
+    return os.path.abspath(value) if value else None
 
 
 class _StdoutReader(io.RawIOBase):
@@ -439,6 +444,8 @@ class _Git:
     until: float
     work: Path
     repositories: int = 0
+    #: The CA file git verifies with (`_cainfo`), read once per fetch.
+    cainfo: str | None = field(default_factory=_cainfo)
 
     def refused(self, why: str) -> errors.PackageRefused:
         return errors.PackageRefused(self.lockfile, self.pin.described(), why, self.tree)
@@ -456,9 +463,8 @@ class _Git:
 
     def argv(self, args: list[str]) -> list[str]:
         configuration = list(_HARDENING)
-        cainfo = _cainfo()
-        if cainfo:
-            configuration.append(f"http.sslCAInfo={cainfo}")
+        if self.cainfo:
+            configuration.append(f"http.sslCAInfo={self.cainfo}")
         return [sys.executable, "-I", "-c", _LIMITED, str(MAX_PACK_BYTES), "git",
                 *(item for pair in configuration for item in ("-c", pair)), *args]
 

@@ -719,3 +719,21 @@ def test_deeply_nested_metadata_is_normalized_or_refused(tmp_path: Path, inherit
         assert inherits and "could not be written" in refused.why
     else:
         assert (normalized is None) != inherits
+
+
+@pytest.mark.parametrize("named_by", ["relative CARGO_HTTP_CAINFO", "http.cainfo"])
+def test_git_trusts_the_ca_named_the_ways_registry_downloads_do(
+        host: Host, monkeypatch: pytest.MonkeyPatch, cargo_home: Path, named_by: str) -> None:
+    """Review of issue 20: registry downloads honour cargo's `[http] cainfo` and a relative
+    CARGO_HTTP_CAINFO (cargo/registry.py), but git was given CARGO_HTTP_CAINFO verbatim (a
+    relative path then named a file in git's own working directory) and never the config
+    file's: behind a corporate CA, registry pins fetched and git pins failed TLS."""
+    commit = host.repos.make("dep.git", {"a": "a\n"})
+    ca = Path(os.environ["CARGO_HTTP_CAINFO"])
+    if named_by == "http.cainfo":
+        monkeypatch.delenv("CARGO_HTTP_CAINFO")
+        (cargo_home / "config.toml").write_text(f"[http]\ncainfo = {json.dumps(str(ca))}\n")
+    else:
+        monkeypatch.chdir(ca.parent)
+        monkeypatch.setenv("CARGO_HTTP_CAINFO", ca.name)
+    assert (host.fetch(host.pin("dep.git", commit)) / "a").read_text() == "a\n"
