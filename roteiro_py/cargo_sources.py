@@ -1,36 +1,27 @@
-"""The host's cargo source replacement (`[source]` tables), given to the guest as it is.
+"""The host's cargo source replacement (`[source]` tables), followed for downloads.
 
 Why: a host whose cargo configuration replaces crates.io (`[source.crates-io]
-replace-with = "mirror"`, `[source.mirror] registry = "sparse+https://mirror/"`) makes
-`fetch-deps` (host cargo) fill `registry/{index,cache,src}/<mirror host>-<hash>/`, while
-the guest's cargo, which never sees the host's configuration, looks in
-`index.crates.io-<hash>/`: every lint was "cold cache", and `fetch-deps` could not help.
+replace-with = "mirror"`, `[source.mirror] registry = "sparse+https://mirror/"`) wants
+every download to go to the mirror: a corporate network may reach nothing else, and the
+mirror may be the one vetted copy. `fetch-deps` (cargo/registry.py) asks `cache_source`
+which registry a pinned package is downloaded from. The guest is never given any of this:
+it sees the vendored view (cargo/vendor.py), whose `[source]` tables replace the
+lockfile's own sources, whatever the host's mirror was.
 
 What is guaranteed:
-- The configuration read is the one host cargo reads for `fetch-deps` (deps.py runs it in
-  a clean copy under $ROTEIRO_HOME/tmp): `.cargo/config.toml` (or `.cargo/config`, which
-  cargo prefers when both exist) in that directory's ancestors, deepest first, then
-  `$CARGO_HOME/config.toml`; tables merge key by key, the deeper file winning. Each file
-  is read bounded (CONFIG_MAX_BYTES); the user's own files may be links (dotfile managers).
+- The configuration read is the user's, never the tree's: `.cargo/config.toml` (or
+  `.cargo/config`, which cargo prefers when both exist) in the ancestors of
+  `fetch_directory()` (under $ROTEIRO_HOME), deepest first, then `$CARGO_HOME/config.toml`;
+  tables merge key by key, the deeper file winning. Each file is read bounded
+  (CONFIG_MAX_BYTES); the user's own files may be links (dotfile managers).
 - Only what the lockfile needs is followed: a pinned package's source (crates.io, or a
   registry whose `[source.<name>] registry` is that URL) through its `replace-with`
   chain (at most MAX_CHAIN links) to a table naming a sparse registry
-  (`registry = "sparse+http(s)://..."`). The cache directories of that registry are where
-  the view looks (cargo_view.py), and the guest is given the chain's ends on the command
-  line: `--config source.<origin>.replace-with="<end>"` (and the origin's `registry`
-  when it is not crates.io) and `--config source.<end>.registry="sparse+..."`, nothing
-  else (no credentials, no other key), each padded past PATH_MAX so that cargo never
-  reads a tree file of that name in its place. `--config` outranks the tree's own
-  `.cargo/config.toml`: the view holds the
-  packages where the host's replacement put them, and `fetch-deps` never read the tree's
-  configuration either.
-- A replacement the guest cannot follow is refused once, before boot, naming the file and
-  the key (errors.SourceReplacementRefused): a `directory` or `local-registry` source (a
-  host path the guest would need mounted), a git-protocol index (the view carries sparse
-  index caches only), a `git` source, a name that is not a bare TOML key (checked only
-  for the tables a pinned package goes through), a chain that loops.
-  crates.io itself read over git (`registries.crates-io.protocol = "git"`, or
-  CARGO_REGISTRIES_CRATES_IO_PROTOCOL) is refused for the same reason as a git index.
+  (`registry = "sparse+http(s)://..."`; cargo/registry.py downloads over https only).
+- A replacement that cannot be followed is refused, naming the file and the key
+  (errors.SourceReplacementRefused): a `directory` or `local-registry` source (a host
+  path), a git-protocol index, a `git` source, a name that is not a bare TOML key, a chain
+  that loops, crates.io read over git (`registries.crates-io.protocol = "git"`).
 """
 
 from __future__ import annotations
@@ -50,7 +41,7 @@ from roteiro_py.untrusted import FileRefused, read_bounded
 CONFIG_MAX_BYTES = 1024 * 1024
 #: The most `replace-with` links followed from one source (cargo's real chains have one).
 MAX_CHAIN = 8
-#: The longest registry URL given to the guest.
+#: The longest registry URL followed.
 MAX_URL_CHARS = 2048
 #: The built-in source name of crates.io, and its URLs as a lockfile writes them.
 CRATES_IO = "crates-io"
@@ -60,13 +51,9 @@ CRATES_IO_SOURCES = ("registry+https://github.com/rust-lang/crates.io-index",
 #: and a sparse `registry` are ever given to the guest.
 _KNOWN_KEYS = ("replace-with", "registry", "local-registry", "directory", "git", "branch",
                "tag", "rev")
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: A sparse registry URL that is safe inside a TOML basic string on a command line.
 _SPARSE_URL = re.compile(r"sparse\+https?://[!#-\[\]-~]+")
 #: The URL of a replaced registry other than crates.io, under the same rule.
-_ORIGIN_URL = re.compile(r"(sparse\+)?https?://[!#-\[\]-~]+")
-#: Linux's PATH_MAX: a longer name is ENAMETOOLONG on every filesystem (see guest_args).
-PATH_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -79,19 +66,17 @@ class Setting:
 
 @dataclass
 class HostSources:
-    """The host's `[source]` tables as cargo merges them, and what the guest is given."""
+    """The host's `[source]` tables as cargo merges them."""
 
     tables: dict[str, dict[str, Setting]] = field(default_factory=dict)
     #: Where crates.io's protocol was chosen ("git" is refused when crates.io is used).
     crates_io_protocol: Setting | None = None
-    #: The guest's `--config` arguments, in the order the chains were followed.
-    _given: dict[str, str] = field(default_factory=dict)
 
     def cache_source(self, source: str) -> str:
         """The source whose cache directories hold a package pinned from `source` (a
         lockfile `source` string): `source` itself, or the sparse registry its
-        replacement chain ends at. Records the chain for `guest_args`; refuses a chain
-        the guest cannot follow (errors.SourceReplacementRefused)."""
+        replacement chain ends at (where fetch-deps downloads it from); refuses a chain
+        that cannot be followed (errors.SourceReplacementRefused)."""
         name = self._name_of(source)
         if name is None:
             return source
@@ -103,15 +88,9 @@ class HostSources:
                 break
             target = replace.value
             key = f"source.{name}.replace-with"
-            # Checked here, where a name is about to be given to the guest as a bare TOML
-            # key, not for every table of the host's files (cargo accepts any name, and a
-            # table the lockfile never reaches refused every lint).
-            if not _NAME.fullmatch(name):
-                raise errors.SourceReplacementRefused(replace.file, key, "its source name is not "
-                                                      f"one the guest can be given ({_NAME.pattern})")
-            if not isinstance(target, str) or not _NAME.fullmatch(target):
+            if not isinstance(target, str):
                 raise errors.SourceReplacementRefused(replace.file, key, "its value is not a "
-                                                      f"source name the guest can be given ({_NAME.pattern})")
+                                                      "source name")
             if target in seen:
                 raise errors.SourceReplacementRefused(replace.file, key, "the replacements form "
                                                       f"a loop ({' -> '.join([*seen, target])})")
@@ -126,33 +105,7 @@ class HostSources:
         if len(seen) == 1:
             self._refuse_git_crates_io(name)
             return source
-        url = self._registry_of(name)
-        # The guest is given the chain's two ends only: cargo wants a location in every
-        # [source] table it reads, and an intermediate one given only its replace-with
-        # was "no source location specified" after boot. Its packages are the end's.
-        origin = seen[0]
-        if origin != CRATES_IO:  # cargo knows crates.io's location; another origin's is its registry
-            self._given[f"source.{origin}.registry"] = self._origin_url(origin)
-        self._given[f"source.{origin}.replace-with"] = name
-        return url
-
-    def guest_args(self) -> list[str]:
-        """`--config` arguments giving the guest the chains `cache_source` followed.
-
-        cargo reads `--config X` as a configuration FILE when a path X exists relative to
-        its working directory, which in the guest is the tree: a tree holding a file named
-        like an argument put its own tables (or anything else) in place of the host's, at
-        --config rank. Each argument is padded with TOML whitespace (which cargo accepts
-        after the value) to PATH_MAX characters, so no path by that name can exist
-        (ENAMETOOLONG) and cargo always parses it as `key="value"`."""
-        args: list[str] = []
-        for key, value in sorted(self._given.items()):
-            args += ["--config", f'{key}="{value}"'.ljust(PATH_MAX)]
-        return args
-
-    def key(self) -> str:
-        """What a cargo view built through these replacements depends on ("" for none)."""
-        return repr(sorted(self._given.items())) if self._given else ""
+        return self._registry_of(name)
 
     def _name_of(self, source: str) -> str | None:
         if source in CRATES_IO_SOURCES or source.rstrip("/") in (s.rstrip("/") for s in CRATES_IO_SOURCES):
@@ -171,12 +124,12 @@ class HostSources:
             if key in table:
                 raise errors.SourceReplacementRefused(
                     table[key].file, f"source.{name}.{key}", "it is a path on this host, "
-                    "which the guest does not see (it sees only the packages the lockfile pins)")
+                    "which fetch-deps does not read packages from (it downloads them, checked against the lockfile)")
         for key in ("git", "branch", "tag", "rev"):
             if key in table:
                 raise errors.SourceReplacementRefused(
                     table[key].file, f"source.{name}.{key}", "a git source cannot replace a "
-                    "registry the guest reads offline")
+                    "registry fetch-deps downloads from")
         unknown = sorted(set(table) - set(_KNOWN_KEYS))
         if unknown:
             raise errors.SourceReplacementRefused(
@@ -190,29 +143,14 @@ class HostSources:
         url = registry.value
         key = f"source.{name}.registry"
         if not isinstance(url, str) or len(url) > MAX_URL_CHARS or not _SPARSE_URL.fullmatch(url):
-            why = ("a git-protocol index is not given to the guest (its view carries sparse "
-                   "index caches only); use the mirror's sparse+https:// URL"
+            why = ("a git-protocol index is not read (fetch-deps reads a registry's sparse "
+                   "index); use the mirror's sparse+https:// URL"
                    if isinstance(url, str) and not url.startswith("sparse+")
                    else "it is not a sparse+http(s):// URL")
             raise errors.SourceReplacementRefused(registry.file, key, why)
         if "@" in urlsplit(url.partition("+")[2]).netloc:
             raise errors.SourceReplacementRefused(registry.file, key, "it holds credentials "
-                                                  "(user@host), which are never given to the guest")
-        self._given[key] = url
-        return url
-
-    def _origin_url(self, name: str) -> str:
-        """The `registry` of a replaced source other than crates.io (the lockfile's URL,
-        which `_name_of` matched), checked as safe inside a TOML string."""
-        registry = self.tables[name]["registry"]
-        url = registry.value
-        if not (isinstance(url, str) and len(url) <= MAX_URL_CHARS and _ORIGIN_URL.fullmatch(url)):
-            raise errors.SourceReplacementRefused(registry.file, f"source.{name}.registry",
-                                                  "it is not an http(s):// or sparse+http(s):// URL")
-        if "@" in urlsplit(url.removeprefix("sparse+")).netloc:
-            raise errors.SourceReplacementRefused(registry.file, f"source.{name}.registry", "it holds "
-                                                  "credentials (user@host), which are never given "
-                                                  "to the guest")
+                                                  "(user@host), which are never sent from a configuration URL")
         return url
 
     def _refuse_git_crates_io(self, name: str) -> None:
@@ -220,8 +158,8 @@ class HostSources:
                 and self.crates_io_protocol.value == "git":
             raise errors.SourceReplacementRefused(
                 self.crates_io_protocol.file, "registries.crates-io.protocol", "crates.io "
-                "read over git is not given to the guest (its view carries sparse index "
-                "caches only); remove the setting to use the default, sparse")
+                "read over git is not followed (fetch-deps reads a registry's sparse index); "
+                "remove the setting to use the default, sparse")
 
 
 def fetch_directory() -> Path:

@@ -229,10 +229,36 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
                            "pylint-sandbox prefetch --analyzer clippy --image REF --allow-download"))
     except RoteiroError as error:
         found.append(Check("image store", False, error.guidance().summary))
-    registry = paths.cargo_home() / "registry"
-    found.append(Check("package cache", registry.is_dir(), str(registry),
-                       None if registry.is_dir() else "pylint-sandbox fetch-deps PATH"))
+    found.append(_packages(path))
     return found, reference
+
+
+def _packages(path: Path) -> Check:
+    """Whether the package store holds every package PATH's lockfile pins (a lint refuses
+    otherwise, naming them; `fetch-deps` fills it). Informational: fetch-deps is the fix,
+    and a tree without a lockfile or with only path dependencies needs none."""
+    from roteiro_py.cargo.lockfile import read_pins
+    from roteiro_py.cargo.store import packages_root
+    from roteiro_py.cargo.vendor import missing_from_store
+    from roteiro_py.cargo.workspace import find_workspace_root
+
+    store = packages_root()
+    try:
+        root = find_workspace_root(path)
+        lockfile = root / "Cargo.lock"
+        if not lockfile.is_file():
+            return Check("package store", False, f"{printable(str(root))} has no Cargo.lock",
+                         "cargo generate-lockfile (in the guest's toolchain), then "
+                         f"pylint-sandbox fetch-deps {printable(str(root))}")
+        lock = read_pins(lockfile)
+    except RoteiroError as error:
+        return Check("package store", False, error.guidance().summary)
+    missing = missing_from_store(lock.pins)
+    pinned = len(lock.pins)
+    return Check("package store", not missing,
+                 f"{printable(str(store))}: {pinned - len(missing)} of the {pinned} packages "
+                 "the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
+                 if missing else None)
 
 
 def verified(configured: str | None = None) -> list[Check]:

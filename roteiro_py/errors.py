@@ -328,7 +328,7 @@ class TagNotDigest(RoteiroError):
 #: every refusal: none comes with a report (a lint renders its report only once `lint()`
 #: returned, lint/__init__.py), and none is followed by running anything on this host in
 #: the VM's place. The guest may have run (the build ran in the VM), and `fetch-deps` runs
-#: host cargo on the manifests by design; neither is "instead".
+#: hardened git for a lockfile's git pins by design; neither is "instead".
 NOTHING_RAN = "No report was made, and nothing ran on this host instead."
 
 
@@ -717,7 +717,7 @@ MISSING_NAMED = 5
 
 
 class SourceReplacementRefused(Refusal):
-    """A host cargo `[source]` replacement that the guest cannot be given (cargo_sources.py)."""
+    """A host cargo `[source]` replacement that fetch-deps cannot follow (cargo_sources.py)."""
 
     code = "source-replacement-refused"
 
@@ -732,56 +732,14 @@ class SourceReplacementRefused(Refusal):
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"The host's cargo configuration {_p(self.file)} replaces a source the "
-            f"lockfile uses in a way the guest cannot follow: {_p(self.key)}: "
+            f"lockfile uses in a way fetch-deps cannot follow: {_p(self.key)}: "
             f"{_p(self.why).rstrip('.')}.",
-            notes=("The VM has no network and never reads the host's cargo configuration: "
-                   "it is given only the [source] tables the lockfile needs (replace-with, "
-                   "and a sparse registry's URL), so that it finds the packages fetch-deps "
-                   "put in the cache under the replacement's name.",
+            notes=("`fetch-deps` downloads a package through the host's replacement of its "
+                   "registry (a mirror), over https, and keeps it only when it hashes to the "
+                   "lockfile's checksum; the guest never reads the host's cargo configuration.",
                    f"Change or remove {_p(self.key)} in {_p(self.file)} (a registry mirror "
                    "works when it is named by its sparse+https:// URL), then fetch again.",),
             commands=(fetch_deps_command(self.tree or Path("PATH")),),
-        )
-
-
-class PackageCacheRefused(Refusal):
-    """An entry of the host's cargo cache that is not copied into the guest's view."""
-
-    code = "package-cache-refused"
-
-    def __init__(self, path: Path, why: str) -> None:
-        super().__init__()
-        self.path = path
-        self.why = why
-
-    def guidance(self) -> Guidance:
-        return Guidance(
-            summary=f"The cargo cache entry {_p(self.path)} was not given to the guest: "
-            f"{_p(self.why).rstrip('.')}.",
-            notes=("The guest sees a read-only copy of only the packages the lockfile pins; "
-                   "copying follows no link and is bounded.",
-                   "Remove the entry from the host's cargo cache and fetch it again with "
-                   "`pylint-sandbox fetch-deps`.",),
-        )
-
-
-class FetchFailed(Refusal):
-    code = "fetch-failed"
-
-    def __init__(self, tree: Path, line: str, *, before_cargo: bool = False) -> None:
-        super().__init__()
-        self.tree = tree
-        self.line = line
-        #: True when pylint-sandbox refused before running cargo (cargo said nothing).
-        self.before_cargo = before_cargo
-
-    def guidance(self) -> Guidance:
-        return Guidance(
-            summary=f"Fetching the dependencies of {_p(self.tree)} failed.",
-            notes=(_said("Refused before cargo ran" if self.before_cargo else "Cargo said", self.line),
-                   "The fetch ran in a clean copy of the manifests and the lockfile; none of "
-                   "the tree's code or configuration ran.",),
-            commands=(fetch_deps_command(self.tree),),
         )
 
 

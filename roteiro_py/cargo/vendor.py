@@ -171,7 +171,7 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
     view = root / key
     root.mkdir(parents=True, exist_ok=True)
     _sweep_unused(root, keep=key)
-    budget = _Budget(until, seconds)
+    budget = _Budget(lock.path, until, seconds)
 
     def there() -> Path | None:
         if not view.is_dir():
@@ -222,16 +222,18 @@ def vendored(lock: Lockfile, tree: Path) -> GuestCargo:
 
 
 class _Budget:
-    def __init__(self, until: float | None, seconds: float) -> None:
+    def __init__(self, lockfile: Path, until: float | None, seconds: float) -> None:
         self.bytes = 0
+        self.lockfile = lockfile
         self.until = until
         self.seconds = seconds
 
     def take(self, what: str, size: int) -> None:
         self.bytes += size
         if self.bytes > VIEW_MAX_BYTES:
-            raise errors.PackageCacheRefused(Path(what), f"the packages the lockfile pins unpack "
-                                             f"to more than {VIEW_MAX_BYTES} bytes")
+            raise errors.PackageRefused(self.lockfile, what, f"with it, the packages the lockfile "
+                                        f"pins unpack to more than {VIEW_MAX_BYTES} bytes, the "
+                                        "most one view holds")
 
     def in_time(self) -> None:
         if self.until is not None and time.monotonic() > self.until:

@@ -190,7 +190,7 @@ def _lint(request: LintRequest, progress: Progress,
     progress.stage(CARGO_VIEW)
     cargo = held.enter_context(cargo_in_use(tree, deadline))               # 5
     registry, git = cargo.registry, cargo.git
-    argv = with_config(argv, cargo.config_args)  # the host's [source] replacements, if any
+    argv = with_config(argv, cargo.config_args)  # the vendored view's [source] tables, if any
     env = guest_env(image)
     steps = steps_for(tree, settings, env, argv)
     from roteiro_py.clippy.command import unpinned  # here: importing lint stays light

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roteiro_py import config, paths
-from roteiro_py.cargo.vendor import GuestCargo
 from roteiro_py.errors import (
     LockfileWouldBeWritten,
     ScratchUnavailable,
 )
 
 if TYPE_CHECKING:
+    from roteiro_py.cargo.vendor import GuestCargo
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.lint.preflight import Tree
     from roteiro_py.store import ResolvedImage

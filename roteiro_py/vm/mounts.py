@@ -131,8 +131,8 @@ def derive_mounts(grant: GrantSet, command: Command, *, scratch: str | None,
                                        "tree; grant `<dir>/**`")
         if _is_within(cargo, path):
             raise errors.Unenforceable(str(atom), shown, "it would expose the host's cargo "
-                                       "home root, which holds credentials.toml; grant "
-                                       f"{cargo}/registry/** and {cargo}/git/** instead")
+                                       "home root, which holds credentials.toml; no part of "
+                                       "the host's cargo home is shared")
         is_view = _view_guest(path, views) is not None
         if not is_view and (_is_within(path, views) or _is_within(views, path)):
             raise errors.Unenforceable(str(atom), shown, "of the cargo views, only one view's "

@@ -2,7 +2,7 @@
 
 Each kind is held by a real second process, through the very function a lint holds it
 with (the dependency cache's `store.in_use`, `rootfs_in_use`, `template.in_use`, the
-cargo view's `cargo_in_use`, a kept build's `scratch_disk`), while the real
+vendored view's `cargo_in_use`, a kept build's `scratch_disk`), while the real
 `pylint-sandbox cache prune --all` runs: that kind is kept and reported in use, every
 other kind goes, and once the holder lets go the same prune takes it (the control).
 
@@ -28,9 +28,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cargo_support import crate_bytes, stored
 from filelock import FileLock
 
-from roteiro_py import cache_report, cargo_view, locks, paths
+from roteiro_py import cache_report, locks, paths
+from roteiro_py.cargo import vendor
+from roteiro_py.cargo.lockfile import read_pins
 from roteiro_py.depcache import store
 from roteiro_py.errors import CacheContended, DeadlineExceeded
 from roteiro_py.vm.mounts import cargo_views_root
@@ -38,7 +41,6 @@ from roteiro_py.vm.qemu import rootfs_record, template
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
-REG = "index.crates.io-1949cf8c6b5b557f"
 DEPS_KEY = "d" * 64
 ROOTFS_HEX = "5" * 64
 TEMPLATE_KEY = "7" * 32
@@ -118,24 +120,6 @@ def holders() -> Iterator[Callable[[str, str], Holder]]:
                     stream.close()
 
 
-def add_crate(cargo: Path, name: str, version: str) -> str:
-    """A crate as `cargo fetch` leaves it (tests/unit/test_cargo_view.py has the layout's
-    reasons); the sha256 of its .crate."""
-    reg = cargo / "registry"
-    crate = f"{name}-{version}"
-    data = f"crate bytes of {crate}\n".encode()
-    (reg / "cache" / REG).mkdir(parents=True, exist_ok=True)
-    (reg / "cache" / REG / f"{crate}.crate").write_bytes(data)
-    entry = reg / "index" / REG / ".cache" / cargo_view.index_path(name)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    entry.write_text(f"index entry of {name}\n")
-    (reg / "index" / REG / "config.json").write_text('{"dl": "https://static.crates.io/crates"}\n')
-    (reg / "src" / REG / crate / "src").mkdir(parents=True)
-    (reg / "src" / REG / crate / "src" / "lib.rs").write_text("pub fn f() {}\n")
-    (reg / "src" / REG / crate / ".cargo-ok").write_text('{"v":1}')
-    return hashlib.sha256(data).hexdigest()
-
-
 def plant_template(root: Path, key: str, memory_mib: int = 1) -> Path:
     """A template `template.load` finds whole (no guest saved it: none boots here)."""
     directory = root / key
@@ -172,19 +156,18 @@ def lay_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, 
     made["build"].parent.mkdir(parents=True)
     made["build"].write_bytes(b"an earlier run's kept scratch")
 
-    cargo = tmp_path / "cargo-home"
-    monkeypatch.setenv("CARGO_HOME", str(cargo))
     tree = tmp_path / "tree"
     (tree / "src").mkdir(parents=True)
     (tree / "Cargo.toml").write_text('[package]\nname = "top"\nversion = "0.1.0"\n')
     (tree / "src" / "lib.rs").write_text("")
-    checksum = add_crate(cargo, "itoa", "1.0.15")
+    checksum = stored(crate_bytes("itoa", "1.0.15"))  # in the package store, as fetch-deps keeps it
     (tree / "Cargo.lock").write_text(
         'version = 4\n[[package]]\nname = "top"\nversion = "0.1.0"\n'
         f'[[package]]\nname = "itoa"\nversion = "1.0.15"\nsource = "{CRATES_IO}"\n'
         f'checksum = "{checksum}"\n')
-    view = cargo_view.cargo_view(tree / "Cargo.lock", cargo.resolve(), tree)
-    assert view is not None
+    registry = vendor.vendored(read_pins(tree / "Cargo.lock"), tree).registry
+    assert registry is not None
+    view = registry.parent
     made["cargo-view"] = view
     return made, {"deps": DEPS_KEY, "rootfs": ROOTFS_HEX, "template": TEMPLATE_KEY,
                   "build": BUILD_KEY, "cargo-view": str(tree)}
@@ -418,12 +401,12 @@ def test_sweeps_skip_what_a_run_holds(tmp_path: Path, monkeypatch: pytest.Monkey
     made, arguments = lay_out(tmp_path, monkeypatch)
     view = made["cargo-view"]
     holder = holders("cargo-view", arguments["cargo-view"])
-    old = time.time() - cargo_view.VIEW_STALE_SECONDS - 60
+    old = time.time() - vendor.VIEW_STALE_SECONDS - 60
     os.utime(view, (old, old))
-    cargo_view._sweep_unused(cargo_views_root(), keep="0" * 32)
+    vendor._sweep_unused(cargo_views_root(), keep="0" * 32)
     assert view.is_dir()
     holder.release()
-    cargo_view._sweep_unused(cargo_views_root(), keep="0" * 32)
+    vendor._sweep_unused(cargo_views_root(), keep="0" * 32)
     assert not view.exists()  # control
 
 

@@ -1,24 +1,20 @@
-"""The host's `[source]` replacement is followed to its cache and given to the guest, or
-refused once before boot (roteiro_py/cargo_sources.py); a cold cache names what it lacks.
-
-The host caches here have cargo's layout (tests/unit/test_cargo_view.py's helpers); the
-real-cargo proof through a sparse mirror on loopback is
-tests/integration/lint/test_source_replacement_lint.py.
+"""The host's `[source]` replacement (a crates.io mirror) is read as host cargo reads its
+configuration and followed to the registry it ends at, or refused naming the file and the
+key (roteiro_py/cargo_sources.py, HostSources.cache_source). The registry fetcher
+downloads through that mirror; the guest is given none of it (it reads the vendored view,
+tests/unit/cargo/test_vendor_view.py).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from test_cargo_view import CRATES_IO, REG, add_crate, lockfile, tree_of
 
-from roteiro_py import cargo_sources, deps, errors, lint
-from roteiro_py.vm.mounts import cargo_views_root
+from roteiro_py import cargo_sources, errors, lint
+from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE as CRATES_IO
 
 MIRROR = "sparse+https://mirror.example/index/"
-MIRROR_DIR = "mirror.example-0123456789abcdef"
 
 
 @pytest.fixture
@@ -37,46 +33,12 @@ def mirror_config(cargo: Path, table: str = f'registry = "{MIRROR}"') -> Path:
     return cargo / "config.toml"
 
 
-def test_a_mirrored_crate_is_found_under_the_mirror_and_the_guest_is_given_only_its_source_tables(
-        cargo: Path, tmp_path: Path) -> None:
-    checksum = add_crate(cargo, "itoa", "1.0.15", "pub fn mirrored() {}\n", registry=MIRROR_DIR)
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
-    with pytest.raises(errors.NoPackageCache, match="lacks itoa 1.0.15"):
-        lint.package_cache(tree_of(tree))  # control: without the replacement, the guest's dirs are cold
+def test_crates_io_is_followed_to_the_hosts_mirror(cargo: Path) -> None:
+    assert cargo_sources.host_sources().cache_source(CRATES_IO) == CRATES_IO  # control: no mirror
     mirror_config(cargo)
-    got = lint.guest_cargo(tree_of(tree))
-    assert got.registry is not None
-    assert (got.registry / "src" / MIRROR_DIR / "itoa-1.0.15" / "src" / "lib.rs").is_file()
-    assert tuple(a.rstrip() for a in got.config_args) == (
-        "--config", 'source.crates-io.replace-with="mirror"', "--config", f'source.mirror.registry="{MIRROR}"')
-    # padded with TOML whitespace: no tree file of that name can exist for cargo to read instead
-    assert all(len(a) >= cargo_sources.PATH_MAX for a in got.config_args[1::2])
-    assert "SECRET" not in repr(got) and "proxy" not in repr(got)
-
-
-def test_the_guest_argv_carries_the_replacement_before_the_lint_levels() -> None:
-    argv = ["cargo-clippy", "clippy", "--offline", "--", "-W", "x"]
-    given = lint.run.with_config(argv, ("--config", 'a="b"'))
-    assert given == ["cargo-clippy", "clippy", "--config", 'a="b"', "--offline", "--", "-W", "x"]
-    assert lint.run.with_config(argv, ()) == argv
-
-
-def test_a_view_found_through_a_replacement_is_another_view(cargo: Path, tmp_path: Path) -> None:
-    """The key names the replacement: the same pins through crates.io are another view."""
-    plain = add_crate(cargo, "itoa", "1.0.15", "pub fn plain() {}\n")
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, plain))
-    first = lint.guest_cargo(tree_of(tree))
-    (cargo / "registry" / "cache" / MIRROR_DIR).mkdir(parents=True)
-    (cargo / "registry" / "cache" / MIRROR_DIR / "itoa-1.0.15.crate").write_bytes(
-        (cargo / "registry" / "cache" / REG / "itoa-1.0.15.crate").read_bytes())
-    mirror_config(cargo)
-    with pytest.raises(errors.NoPackageCache):  # the mirror's index and src are not there
-        lint.guest_cargo(tree_of(tree))
-    assert first.config_args == ()
+    sources = cargo_sources.host_sources()
+    assert sources.cache_source(CRATES_IO) == MIRROR
+    assert "SECRET" not in repr(sources) and "proxy" not in repr(sources)
 
 
 @pytest.mark.parametrize(("table", "key", "why"), [
@@ -90,45 +52,32 @@ def test_a_view_found_through_a_replacement_is_another_view(cargo: Path, tmp_pat
     ('replace-with = "crates-io"', "source.mirror.replace-with", "loop"),
     ('replace-with = "nowhere"', "source.mirror.replace-with", "no [source.nowhere]"),
 ])
-def test_a_replacement_the_guest_cannot_follow_is_refused_naming_file_and_key(
-        cargo: Path, tmp_path: Path, table: str, key: str, why: str) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, None))
+def test_a_replacement_that_cannot_be_followed_is_refused_naming_file_and_key(
+        cargo: Path, table: str, key: str, why: str) -> None:
     config = mirror_config(cargo, table)
     with pytest.raises(errors.SourceReplacementRefused) as caught:
-        lint.package_cache(tree_of(tree))
+        cargo_sources.host_sources().cache_source(CRATES_IO)
     assert (caught.value.file, caught.value.key) == (config, key)
     text = caught.value.guidance().render_text()
-    assert why in text and str(config) in text and f"pylint-sandbox fetch-deps {tree}" in text
-    assert not cargo_views_root().exists() or not any(cargo_views_root().iterdir())
+    assert why in text and str(config) in text
 
 
-def test_a_replacement_no_pinned_source_uses_is_not_refused(cargo: Path, tmp_path: Path) -> None:
+def test_a_replacement_no_pinned_source_uses_is_not_refused(cargo: Path) -> None:
     (cargo / "config.toml").write_text('[source.corp]\nregistry = "https://corp.example/index"\n'
                                        'replace-with = "vendored"\n[source.vendored]\n'
                                        'directory = "/srv/vendor"\n')
-    checksum = add_crate(cargo, "itoa", "1.0.15", "pub fn plain() {}\n")
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
-    assert lint.guest_cargo(tree_of(tree)).config_args == ()
+    sources = cargo_sources.host_sources()
+    assert sources.cache_source(CRATES_IO) == CRATES_IO
     # control: a package of the corp registry does go through the refused replacement
-    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://corp.example/index", None))
     with pytest.raises(errors.SourceReplacementRefused, match="source.vendored.directory"):
-        lint.guest_cargo(tree_of(tree))
+        sources.cache_source("registry+https://corp.example/index")
 
 
-def test_crates_io_read_over_git_is_refused(cargo: Path, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, None))
-    with pytest.raises(errors.NoPackageCache):  # control: the default protocol is followed
-        lint.package_cache(tree_of(tree))
+def test_crates_io_read_over_git_is_refused(cargo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cargo_sources.host_sources().cache_source(CRATES_IO) == CRATES_IO  # control: sparse
     monkeypatch.setenv("CARGO_REGISTRIES_CRATES_IO_PROTOCOL", "git")
     with pytest.raises(errors.SourceReplacementRefused, match="registries.crates-io.protocol"):
-        lint.package_cache(tree_of(tree))
+        cargo_sources.host_sources().cache_source(CRATES_IO)
 
 
 def test_the_files_read_are_cargos_deeper_first_and_config_before_config_toml(tmp_path: Path) -> None:
@@ -148,7 +97,6 @@ def test_the_files_read_are_cargos_deeper_first_and_config_before_config_toml(tm
     assert files[0] == home / "config.toml" and files[-1] == deeper / "config"
     merged = cargo_sources.host_sources(start, home)
     assert merged.cache_source(CRATES_IO) == "sparse+https://deeper.example/"
-    assert merged.guest_args()[-1].rstrip() == 'source.deeper.registry="sparse+https://deeper.example/"'
 
 
 def test_a_host_config_that_is_not_toml_or_too_large_is_refused(tmp_path: Path) -> None:
@@ -164,102 +112,42 @@ def test_a_host_config_that_is_not_toml_or_too_large_is_refused(tmp_path: Path) 
     assert cargo_sources.host_sources(tmp_path / "start", home).tables == {}
 
 
-def test_fetch_deps_refuses_the_replacement_before_cargo_runs(cargo: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    tree = tmp_path / "tree"
-    (tree / "src").mkdir(parents=True)
-    (tree / "Cargo.toml").write_text('[package]\nname = "top"\nversion = "0.1.0"\n')
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, None))
-    monkeypatch.setenv("PATH", str(tmp_path / "no-cargo-here"))
-    with pytest.raises(errors.SpawnFailed):  # control: past the check, cargo is looked for
-        deps.fetch_deps(tree)
-    mirror_config(cargo, 'directory = "/srv/vendor"')
-    with pytest.raises(errors.SourceReplacementRefused) as caught:
-        deps.fetch_deps(tree)
-    assert caught.value.key == "source.mirror.directory" and caught.value.tree == tree
-
-
-def test_a_cold_cache_names_the_first_packages_it_lacks_and_counts_the_rest(
-        cargo: Path, tmp_path: Path) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    held = add_crate(cargo, "held", "1.0.0", "")
-    wanted = [(f"crate{i}", "1.0.0", CRATES_IO, None) for i in range(errors.MISSING_NAMED + 2)]
-    lockfile(tree, ("held", "1.0.0", CRATES_IO, held), *wanted)
-    with pytest.raises(errors.NoPackageCache) as caught:
-        lint.package_cache(tree_of(tree))
-    text = caught.value.guidance().summary
-    assert caught.value.missing == tuple(f"crate{i} 1.0.0" for i in range(errors.MISSING_NAMED))
-    assert f"crate{errors.MISSING_NAMED - 1} 1.0.0 and 2 more," in text and "held" not in text
-    assert not any(p.name.startswith(".") for p in cargo_views_root().iterdir() if p.is_dir())
-
-
-def test_a_version_bump_past_the_cached_crate_is_cold(cargo: Path, tmp_path: Path) -> None:
-    checksum = add_crate(cargo, "itoa", "1.0.15", "")
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
-    assert lint.package_cache(tree_of(tree))[0] is not None  # control: the cached one is served
-    lockfile(tree, ("itoa", "1.0.16", CRATES_IO, checksum))
-    with pytest.raises(errors.NoPackageCache, match="lacks itoa 1.0.16,"):
-        lint.package_cache(tree_of(tree))
-    assert os.path.isdir(cargo / "registry" / "src" / REG / "itoa-1.0.15")
-
-
-def test_the_guest_gets_a_location_for_every_table_it_is_given(cargo: Path, tmp_path: Path) -> None:
-    """cargo refuses a [source] table with no location ("no source location specified"):
-    a replaced registry other than crates.io is given its own `registry`, and a chain is
-    given as its two ends (tests/integration/lint/test_source_replacement_lint.py runs
-    the chain through real cargo)."""
+def test_a_replaced_registry_other_than_crates_io_is_followed_through_a_chain(cargo: Path) -> None:
     (cargo / "config.toml").write_text(
         '[source.corp]\nregistry = "https://corp.example/index"\nreplace-with = "relay"\n'
         '[source.relay]\nregistry = "sparse+https://relay.example/"\nreplace-with = "mirror"\n'
         f'[source.mirror]\nregistry = "{MIRROR}"\n')
-    checksum = add_crate(cargo, "corp-crate", "1.0.0", "pub fn corp() {}\n", registry=MIRROR_DIR)
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://corp.example/index", checksum))
-    got = lint.guest_cargo(tree_of(tree))
-    assert got.registry is not None
-    assert tuple(a.rstrip() for a in got.config_args) == (
-        "--config", 'source.corp.registry="https://corp.example/index"',
-        "--config", 'source.corp.replace-with="mirror"',
-        "--config", f'source.mirror.registry="{MIRROR}"')
-    # the origin's URL goes on the guest's command line too: held to the same rules
+    assert cargo_sources.host_sources().cache_source("registry+https://corp.example/index") == MIRROR
+    # the mirror's own URL with credentials is refused (it is where downloads go); an origin's
+    # URL only names which lockfile source is replaced (a lockfile source with a user is
+    # refused by cargo/lockfile.py before anything is followed)
     (cargo / "config.toml").write_text(
-        '[source.corp]\nregistry = "https://u:pw@corp.example/index"\nreplace-with = "mirror"\n'
-        f'[source.mirror]\nregistry = "{MIRROR}"\n')
-    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://u:pw@corp.example/index", checksum))
+        '[source.corp]\nregistry = "https://corp.example/index"\nreplace-with = "mirror"\n'
+        '[source.mirror]\nregistry = "sparse+https://u:pw@mirror.example/"\n')
     with pytest.raises(errors.SourceReplacementRefused, match="credentials") as caught:
-        lint.guest_cargo(tree_of(tree))
-    assert caught.value.key == "source.corp.registry"
+        cargo_sources.host_sources().cache_source("registry+https://corp.example/index")
+    assert caught.value.key == "source.mirror.registry"
 
 
-def test_a_step_is_shown_without_the_padding_of_its_config_values() -> None:
-    from roteiro_py.clippy.command import pinned, unpinned
-
-    sources = cargo_sources.HostSources(tables={
-        "mirror": {"registry": cargo_sources.Setting(MIRROR, Path("c"))},
-        "crates-io": {"replace-with": cargo_sources.Setting("mirror", Path("c"))}})
-    sources.cache_source(CRATES_IO)
-    argv = lint.run.with_config(["cargo-clippy", "clippy", "--", "-W", "x  "], tuple(sources.guest_args()))
-    assert unpinned(pinned(argv)) == ["cargo-clippy", "clippy", "--config", 'source.crates-io.replace-with="mirror"',
-                                      "--config", f'source.mirror.registry="{MIRROR}"', "--", "-W", "x  "]
-    assert max(len(a) for a in argv) >= cargo_sources.PATH_MAX  # what runs is padded
-
-
-def test_a_table_the_lockfile_never_reaches_is_not_judged(cargo: Path, tmp_path: Path) -> None:
-    """cargo accepts any source name; one the guest could not be given as a bare TOML key
-    is refused only when a pinned package goes through it (it refused every lint)."""
-    checksum = add_crate(cargo, "itoa", "1.0.15", "pub fn mirrored() {}\n", registry=MIRROR_DIR)
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    lockfile(tree, ("itoa", "1.0.15", CRATES_IO, checksum))
+def test_any_source_name_cargo_accepts_is_followed(cargo: Path) -> None:
+    """cargo accepts any source name (nothing is written for the guest from here any more:
+    a name that is no bare TOML key is followed like any other)."""
     config = mirror_config(cargo)
     config.write_text(config.read_text() + '[source."corp.internal"]\nregistry = "https://corp.example/"\n'
                       'replace-with = "mirror"\n')
-    assert lint.guest_cargo(tree_of(tree)).registry is not None
-    lockfile(tree, ("corp-crate", "1.0.0", "registry+https://corp.example/", None))
-    with pytest.raises(errors.SourceReplacementRefused, match="not one the guest can be given") as caught:
-        lint.guest_cargo(tree_of(tree))
-    assert caught.value.key == "source.corp.internal.replace-with"
+    sources = cargo_sources.host_sources()
+    assert sources.cache_source(CRATES_IO) == MIRROR
+    assert sources.cache_source("registry+https://corp.example/") == MIRROR
+
+
+def test_the_guest_argv_carries_the_views_sources_before_the_lint_levels() -> None:
+    """The guest is given the vendored view's [source] tables (cargo/vendor.py), not the
+    host's replacement: its path in the read-only share, right after the subcommand."""
+    from roteiro_py.cargo.vendor import GUEST_SOURCES
+    from roteiro_py.clippy.command import pinned, unpinned
+
+    argv = ["cargo-clippy", "clippy", "--offline", "--", "-W", "x  "]
+    given = lint.run.with_config(argv, ("--config", GUEST_SOURCES))
+    assert given == ["cargo-clippy", "clippy", "--config", GUEST_SOURCES, "--offline", "--", "-W", "x  "]
+    assert unpinned(pinned(given)) == given  # shown as it runs
+    assert lint.run.with_config(argv, ()) == argv

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from roteiro_py import cargo_view
+from roteiro_py.cargo.lockfile import path_packages_in
 from roteiro_py.config import VmSettings
 from roteiro_py.depcache import skeleton
 from roteiro_py.depcache.skeleton import (
@@ -551,10 +551,10 @@ def test_a_lockfile_path_package_without_a_cargo_name_is_refused(tmp_path: Path)
     lockfile = tmp_path / "Cargo.lock"
     good = {"package": [{"name": "a", "version": "1"}, {"name": "b", "version": "1", "source": "registry+x"},
                         {"name": "a", "version": "2"}]}
-    assert cargo_view.path_packages_in(lockfile, good) == ["a"]  # control: unique, sources left out
+    assert path_packages_in(lockfile, good) == ["a"]  # control: unique, sources left out
     for bad in ("../x", 7, "a" * 65, "\x1b[31m"):
         with pytest.raises(TreeFileRefused):
-            cargo_view.path_packages_in(lockfile, {"package": [{"name": bad, "version": "1"}]})
+            path_packages_in(lockfile, {"package": [{"name": bad, "version": "1"}]})
 
 
 # -- the cache key ----------------------------------------------------------------------

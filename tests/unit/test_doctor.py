@@ -102,8 +102,8 @@ def test_doctor_exits_0_only_when_every_required_check_passes(
     assert data["can_lint"] is True
     checks = {c["name"]: c for c in data["checks"]}
     assert checks["image provisioned"]["ok"] is True and checks["sandbox"]["ok"] is True
-    # informational failures (no package cache here, TCG's probe) do not change the verdict
-    assert checks["package cache"]["ok"] is False and checks["package cache"]["required"] is False
+    # informational failures (no package store here, TCG's probe) do not change the verdict
+    assert checks["package store"]["ok"] is False and checks["package store"]["required"] is False
     assert checks["accel tcg"]["ok"] is False and checks["accel tcg"]["required"] is False
 
     # control: the same host with the image not configured cannot lint, and the fix is
@@ -186,3 +186,26 @@ def test_the_first_run_refusal_stays_off_the_store_package(tmp_path: Path) -> No
                             capture_output=True, text=True, timeout=60)
     assert "EXIT 3" in result.stdout and "STORE False" in result.stdout, result.stdout + result.stderr
     assert "config set lint.image" in result.stderr
+
+
+def test_the_package_store_check_counts_what_the_lockfile_pins(tmp_path: Path) -> None:
+    """doctor says how many of PATH's pinned packages the store holds, and the exact
+    fetch-deps line when it lacks any (a lint of PATH would refuse, naming them)."""
+    import hashlib
+
+    from roteiro_py.cargo import store
+    from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE
+
+    data = b"not really a crate, but bytes with a checksum"
+    checksum = hashlib.sha256(data).hexdigest()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "Cargo.toml").write_text('[package]\nname = "me"\nversion = "0.1.0"\n')
+    (tree / "Cargo.lock").write_text(f'version = 4\n[[package]]\nname = "dep"\nversion = "1.0.0"\n'
+                                     f'source = "{CRATES_IO_SOURCE}"\nchecksum = "{checksum}"\n')
+    missing = doctor._packages(tree)
+    assert missing.ok is False and "0 of the 1 packages" in missing.detail
+    assert missing.fix == f"pylint-sandbox fetch-deps {tree}"
+    store.keep_crate_bytes(data, checksum)
+    present = doctor._packages(tree)  # control: once it is in the store
+    assert present.ok is True and "1 of the 1 packages" in present.detail and present.fix is None

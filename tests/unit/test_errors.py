@@ -90,15 +90,20 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                           "itoa-77 1.0.15"),
                                     ["/c/.cargo/registry", "itoa-77 1.0.15",
                                      "pylint-sandbox fetch-deps /t/tree-5"]),
+    errors.PackageRefused: lambda: (errors.PackageRefused(
+        Path("/t/tree-21/Cargo.lock"), "privdep-3 0.1.0", "its source 'git+ssh://h/x#1' is not https."),
+        ["/t/tree-21/Cargo.lock", "pins privdep-3 0.1.0, which is not fetched: its source "
+         "'git+ssh://h/x#1' is not https.", "Only the lockfile is read",
+         "pylint-sandbox fetch-deps /t/tree-21"]),
+    errors.PackageSourceUnreachable: lambda: (errors.PackageSourceUnreachable(
+        "https://index.example-4/", "serde-4 1.0.219", "connection refused", Path("/t/tree-22")),
+        ["Fetching serde-4 1.0.219 from https://index.example-4/ failed: connection refused.",
+         "air-gapped", "pylint-sandbox fetch-deps /t/tree-22\n",
+         "pylint-sandbox fetch-deps /t/tree-22 --from DIR"]),
     errors.SourceReplacementRefused: lambda: (errors.SourceReplacementRefused(
         Path("/h/.cargo/config-3.toml"), "source.vendored-9.directory", "it is a path on this host",
         Path("/t/tree-13")), ["/h/.cargo/config-3.toml", "source.vendored-9.directory",
                               "a path on this host", "pylint-sandbox fetch-deps /t/tree-13"]),
-    errors.PackageCacheRefused: lambda: (errors.PackageCacheRefused(
-        Path("/c/.cargo/registry/src/i-1/evil-3.0.0"), "it is nested more than 64 directories deep"),
-        ["/c/.cargo/registry/src/i-1/evil-3.0.0", "more than 64 directories", "fetch-deps"]),
-    errors.FetchFailed: lambda: (errors.FetchFailed(Path("/t/tree-11"), "error: failed to download `zz`"),
-                                 ["/t/tree-11", "failed to download `zz`", "fetch-deps /t/tree-11"]),
     errors.ScratchUnavailable: lambda: (errors.ScratchUnavailable(Path("/h/scratch-9.img"), "No space left"),
                                         ["/h/scratch-9.img", "No space left"]),
     errors.CacheContended: lambda: (errors.CacheContended("root filesystem", Path("/h/rootfs/ab-3.ext4"), 3),

@@ -34,7 +34,8 @@ PIN = "localhost/x/clippy@sha256:" + "c" * 64
 LOCK_WITH_REGISTRY = (
     'version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\ndependencies = ["itoa"]\n'
     '[[package]]\nname = "itoa"\nversion = "1.0.15"\n'
-    'source = "registry+https://github.com/rust-lang/crates.io-index"\n')
+    'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
+    f'checksum = "{"0" * 64}"\n')
 
 
 def finding(level: str) -> Finding:
@@ -162,22 +163,34 @@ def test_preflight_order_cheapest_first(tmp_path: Path, monkeypatch: pytest.Monk
         lint.lint(_request(tmp_path, PIN))
 
 
-def test_cache_is_required_only_for_what_the_lockfile_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+def test_cache_is_required_only_for_what_the_lockfile_pins(tmp_path: Path) -> None:
+    from cargo_support import crate_bytes, stored
+
+    from roteiro_py.cargo.store import packages_root
+    from roteiro_py.errors import PackageRefused
+
     tree = lint.Tree(asked=tmp_path, workspace=tmp_path, repo_root=tmp_path)
     (tmp_path / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
     assert lint.package_cache(tree) == (None, None)  # only path packages: nothing to share
     (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY)
-    with pytest.raises(NoPackageCache):
+    with pytest.raises(NoPackageCache, match="lacks itoa 1.0.15") as caught:  # the store lacks it
         lint.package_cache(tree)
-    (tmp_path / "cargo-home" / "registry").mkdir(parents=True)
-    with pytest.raises(NoPackageCache, match="lacks itoa 1.0.15"):  # the cache exists, the crate not
-        lint.package_cache(tree)
+    assert str(packages_root()) in caught.value.guidance().render_text()
     (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY + '[[package]]\nname = "g"\nversion = "0.1.0"\n'
                                          f'source = "git+https://example.invalid/g#{"a" * 40}"\n')
     with pytest.raises(NoPackageCache) as caught:
         lint.package_cache(tree)
-    assert str(tmp_path / "cargo-home" / "git") in caught.value.guidance().render_text()
+    assert caught.value.missing == ("itoa 1.0.15", "g 0.1.0 (git aaaaaaaaaaaa)")
+    # a pin fetch-deps would not fetch is refused naming it, not reported missing
+    (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY.replace(f'checksum = "{"0" * 64}"\n', ""))
+    with pytest.raises(PackageRefused, match="itoa 1.0.15"):
+        lint.package_cache(tree)
+    # control: once the store holds it, the guest gets a view of it
+    checksum = stored(crate_bytes("itoa", "1.0.15"))
+    (tmp_path / "Cargo.lock").write_text(LOCK_WITH_REGISTRY.replace("0" * 64, checksum))
+    registry, git = lint.package_cache(tree)
+    assert registry is not None and (registry / "0" / "itoa-1.0.15" / "src" / "lib.rs").is_file()
+    assert git is None
 
 
 def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> None:

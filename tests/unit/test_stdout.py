@@ -12,6 +12,7 @@ by a saved report (tests/data/saved_lint_cli.py): its report goes through the sa
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -22,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cargo_support import workspace
 from realcargo import DATA
-from test_deps import workspace
 from test_doctor import provisioned
 
 from roteiro_py import errors
@@ -60,6 +61,9 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], int]] = {
     "prefetch": (lambda _: [*CLI, "prefetch", "--analyzer", "clippy", "--image", provisioned()], 0),
     "fetch-deps": (lambda tmp: [*CLI, "fetch-deps", str(crate(tmp))], 0),
 }
+#: fetch-deps imports its fetchers (cargo/registry.py, cargo/git.py), which issue 20 adds
+#: alongside: until they are there it cannot run at all.
+FETCHERS = all(importlib.util.find_spec(f"roteiro_py.cargo.{name}") for name in ("registry", "git"))
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str], *, stdout: int | None = subprocess.PIPE,
@@ -74,7 +78,9 @@ def no_internal_error(result: subprocess.CompletedProcess[bytes]) -> None:
         assert said not in result.stderr, result.stderr.decode(errors="replace")
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.skipif(
+    name == "fetch-deps" and not FETCHERS, reason="cargo/registry.py and git.py are not here yet"))
+    for name in CASES])
 def test_a_reader_that_leaves_or_a_stdout_that_cannot_be_written_is_not_an_internal_error(
         name: str, tmp_path: Path, roteiro_home: Path) -> None:
     make, normal = CASES[name]

@@ -213,7 +213,7 @@ GUEST_STDERR = ("error: ##[set-output name=x;]y\n    ::add-mask::secret\n"
     errors.VmFailed("the guest's init failed ##[add-mask]r", GUEST_STDERR),
     errors.ProbeFailed("reg.example/p##[add-mask]i@sha256:" + "0" * 64, "::add-mask::w", GUEST_STDERR),
     errors.ImageLacksLinter("reg.example/c##[add-mask]i@sha256:" + "0" * 64, GUEST_STDERR),
-    errors.FetchFailed(Path("/t/tree##[add-mask]p"), GUEST_STDERR),
+    errors.PackageRefused(Path("/t/tree##[add-mask]p/Cargo.lock"), "dep 1.0.0", GUEST_STDERR),
 ], ids=lambda e: type(e).__name__)
 def test_refusals_on_stderr_carry_no_runner_command(
         error: errors.RoteiroError, terminal: bool, monkeypatch: pytest.MonkeyPatch) -> None:

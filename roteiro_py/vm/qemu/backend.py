@@ -70,7 +70,7 @@ def share_transport(share: Share) -> str:
     The worktree and any other tree is an image: reading it was 4-17x faster than 9p
     (median ~5.6x), for a build cost of ~0.1-0.6 s per 1,000 files (machine.py). The
     cargo cache (anything under GUEST_CARGO_HOME) stays 9p: a lint shares a view holding
-    only what its lockfile pins (roteiro_py/cargo_view.py), cached across runs as a
+    only what its lockfile pins (roteiro_py/cargo/vendor.py), cached across runs as a
     directory, which an image would copy again on every run (see machine.py).
     """
     guest = PurePosixPath(share.guest)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,7 +42,13 @@ Finding = tuple[str | None, str | None, int | None]
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    return make_tls(tmp_path_factory.mktemp("tls"))
+    """The loopback hosts' CA, in a bundle with this machine's own CAs (crates.io is
+    reached too): what a user behind a corporate CA gives cargo, and us, as CARGO_HTTP_CAINFO."""
+    made = make_tls(tmp_path_factory.mktemp("tls"))
+    system = Path(os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().cafile or "")
+    bundle = made.ca_pem.with_name("bundle.pem")
+    bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + made.ca_pem.read_bytes())
+    return Tls(bundle, made.cert_pem, made.key_pem)
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -79,7 +79,7 @@ def test_a_version_1_lockfile_is_refused_naming_the_first_package() -> None:
         pins_of(LOCK, data)
 
 
-@pytest.mark.parametrize("name", ["../x", "a/b", "", "x" * 65, 7])
+@pytest.mark.parametrize("name", ["../x", "../../etc", "a/b", "x\ny", "", "x" * 65, 7])
 def test_a_name_that_would_become_a_path_is_refused(name: object) -> None:
     with pytest.raises(errors.TreeFileRefused):
         pins_of(LOCK, {"package": [{"name": name, "version": "1.0.0", "source": CRATES_IO_SOURCE,
@@ -114,3 +114,41 @@ def test_any_source_is_a_pin_or_a_refusal(source: str, checksum: str | None) -> 
     assert not any(c in pin.url for c in ' "\\\n\t#')
     if pin.reference is not None:
         assert not any(c in pin.reference[1] for c in '"\\\n ')
+
+
+_values = st.one_of(st.none(), st.integers(), _sources, st.lists(st.text(max_size=5), max_size=2))
+
+
+@given(st.lists(st.fixed_dictionaries({}, optional={"name": st.one_of(_values, st.just("itoa")),
+                                                    "version": st.one_of(_values, st.just("1.0.0")),
+                                                    "source": _values,
+                                                    "checksum": st.one_of(_values, st.just(SUM))}),
+                max_size=4))
+def test_fuzzed_lockfile_packages_give_checked_pins_or_a_refusal_naming_the_lockfile(
+        packages: list[dict[str, object]]) -> None:
+    """Hypothesis: whatever a lockfile's `[[package]]` entries hold, its pins are each a
+    registry package with a checksum or a git one at a full commit, with names that stay
+    one path component, or the lockfile is refused by name (never exit 4)."""
+    try:
+        found = pins_of(LOCK, {"package": packages})
+    except (errors.TreeFileRefused, errors.PackageRefused) as refused:
+        assert str(LOCK) in refused.guidance().render_text()
+        return
+    for pin in found.pins:
+        assert pin.kind in ("registry", "git")
+        assert "/" not in pin.name + pin.version and ".." not in pin.name
+        if pin.kind == "registry":
+            assert pin.checksum is not None and len(pin.checksum) == 64
+        else:
+            assert pin.rev is not None and len(pin.rev) in (40, 64)
+
+
+@given(st.binary(max_size=300))
+def test_fuzzed_lockfile_bytes_give_pins_or_a_refusal_naming_the_file(
+        tmp_path_factory: pytest.TempPathFactory, content: bytes) -> None:
+    path = tmp_path_factory.mktemp("lock") / "Cargo.lock"
+    path.write_bytes(content)
+    try:
+        assert {pin.kind for pin in read_pins(path).pins} <= {"registry", "git"}
+    except (errors.TreeFileRefused, errors.PackageRefused) as refused:
+        assert str(path) in refused.guidance().render_text()

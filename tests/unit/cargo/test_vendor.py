@@ -17,53 +17,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cargo_support import crate_bytes, stored, tree_with  # tests/unit/cargo_support.py
 
 from roteiro_py import errors
 from roteiro_py.cargo import store, vendor
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, read_pins
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
-
-
-def crate_bytes(name: str, version: str, lib: str = "pub fn f() -> u32 { 1 }\n",
-                extra: list[tarfile.TarInfo] | None = None) -> bytes:
-    """A `.crate` as cargo package makes one: a gzip tar of `<name>-<version>/`."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as tar:
-        files = {"Cargo.toml": (f'[package]\nname = "{name}"\nversion = "{version}"\n'
-                                'edition = "2021"\n[lib]\npath = "src/lib.rs"\n'),
-                 "src/lib.rs": lib}
-        for path, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{name}-{version}/{path}")
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-        for info in extra or []:
-            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def stored(data: bytes) -> str:
-    checksum = hashlib.sha256(data).hexdigest()
-    assert store.keep_crate_bytes(data, checksum) is not None
-    return checksum
-
-
-def tree_with(tmp_path: Path, deps: dict[str, tuple[str, str]]) -> Path:
-    """A workspace depending on each `name = (version, checksum)` from crates.io."""
-    tree = tmp_path / "tree"
-    (tree / "src").mkdir(parents=True)
-    (tree / "src" / "lib.rs").write_text("".join(f"pub use {n}::f as {n}_f;\n" for n in deps))
-    (tree / "Cargo.toml").write_text(
-        '[package]\nname = "me"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\n'
-        + "".join(f'{n} = "={v}"\n' for n, (v, _) in deps.items()))
-    (tree / "Cargo.lock").write_text(
-        "version = 4\n"
-        + "".join(f'[[package]]\nname = "{n}"\nversion = "{v}"\nsource = "{CRATES_IO_SOURCE}"\n'
-                  f'checksum = "{c}"\n' for n, (v, c) in sorted(deps.items()))
-        + '[[package]]\nname = "me"\nversion = "0.1.0"\ndependencies = ['
-        + ", ".join(f'"{n}"' for n in sorted(deps)) + "]\n")
-    return tree
 
 
 def host_cargo(tree: Path, view: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

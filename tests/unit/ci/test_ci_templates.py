@@ -212,10 +212,10 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
     """What is cached is where the tool reads it: paths.py and the dependency cache's store,
     asked under a ROTEIRO_HOME of the action's own naming."""
     action = load(ACTION)
+    from roteiro_py.cargo.store import packages_root
+
     home = "${{ steps.install.outputs.roteiro-home }}"
-    cargo = "${{ steps.install.outputs.cargo-home }}"
     monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path))
-    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo"))
 
     def under(path: Path, base: Path, name: str) -> str:
         return f"{name}/{path.relative_to(base)}"
@@ -224,8 +224,7 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
         "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs"},
         "vm": {under(paths.vm_assets_root(), tmp_path, home)},
         "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
-        "cargo": {under(paths.cargo_home() / "registry", tmp_path / "cargo", cargo),
-                  under(paths.cargo_home() / "git", tmp_path / "cargo", cargo)},
+        "cargo": {under(packages_root(), tmp_path, home)},  # what fetch-deps fills
     }
     rootfs = (ROOT / "roteiro_py" / "vm" / "qemu" / "rootfs.py").read_text()
     assert 'cache = paths.cache_root() / "rootfs"' in rootfs

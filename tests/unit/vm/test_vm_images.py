@@ -22,7 +22,7 @@ import pytest
 
 from roteiro_py import config, errors, paths
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import job, machine, rootfs, rootfs_record, shareimage
 from roteiro_py.vm.qemu.assets import Assets, kernel_format, load_assets
@@ -288,12 +288,11 @@ def options(value: str) -> dict[str, str]:
 def argv_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grant_extra: str) -> list[str]:
     """The qemu argv the backend builds for a lint-shaped grant (boot() is replaced: this
     test is about the command line, and qemu_argv turns the spec into it)."""
-    tree, cargo = tmp_path / "tree,odd", tmp_path / "cargo"
+    tree, view = tmp_path / "tree,odd", cargo_views_root() / ("0" * 32)  # a vendored view
     (tree / "src").mkdir(parents=True)
     (tree / "src" / "main.rs").write_text("fn main() {}\n")
-    (cargo / "registry" / "src").mkdir(parents=True)
-    (cargo / "git").mkdir()
-    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    (view / "registry" / "0").mkdir(parents=True)
+    (view / "git").mkdir()
     root_image = tmp_path / "rootfs.ext4"
     root_image.write_bytes(b"")
     disk = tmp_path / "scratch.ext4"
@@ -312,7 +311,7 @@ def argv_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grant_extra: str) -
     backend._assets = Assets(tmp_path / "k", tmp_path / "i", "0", "0", "test", "config")
     backend._resolved = "tcg"
     grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
-                        f"fs:read:{cargo}/registry/**", f"fs:read:{cargo}/git/**",
+                        f"fs:read:{view}/registry/**", f"fs:read:{view}/git/**",
                         "proc:exec:cargo", grant_extra)
     backend.run_steps([Command("cargo", ("clippy",), tree, {})], grant)
     return seen[0]

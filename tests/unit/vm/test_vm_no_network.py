@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.mounts import cargo_views_root
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import job, probe, template
 from roteiro_py.vm.qemu.assets import Assets
@@ -95,11 +96,11 @@ class World:
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accel: str) -> None:
         self.tmp = tmp_path
         self.accel = accel
-        self.tree, self.cargo = tmp_path / "tree", tmp_path / "cargo"
+        # a vendored view's registry/ (cargo/vendor.py): what a lint shares over 9p
+        self.tree, self.view = tmp_path / "tree", cargo_views_root() / ("0" * 32)
         (self.tree / "src").mkdir(parents=True)
         (self.tree / "src" / "main.rs").write_text("fn main() {}\n")
-        (self.cargo / "registry" / "src").mkdir(parents=True)
-        monkeypatch.setenv("CARGO_HOME", str(self.cargo))
+        (self.view / "registry" / "0").mkdir(parents=True)
         for name in ("rootfs.ext4", "scratch.ext4", "deps.ext4", "vmlinuz", "initrd"):
             (tmp_path / name).write_bytes(b"")  # qemu never opens them: it is not run
         self.log = tmp_path / "argv"
@@ -133,7 +134,7 @@ class World:
         if "tree" in SHARES[shares]:
             atoms += [f"fs:read:{self.tree}/**", f"fs:list:{self.tree}/**"]
         if "registry" in SHARES[shares]:
-            atoms.append(f"fs:read:{self.cargo}/registry/**")
+            atoms.append(f"fs:read:{self.view}/registry/**")
         if "rw" in DISKS[disks]:
             atoms.append("fs:write:/scratch/**")
         if "ro" in DISKS[disks]:

@@ -14,7 +14,7 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, derive_mounts
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root, derive_mounts
 from roteiro_py.vm.qemu import assets, job, rootfs
 from roteiro_py.vm.qemu.initramfs import Entry, write_newc
 
@@ -99,21 +99,30 @@ def test_whiteouts_and_hardlinks_never_pass_through_a_planted_symlink(tmp_path: 
     assert not (dest / "stolen").exists() and os.stat(victim / "secret.txt").st_nlink == 1
 
 
-def grant_for(tree: Path, cargo: Path, *extra: str) -> GrantSet:
+def a_view(*kinds: str) -> Path:
+    """A vendored view's directory (cargo/vendor.py makes them there) holding `kinds`."""
+    view = cargo_views_root() / ("0" * 32)
+    for kind in kinds:
+        (view / kind).mkdir(parents=True, exist_ok=True)
+    return view
+
+
+def grant_for(tree: Path, view: Path, *extra: str) -> GrantSet:
     return GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
-                       f"fs:read:{cargo}/registry/**", f"fs:read:{cargo}/git/**",
+                       *(f"fs:read:{view}/{kind}/**" for kind in ("registry", "git")
+                         if (view / kind).is_dir()),
                        "proc:exec:cargo", *extra)
 
 
 def test_mount_table_maps_shares_and_cargo_home(tmp_path: Path) -> None:
     tree, cargo = tmp_path / "tree", tmp_path / "cargo"
     tree.mkdir()
-    (cargo / "registry").mkdir(parents=True)  # no git/: it is skipped, not an error
+    view = a_view("registry")  # no git/: a lockfile without git pins has none, and none is granted
     cmd = Command("cargo", ("clippy",), tree)
-    table = derive_mounts(grant_for(tree, cargo, "fs:write:/scratch/**"), cmd,
+    table = derive_mounts(grant_for(tree, view, "fs:write:/scratch/**"), cmd,
                           scratch="/scratch", host_cargo_home=cargo)
     assert [(s.host, s.guest) for s in table.shares] == [
-        (cargo / "registry", f"{GUEST_CARGO_HOME}/registry"), (tree, str(tree))]
+        (view / "registry", f"{GUEST_CARGO_HOME}/registry"), (tree, str(tree))]
     assert table.scratch == "/scratch" and table.scratch_mode == "rw" and table.cargo_home
     script = job.mounts_script(table)
     assert script.index("mount_tmpfs_owned") < script.index(f"{GUEST_CARGO_HOME}/registry")
@@ -127,6 +136,8 @@ def test_mount_table_maps_shares_and_cargo_home(tmp_path: Path) -> None:
     ("fs:write:{tree}/**", "only writable place"),
     ("fs:read:{cargo}/**", "credentials.toml"),
     ("fs:read:/**", "credentials.toml"),
+    ("fs:read:{cargo}/registry/**", "no part of the host's cargo home is shared"),
+    ("fs:read:{cargo}/git/**", "no part of the host's cargo home is shared"),
     ("fs:read:/proc/**", "provided by the VM"),
     ("fs:list:/elsewhere/**", "without letting its files be read"),
 ])
@@ -134,16 +145,35 @@ def test_unenforceable_atoms_are_refused_before_booting(tmp_path: Path, atom: st
                                                         why: str) -> None:
     tree, cargo = tmp_path / "tree", tmp_path / "cargo"
     tree.mkdir()
-    (cargo / "registry").mkdir(parents=True)
+    for kind in ("registry", "git"):  # the host's cargo home, filled as cargo fills it
+        (cargo / kind).mkdir(parents=True)
+    view = a_view("registry", "git")
     cmd = Command("cargo", ("clippy",), tree, {"TOKEN": "s3cret"})
     bad = atom.format(tree=tree, cargo=cargo)
     with pytest.raises(errors.Unenforceable) as refused:
-        derive_mounts(grant_for(tree, cargo, bad), cmd, scratch="/scratch",
+        derive_mounts(grant_for(tree, view, bad), cmd, scratch="/scratch",
                       host_cargo_home=cargo)
     assert why in str(refused.value.why) and refused.value.atom.startswith(bad.split("*")[0])
     assert "s3cret" not in refused.value.command
     # control arm: without the bad atom the same grant is accepted
-    derive_mounts(grant_for(tree, cargo), cmd, scratch="/scratch", host_cargo_home=cargo)
+    derive_mounts(grant_for(tree, view), cmd, scratch="/scratch", host_cargo_home=cargo)
+
+
+def test_the_refusal_of_the_cargo_home_root_advises_no_grant_that_is_refused_too(
+        tmp_path: Path) -> None:
+    """It said "grant <cargo>/registry/** and <cargo>/git/** instead": both are refused
+    since the guest sees only a vendored view (issue 20)."""
+    tree, cargo = tmp_path / "tree", tmp_path / "cargo"
+    tree.mkdir()
+    (cargo / "registry").mkdir(parents=True)
+    cmd = Command("cargo", ("clippy",), tree)
+    with pytest.raises(errors.Unenforceable) as root:
+        derive_mounts(grant_for(tree, a_view(), f"fs:read:{cargo}/**"), cmd, scratch=None,
+                      host_cargo_home=cargo)
+    assert "credentials.toml" in root.value.why and f"{cargo}/registry" not in root.value.why
+    with pytest.raises(errors.Unenforceable):  # what it used to advise is refused
+        derive_mounts(grant_for(tree, a_view(), f"fs:read:{cargo}/registry/**"), cmd,
+                      scratch=None, host_cargo_home=cargo)
 
 
 def test_step_script_quotes_every_value_as_one_word(tmp_path: Path) -> None:
