@@ -17,6 +17,7 @@ pins it. A lint then reads only the store (cargo/vendor.py): it never downloads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -27,11 +28,17 @@ from pathlib import Path
 from roteiro_py import errors
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Lockfile, Pin, read_pins
+from roteiro_py.cargo.vendor import VIEW_MAX_BYTES
 from roteiro_py.cargo.workspace import find_workspace_root
 from roteiro_py.guidance import printable
 
 #: How long one fetch-deps may take in all (downloads and git fetches together).
 FETCH_TIMEOUT_S = 1800
+#: The most bytes one fetch-deps may add to the store (`.crate`s and git checkouts). Each
+#: is bounded (store.MAX_CRATE_BYTES, git.MAX_CHECKOUT_BYTES) but a lockfile may pin
+#: 20,000 of them from a registry of its author's; what is more than one vendored view may
+#: hold (vendor.VIEW_MAX_BYTES, unpacked) could never be linted anyway.
+MAX_FETCH_BYTES = VIEW_MAX_BYTES
 
 
 @dataclass(frozen=True)
@@ -67,16 +74,45 @@ def fetch_deps(path: Path, *, from_dir: Path | None = None) -> Fetched:
         origins["store"] += len(git_pins)
         return Fetched(root, lock, dict(origins))
     host = registry.HostCargo.read()
+    added = _Added(lockfile)
     for pin in registry_pins:
-        origins[registry.fetch_crate(pin, tree=root, lockfile=lockfile, allow_download=True,
-                                     host=host, until=until)] += 1
+        added.check()
+        origin = registry.fetch_crate(pin, tree=root, lockfile=lockfile, allow_download=True,
+                                      host=host, until=until)
+        origins[origin] += 1
+        if origin != "store" and pin.checksum is not None:
+            added.file(store.crate_path(pin.checksum))
     for pin in git_pins:
         if store.git_checkout(pin) is not None:
             origins["store"] += 1
             continue
-        git.fetch_checkout(pin, lockfile=lockfile, tree=root, until=until)
+        added.check()
+        checkout = git.fetch_checkout(pin, lockfile=lockfile, tree=root, until=until)
         origins["git"] += 1
+        found = store.git_checkout(pin)
+        for relative in found[1] if found is not None else ():
+            added.file(checkout / relative)
+    added.check()
     return Fetched(root, lock, dict(origins))
+
+
+class _Added:
+    """The bytes one fetch-deps added to the store, within MAX_FETCH_BYTES."""
+
+    def __init__(self, lockfile: Path) -> None:
+        self.lockfile = lockfile
+        self.bytes = 0
+
+    def file(self, path: Path) -> None:
+        with contextlib.suppress(OSError):
+            self.bytes += os.lstat(path).st_size
+
+    def check(self) -> None:
+        if self.bytes > MAX_FETCH_BYTES:
+            raise errors.TreeFileRefused(self.lockfile, f"the packages it pins hold more than "
+                                         f"{MAX_FETCH_BYTES} bytes (MAX_FETCH_BYTES: more than "
+                                         "one vendored view may hold); what was fetched so "
+                                         "far is kept in the store")
 
 
 def _refuse_missing(missing: list[Pin], root: Path) -> None:

@@ -45,6 +45,7 @@ import os
 import posixpath
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import time
@@ -67,9 +68,18 @@ from roteiro_py.process.stream import Exit, Failed, Output, Stream, collect, spa
 MAX_CHECKOUT_BYTES = 1024 * 1024 * 1024
 #: The most files (and links) one checkout, submodules included, may hold.
 MAX_CHECKOUT_FILES = 100_000
+#: The most directories one checkout may hold: a directory costs no byte, and links to
+#: directories materialized as copies multiply them (12 links deep made 16k of them).
+MAX_CHECKOUT_DIRS = 100_000
 #: The most components a path in a checkout may have, and the most bytes.
 MAX_PATH_DEPTH = 64
 MAX_PATH_BYTES = 4096
+#: The largest pack one repository's fetch may write (a depth-1 pack of the pinned commit
+#: holds its files compressed, so a checkout within MAX_CHECKOUT_BYTES fits). Without it a
+#: git host could send for as long as the fetch may take (FETCH_TIMEOUT_S) at line rate.
+#: Git keeps every fetch as one pack file (`fetch.unpackLimit=1`), and the kernel cuts a
+#: file written past RLIMIT_FSIZE (`_LIMITED`).
+MAX_PACK_BYTES = MAX_CHECKOUT_BYTES + 64 * 1024 * 1024
 #: How deep submodules may nest, and how many one checkout may have in all.
 MAX_SUBMODULE_DEPTH = 4
 MAX_SUBMODULES = 64
@@ -100,7 +110,8 @@ _HARDENING = (
     "transfer.fsckObjects=true", "fetch.fsckObjects=true", "protocol.version=2",
     "transfer.bundleURI=false", "fetch.recurseSubmodules=false", "submodule.recurse=false",
     "gc.auto=0", "gc.autoDetach=false", "maintenance.auto=false",
-    "fetch.writeCommitGraph=false", "init.defaultBranch=main", "advice.detachedHead=false",
+    "fetch.writeCommitGraph=false", "fetch.unpackLimit=1", "transfer.unpackLimit=1",
+    "init.defaultBranch=main", "advice.detachedHead=false",
 )
 #: The environment git runs with (beside PATH, HOME, the CA and the proxy).
 _ENVIRONMENT = {
@@ -115,6 +126,14 @@ _ENVIRONMENT = {
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
                     "no_proxy")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: Runs `argv[2:]` with no file larger than argv[1] bytes and no core dump (what git and
+#: its index-pack inherit); the interpreter isolated (-I: no PYTHON* variable, no site).
+_LIMITED = ("import os, resource, sys; limit = int(sys.argv[1]); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+            "resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "
+            "os.execvp(sys.argv[2], sys.argv[2:])")
+#: What git says when the kernel cut the pack (SIGXFSZ is 25 on Linux).
+_CUT_OFF = re.compile(r"signal 25|[Ff]ile size limit exceeded|File too large")
 #: A ref name safe as a refspec's source: no `:`, `*`, `^`, `~`, `?`, `[`, `\`, space.
 _REF_NAME = re.compile(r"[A-Za-z0-9_+@][A-Za-z0-9._/+@-]{0,255}")
 _URL = re.compile(r"https://[!$-\[\]-~]+")
@@ -123,6 +142,10 @@ _HOST = re.compile(r"[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
 
 class ArchiveRefused(Exception):
     """What a checkout's files held that is not kept (becomes errors.PackageRefused)."""
+
+
+class CheckoutOutOfTime(ArchiveRefused):
+    """Writing the checkout's files passed the fetch's deadline."""
 
 
 # -- the tar reader ------------------------------------------------------------------
@@ -162,16 +185,32 @@ class Checkout:
     can pass through a link; links are kept aside (`links`) and materialized by `seal`."""
 
     root: Path
+    #: The time.monotonic() by which the files must be written (None: no deadline).
+    until: float | None = None
     files: dict[str, str] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=lambda: {""})
     links: dict[str, str] = field(default_factory=dict)
     total_bytes: int = 0
     submodules: int = 0
+    #: Every path written or recorded, by its parent directory: `_children` in time
+    #: proportional to its answer (a scan of every path made materializing quadratic:
+    #: 8k files through 12 levels of links took 85 s, 130k would take hours).
+    _kids: dict[str, set[str]] = field(default_factory=dict, init=False)
     #: While `seal` runs: every link's target, and the links not materialized yet.
     _targets: dict[str, str] = field(default_factory=dict, init=False)
     _pending: dict[str, str] = field(default_factory=dict, init=False)
 
+    def _in_time(self) -> None:
+        if self.until is not None and time.monotonic() > self.until:
+            raise CheckoutOutOfTime("writing its files took longer than the time allowed "
+                                    "for fetching")
+
+    def _add(self, path: str) -> None:
+        parent, name = posixpath.split(path)
+        self._kids.setdefault(parent, set()).add(name)
+
     def _count(self, size: int) -> None:
+        self._in_time()
         if len(self.files) + len(self.links) >= MAX_CHECKOUT_FILES:
             raise ArchiveRefused(f"it holds more than {MAX_CHECKOUT_FILES} files")
         self.total_bytes += size
@@ -193,9 +232,12 @@ class Checkout:
         for end in range(1, len(parts) + 1):
             here = "/".join(parts[:end])
             if here not in self.dirs:
+                if len(self.dirs) > MAX_CHECKOUT_DIRS:
+                    raise ArchiveRefused(f"it holds more than {MAX_CHECKOUT_DIRS} directories")
                 self._claim(here)
                 os.mkdir(self.root / here, 0o755)
                 self.dirs.add(here)
+                self._add(here)
 
     def _write(self, path: str, source: IO[bytes], size: int, executable: bool) -> None:
         self._count(size)
@@ -218,6 +260,7 @@ class Checkout:
         if written != size:
             raise ArchiveRefused(f"the file {_shown(path)} ended early")
         self.files[path] = digest.hexdigest()
+        self._add(path)
 
     def unpack(self, archive: IO[bytes], prefix: str = "") -> None:
         """Write the members of the tar stream `archive` under `prefix`, or ArchiveRefused.
@@ -252,6 +295,7 @@ class Checkout:
             if parent:
                 self._mkdirs(parent)
             self.links[path] = member.linkname
+            self._add(path)
         else:
             kind = "a hard link" if member.islnk() else "a device, FIFO or other special file"
             raise ArchiveRefused(f"the path {_shown(path)} is {kind}")
@@ -293,14 +337,12 @@ class Checkout:
         return "/".join(parts)
 
     def _children(self, directory: str) -> list[str]:
-        start = directory + "/" if directory else ""
-        names = {p[len(start):].split("/", 1)[0]
-                 for p in (*self.files, *self._pending, *self.dirs)
-                 if p.startswith(start) and p != directory}
-        return sorted(n for n in names if n)
+        """The names in `directory`: files, directories, and links (materialized or not)."""
+        return sorted(self._kids.get(directory, ()))
 
     def _materialize(self, at: str, source: str) -> None:
         """Put a copy of the checkout's `source` (resolved, no link) at `at`."""
+        self._in_time()
         _checked_path(at)
         if source in self.files:
             size = os.stat(self.root / source).st_size
@@ -338,13 +380,18 @@ class Checkout:
 
 
 def _cainfo() -> str | None:
-    """The CA file for https, where the user named one for cargo (CARGO_HTTP_CAINFO) or
-    for TLS at large (SSL_CERT_FILE): a corporate proxy's or a self-hosted git's CA."""
-    for name in ("CARGO_HTTP_CAINFO", "SSL_CERT_FILE"):
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    """The CA file for https, where the user named one for cargo (CARGO_HTTP_CAINFO, `[http]
+    cainfo` in $CARGO_HOME/config.toml: read as cargo/registry.py reads them, a relative
+    path made absolute, since git runs in a directory of its own) or for TLS at large
+    (SSL_CERT_FILE): a corporate proxy's or a self-hosted git's CA. Registry downloads and
+    git fetches trust the same CA, or a git pin failed where a registry pin worked."""
+    from roteiro_py.cargo.registry import HostCargo
+
+    named = HostCargo.read().cainfo
+    if named is not None:
+        return str(named[0])
+    value = os.environ.get("SSL_CERT_FILE")
+    return os.path.abspath(value) if value else None
 
 
 class _StdoutReader(io.RawIOBase):
@@ -397,6 +444,8 @@ class _Git:
     until: float
     work: Path
     repositories: int = 0
+    #: The CA file git verifies with (`_cainfo`), read once per fetch.
+    cainfo: str | None = field(default_factory=_cainfo)
 
     def refused(self, why: str) -> errors.PackageRefused:
         return errors.PackageRefused(self.lockfile, self.pin.described(), why, self.tree)
@@ -414,10 +463,10 @@ class _Git:
 
     def argv(self, args: list[str]) -> list[str]:
         configuration = list(_HARDENING)
-        cainfo = _cainfo()
-        if cainfo:
-            configuration.append(f"http.sslCAInfo={cainfo}")
-        return ["git", *(item for pair in configuration for item in ("-c", pair)), *args]
+        if self.cainfo:
+            configuration.append(f"http.sslCAInfo={self.cainfo}")
+        return [sys.executable, "-I", "-c", _LIMITED, str(MAX_PACK_BYTES), "git",
+                *(item for pair in configuration for item in ("-c", pair)), *args]
 
     def remaining(self, url: str) -> float:
         left = self.until - time.monotonic()
@@ -456,6 +505,7 @@ class _Git:
         repository = self.new_repository(url, commit)
         status, _, why = self.run(repository, ["fetch", "--quiet", "--depth=1", "--no-tags",
                                                "--", url, commit], url)
+        self.check_size(url, why)
         if status == 0 and self.is_commit(repository, commit, url):
             return repository
         refspec = _fallback_refspec(reference)
@@ -463,6 +513,7 @@ class _Git:
             raise self.unreachable(url, f"the commit {commit} could not be fetched ({why})")
         status, _, fallback_why = self.run(repository, ["fetch", "--quiet", "--depth=1",
                                                         "--no-tags", "--", url, refspec], url)
+        self.check_size(url, fallback_why)
         if status != 0:
             raise self.unreachable(url, f"the commit {commit} could not be fetched ({why}); "
                                    f"nor {refspec} ({fallback_why})")
@@ -474,6 +525,13 @@ class _Git:
                                f"there is now {_shown(found)}, not the pinned {commit} "
                                "(`cargo update` the dependency to pin what it serves)")
         return repository
+
+    def check_size(self, url: str, why: str) -> None:
+        """errors.PackageRefused when git's pack was cut at MAX_PACK_BYTES (`why`: git's
+        message); nothing of it is kept (the work directory goes)."""
+        if _CUT_OFF.search(why):
+            raise self.refused(f"{_shown(url)} sent a pack larger than {MAX_PACK_BYTES} bytes "
+                               "(MAX_PACK_BYTES) for the pinned commit; nothing was kept")
 
     def is_commit(self, repository: Path, commit: str, url: str) -> bool:
         status, kind, _ = self.run(repository, ["cat-file", "-t", commit], url)
@@ -510,6 +568,8 @@ class _Git:
             reader = _StdoutReader(stream)
             try:
                 checkout.unpack(io.BufferedReader(reader, 1 << 16), prefix)
+            except CheckoutOutOfTime:
+                raise self.unreachable(url, "the time allowed for fetching ran out") from None
             except ArchiveRefused as refused:
                 raise self.refused(str(refused)) from None
             reader.drain()
@@ -675,10 +735,12 @@ def fetch_checkout(pin: Pin, *, lockfile: Path, tree: Path, until: float) -> Pat
     try:
         with _work_directory() as work:
             git = _Git(pin, lockfile, tree, until, work)
-            checkout = Checkout(staging)
+            checkout = Checkout(staging, until)
             _fetch_tree(git, checkout, pin.url, pin.rev, pin.reference, "", 0)
             try:
                 files = checkout.seal()
+            except CheckoutOutOfTime:
+                raise git.unreachable(pin.url, "the time allowed for fetching ran out") from None
             except ArchiveRefused as refused:
                 raise git.refused(str(refused)) from None
         return store.keep_git_checkout(pin, staging, files)
@@ -716,6 +778,11 @@ def _manifest(checkout: Path, directory: Path, pin: Pin, lockfile: Path,
         raise errors.PackageRefused(lockfile, pin.described(), f"its manifest "
                                     f"{_relative(checkout, path)} was not read: {refused.why}",
                                     tree) from None
+    except ValueError:  # a path its manifests chose holds a NUL (`package.workspace`)
+        raise errors.PackageRefused(lockfile, pin.described(), f"its manifest "
+                                    f"{_shown(_relative(checkout, path))} was not read: its "
+                                    "path holds a NUL byte (a workspace path a manifest "
+                                    "named)", tree) from None
 
 
 def _relative(checkout: Path, path: Path) -> str:
@@ -771,8 +838,10 @@ def _version(checkout: Path, directory: Path, pin: Pin, lockfile: Path,
     if isinstance(version, dict) and version.get("workspace") is True:
         with contextlib.suppress(errors.PackageRefused):
             root = _workspace_root(checkout, directory, package, pin, lockfile, tree)
-            inherited = _manifest(checkout, root, pin, lockfile, tree)["workspace"]
-            return inherited.get("package", {}).get("version")
+            inherited = _manifest(checkout, root, pin, lockfile, tree).get("workspace")
+            shared = inherited.get("package") if isinstance(inherited, dict) else None
+            return shared.get("version") if isinstance(shared, dict) else None
+        return None
     return version
 
 
@@ -806,10 +875,17 @@ def _workspace_root(checkout: Path, directory: Path, package: dict[str, Any], pi
 
 
 def _uses_workspace(value: object) -> bool:
-    if isinstance(value, dict):
-        return value.get("workspace") is True or any(_uses_workspace(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_uses_workspace(v) for v in value)
+    """Whether any table in `value` holds `workspace = true`. Walked with a stack: tomllib
+    reads arrays a few hundred deep, and recursing over them passed Python's limit."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if item.get("workspace") is True:
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
     return False
 
 
@@ -961,6 +1037,6 @@ def normalized_manifest(checkout: Path, package_dir: Path, pin: Pin, *, lockfile
         normalizer.workspace = workspace if isinstance(workspace, dict) else {}
     try:
         return _HEADER + tomli_w.dumps(normalizer.manifest(manifest)).encode()
-    except (TypeError, ValueError) as error:
-        raise normalizer.refused(f"its normalized manifest could not be written ({error})") \
-            from None
+    except (TypeError, ValueError, RecursionError) as error:
+        raise normalizer.refused(f"its normalized manifest could not be written "
+                                 f"({_shown(str(error))})") from None

@@ -369,6 +369,10 @@ def unpack_crate(data: bytes, top: str, directory: Path, label: str, lockfile: P
                     raise refuse(f"nests deeper than {UNPACK_MAX_DEPTH} directories")
                 if not relative.parts:
                     continue  # the top directory itself
+                if relative.parts[0] == _CHECKSUM_FILE and (member.isdir()
+                                                           or len(relative.parts) > 1):
+                    raise refuse(f"holds a directory {_CHECKSUM_FILE}, where cargo's own "
+                                 "checksum file goes")
                 target = directory.joinpath(*relative.parts)
                 if member.isdir():
                     target.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -457,6 +461,11 @@ def _copy_git(lock: Lockfile, pin: Pin, tree: Path, directory: Path, budget: _Bu
         own = PurePosixPath(*inside.parts[len(prefix.parts):])
         if _is_nested_package(own, sealed, prefix) or str(own) == _CHECKSUM_FILE:
             continue
+        written_here = (_CHECKSUM_FILE, *(("Cargo.toml.orig",) if normalized is not None else ()))
+        if len(own.parts) > 1 and own.parts[0] in written_here:
+            raise errors.PackageRefused(lock.path, pin.described(), f"its repository holds a "
+                                        f"directory {own.parts[0]}, where the view writes a file "
+                                        "of that name", tree)
         source = checkout.joinpath(*inside.parts)
         fd = os.open(source, _FILE_FLAGS)
         try:

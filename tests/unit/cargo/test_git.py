@@ -603,3 +603,137 @@ def test_a_deadline_already_passed_fetches_nothing(host: Host) -> None:
                            tree=host.tmp, until=time.monotonic() - 1)
     assert host.requested("dep.git") == []
     assert list((store.packages_root() / "git").iterdir()) == []
+
+
+def _link_doubling(levels: int) -> dict[str, str]:
+    """`a<k>/x` and `a<k>/y` both name `a<k-1>`: materialized, `a<levels>` holds 2^levels
+    copies of `a0/f`, from a tree of 2 * levels + 1 entries."""
+    return {f"a{k}/{n}": f"../a{k - 1}" for k in range(1, levels + 1) for n in "xy"}
+
+
+def test_links_multiplying_directories_are_bounded_in_time(host: Host) -> None:
+    """Review of issue 20: a git dependency of one file and 32 links (each level two links
+    to the level below) made `seal` copy 2^16 files and 2^17 directories, each copy scanning
+    every path made so far, with no deadline checked: 12 levels took 85 s, 16 would take
+    hours past FETCH_TIMEOUT_S. Now the deadline holds while links are materialized."""
+    commit = host.repos.make("bomb.git", {"a0/f": "x"}, links=_link_doubling(16))
+    started = time.monotonic()
+    with pytest.raises(errors.PackageSourceUnreachable, match="time allowed"):
+        git.fetch_checkout(host.pin("bomb.git", commit), lockfile=host.tmp / "Cargo.lock",
+                           tree=host.tmp, until=time.monotonic() + 8)
+    assert time.monotonic() - started < 60
+    assert [p.name for p in (store.packages_root() / "git").iterdir()] == []
+    # control: a few levels fit the deadline and are copied whole
+    commit = host.repos.make("small.git", {"a0/f": "x"}, links=_link_doubling(3))
+    files = store.git_checkout(host.pin("small.git", commit)) if host.fetch(
+        host.pin("small.git", commit)) else None
+    assert files is not None and len([f for f in files[1] if f.endswith("/f")]) == 1 + 2 + 4 + 8
+
+
+def test_directories_made_by_links_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory costs no byte and no file, so links to directories made any number of
+    them; MAX_CHECKOUT_DIRS bounds them (the control: within it, the same tree seals)."""
+    members = [("a0/f", "file", b"x"), *((p, "link", t) for p, t in _link_doubling(6).items())]
+    monkeypatch.setattr(git, "MAX_CHECKOUT_DIRS", 100)
+    (tmp_path / "a").mkdir()
+    checkout = git.Checkout(tmp_path / "a")
+    checkout.unpack(_tar(*members))
+    with pytest.raises(git.ArchiveRefused, match="more than 100 directories"):
+        checkout.seal()
+    monkeypatch.setattr(git, "MAX_CHECKOUT_DIRS", 300)
+    (tmp_path / "b").mkdir()
+    checkout = git.Checkout(tmp_path / "b")
+    checkout.unpack(_tar(*members))
+    assert len(checkout.seal()) == 127
+
+
+def test_a_pack_larger_than_any_checkout_is_cut_off(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of issue 20: what a git host sends for the pinned commit was bounded only by
+    the fetch's time (FETCH_TIMEOUT_S, 30 min at line rate: tens of GiB into the store's
+    tmp/). Now one repository's pack may not exceed MAX_PACK_BYTES (git keeps it as one
+    pack file, whose size the kernel bounds: RLIMIT_FSIZE)."""
+    commit = host.repos.make("big.git", {"blob": os.urandom(1 << 20).hex()})  # 2 MiB, 1 MiB packed
+    monkeypatch.setattr(git, "MAX_PACK_BYTES", 512 * 1024, raising=False)
+    with pytest.raises(errors.PackageRefused, match="larger than 524288 bytes"):
+        host.fetch(host.pin("big.git", commit))
+    assert list((store.packages_root() / "git").iterdir()) == []
+    assert list((store.packages_root() / "tmp").iterdir()) == []
+    monkeypatch.setattr(git, "MAX_PACK_BYTES", 4 << 20)  # control: within the bound
+    assert (host.fetch(host.pin("big.git", commit)) / "blob").stat().st_size == 2 << 20
+
+
+def test_a_workspace_path_holding_a_nul_is_refused(tmp_path: Path) -> None:
+    """Review of issue 20: a git dependency's `package.workspace = "..\\u0000x"` (TOML
+    allows the escape) reached os.open as a path: ValueError, exit 4 on every lint of a
+    lockfile pinning it. Control: the same manifest naming its real workspace normalizes."""
+    files = {"Cargo.toml": '[workspace]\n[workspace.package]\nversion = "1.0.0"\n',
+             "crates/dep/Cargo.toml": '[package]\nname = "dep"\nworkspace = "../\\u0000x"\n'
+                                      'version.workspace = true\n'}
+    checkout = _checkout(tmp_path / "co", files)
+    with pytest.raises(errors.PackageRefused, match="workspace"):
+        git.normalized_manifest(checkout, checkout / "crates/dep", _pin("dep", "1.0.0"),
+                                lockfile=tmp_path / "Cargo.lock")
+    (checkout / "crates/dep/Cargo.toml").write_text(
+        files["crates/dep/Cargo.toml"].replace("../\\u0000x", "../.."))
+    normalized = git.normalized_manifest(checkout, checkout / "crates/dep", _pin("dep", "1.0.0"),
+                                         lockfile=tmp_path / "Cargo.lock")
+    assert normalized is not None and b'version = "1.0.0"' in normalized
+
+
+@pytest.mark.parametrize("other", [
+    '[package]\nname = "dep"\nversion = "1.0.0"\n',  # no [workspace] where `a` says it is
+    '[package]\nname = "dep"\nversion = "1.0.0"\n[workspace]\npackage = 1\n',
+    '[workspace]\npackage = { version = 2 }\n[package]\nname = "dep"\nversion = "1.0.0"\n',
+])
+def test_a_package_named_twice_with_a_broken_workspace_is_resolved_or_refused(
+        tmp_path: Path, other: str) -> None:
+    """Review of issue 20: with two manifests naming the pinned package, `_version` read the
+    inherited version as `_manifest(root)["workspace"]["package"]["version"]`: a workspace
+    root without [workspace], or with a `package` that is not a table, raised KeyError or
+    AttributeError (exit 4 on every lint). Now such a version is unknown, and the package
+    found by its own version (control) or refused by name."""
+    checkout = _checkout(tmp_path / "co", {
+        "a/Cargo.toml": '[package]\nname = "dep"\nworkspace = "../b"\nversion.workspace = true\n',
+        "b/Cargo.toml": other})
+    found = git.package_dir(checkout, _pin("dep", "1.0.0"), lockfile=tmp_path / "Cargo.lock")
+    assert found == checkout / "b"
+    with pytest.raises(errors.PackageRefused, match="no manifest"):
+        git.package_dir(checkout, _pin("dep", "9.0.0"), lockfile=tmp_path / "Cargo.lock")
+
+
+@pytest.mark.parametrize("inherits", [False, True])
+def test_deeply_nested_metadata_is_normalized_or_refused(tmp_path: Path, inherits: bool) -> None:
+    """Review of issue 20: a git dependency's manifest with `[package.metadata] x` nested
+    400 arrays deep (tomllib reads it) made `_uses_workspace` recurse past Python's limit:
+    RecursionError, exit 4 on every lint. Now it is walked without recursion; written out
+    (when the manifest inherits) it is refused by name if tomli_w cannot, else kept."""
+    deep = "[" * 400 + "]" * 400
+    version = "version.workspace = true" if inherits else 'version = "1.0.0"'
+    checkout = _checkout(tmp_path / "co", {
+        "Cargo.toml": '[workspace]\n[workspace.package]\nversion = "1.0.0"\n',
+        "crates/dep/Cargo.toml": f'[package]\nname = "dep"\n{version}\n[package.metadata]\nx = {deep}\n'})
+    try:
+        normalized = git.normalized_manifest(checkout, checkout / "crates/dep",
+                                             _pin("dep", "1.0.0"), lockfile=tmp_path / "Cargo.lock")
+    except errors.PackageRefused as refused:
+        assert inherits and "could not be written" in refused.why
+    else:
+        assert (normalized is None) != inherits
+
+
+@pytest.mark.parametrize("named_by", ["relative CARGO_HTTP_CAINFO", "http.cainfo"])
+def test_git_trusts_the_ca_named_the_ways_registry_downloads_do(
+        host: Host, monkeypatch: pytest.MonkeyPatch, cargo_home: Path, named_by: str) -> None:
+    """Review of issue 20: registry downloads honour cargo's `[http] cainfo` and a relative
+    CARGO_HTTP_CAINFO (cargo/registry.py), but git was given CARGO_HTTP_CAINFO verbatim (a
+    relative path then named a file in git's own working directory) and never the config
+    file's: behind a corporate CA, registry pins fetched and git pins failed TLS."""
+    commit = host.repos.make("dep.git", {"a": "a\n"})
+    ca = Path(os.environ["CARGO_HTTP_CAINFO"])
+    if named_by == "http.cainfo":
+        monkeypatch.delenv("CARGO_HTTP_CAINFO")
+        (cargo_home / "config.toml").write_text(f"[http]\ncainfo = {json.dumps(str(ca))}\n")
+    else:
+        monkeypatch.chdir(ca.parent)
+        monkeypatch.setenv("CARGO_HTTP_CAINFO", ca.name)
+    assert (host.fetch(host.pin("dep.git", commit)) / "a").read_text() == "a\n"

@@ -593,3 +593,28 @@ def test_a_broken_host_configuration_matters_only_for_a_download(registry: Regis
         fetch(registry.pin("serde", "1.0.219"))
     assert f"{cargo_home / 'config.toml'} cannot be read: it is not valid TOML" in text(caught.value)
     assert registry.server.requests() == []
+
+
+def test_what_one_fetch_downloads_is_bounded_in_all(registry: Registry, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of issue 20: each `.crate` was bounded (store.MAX_CRATE_BYTES), their sum not:
+    a lockfile pinning 20,000 packages (MAX_PINS) of 64 MiB from its own registry made one
+    fetch-deps write up to 1.3 TB into the store, bounded only by FETCH_TIMEOUT_S. Now one
+    fetch may download at most MAX_FETCH_BYTES (what one vendored view may hold unpacked)."""
+    from roteiro_py.cargo import fetch
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "Cargo.toml").write_text('[package]\nname = "me"\nversion = "0.1.0"\n')
+    (tree / "Cargo.lock").write_text("version = 4\n" + "".join(
+        f'[[package]]\nname = "{n}"\nversion = "{v}"\nsource = "sparse+{registry.index}"\n'
+        f'checksum = "{registry.checksums[(n, v)]}"\n' for n, v in registry.crates))
+    sizes = sorted(len(data) for data in registry.crates.values())
+    monkeypatch.setattr(fetch, "MAX_FETCH_BYTES", sizes[0] + sizes[1] - 1, raising=False)
+    with pytest.raises(errors.TreeFileRefused, match=f"more than {sizes[0] + sizes[1] - 1} bytes"):
+        fetch.fetch_deps(tree)
+    kept = list((store.packages_root() / "crates").iterdir())
+    assert len(kept) < len(registry.crates)
+    monkeypatch.setattr(fetch, "MAX_FETCH_BYTES", sum(sizes))  # control: the whole set fits
+    assert fetch.fetch_deps(tree).origins == {"store": len(kept),
+                                              "download": len(registry.crates) - len(kept)}
