@@ -194,6 +194,8 @@ def read_bounded(path: str | os.PathLike[str], limit: int, *, follow_links: bool
         fd = os.open(path, flags, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
+    except ValueError:  # a NUL byte in a name the outside chose: exit 4 where it escaped
+        raise FileRefused("open", "its name holds a NUL byte") from None
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise FileRefused("link", "it is a symbolic link; only regular files are read") from None

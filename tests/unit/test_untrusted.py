@@ -446,3 +446,14 @@ def test_sarif_markdown_carries_no_link_from_a_rule_name() -> None:
     assert "evil.example" not in json.dumps(by_id[evil.code]["help"].get("markdown", ""))
     assert "](https://rust-lang.github.io/" in by_id["clippy::needless_return"]["help"]["markdown"], (
         "control: a real lint name still gets its Markdown link")
+
+
+def test_a_name_holding_a_nul_byte_is_refused_not_an_internal_error(tmp_path: Path) -> None:
+    """os.open raises ValueError for an embedded NUL; a tree's manifest can name such a
+    path (`package.workspace = "../\\u0000x"`), and it escaped as exit 4 (review of issue 20)."""
+    from roteiro_py.untrusted import FileRefused, read_bounded
+
+    with pytest.raises(FileRefused, match="NUL byte"):
+        read_bounded(tmp_path / "a\0b", 10)
+    (tmp_path / "ab").write_text("x")
+    assert read_bounded(tmp_path / "ab", 10) == b"x"  # control
