@@ -14,8 +14,8 @@ control arm where it is.
 Gone with the design they tested (issue 20): the guest given the host's replacement as
 `--config source...` values (and their padding), the view found under the mirror's
 cache directory, and a chain of replacements given as the guest can read it. A chain is
-still followed for downloads (tests/unit/test_cargo_sources.py); what the guest reads
-no longer depends on it.
+still followed for downloads (the last test, no VM); what the guest reads no longer
+depends on it.
 """
 
 from __future__ import annotations
@@ -202,3 +202,22 @@ def test_no_tree_file_stands_in_for_the_views_tables(
     assert overridden.returncode != 0 and "nonexistent" in overridden.stderr, overridden.stderr
 
     lint_json(case.tree, clippy_image, case.env)
+
+
+def test_a_chain_of_replacements_is_followed_for_the_download(
+        mirror: Mirror, local_registry: LocalRegistry, tmp_path: Path) -> None:
+    """crates-io -> relay -> mirror in the host's configuration: the .crate comes from the
+    end of the chain, and neither crates.io nor the relay is contacted (no VM: what the
+    guest reads does not depend on the host's tables)."""
+    with recording_proxy() as (port, seen):
+        case = mirrored(tmp_path, mirror, local_registry, port)
+        home = Path(case.env["CARGO_HOME"])
+        (home / "config.toml").write_text(
+            '[source.crates-io]\nreplace-with = "relay"\n'
+            '[source.relay]\nregistry = "sparse+https://relay.invalid/"\nreplace-with = "mirror"\n'
+            f'[source.mirror]\nregistry = "sparse+{mirror.server.url}/"\n')
+        fetched = cli("fetch-deps", str(case.tree), env=case.env)
+        assert fetched.returncode == 0, fetched.stderr
+        assert "1 downloaded" in fetched.stdout
+        assert len(mirror.server.requests(case.crate_path)) == 1
+        assert seen == [], seen
