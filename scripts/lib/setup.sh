@@ -10,8 +10,9 @@ VENV="$ROOT/.venv"
 # which a test cross-checks the module order against;
 # e2fsprogs: ext4 root filesystem and scratch images without root or loop devices;
 # mmdebstrap: the linter image's Debian root; docker-registry: the loopback OCI registry
-# the store's tests pull from; zstd: zstd-compressed image layers.
-APT_PACKAGES=(qemu-system-x86 busybox-static cpio kmod e2fsprogs mmdebstrap docker-registry zstd)
+# the store's tests pull from; zstd: zstd-compressed image layers; strace: what fetch-deps
+# executes, observed (tests/integration/lint/test_fetch_deps.py).
+APT_PACKAGES=(qemu-system-x86 busybox-static cpio kmod e2fsprogs mmdebstrap docker-registry zstd strace)
 
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do

@@ -11,7 +11,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from lint_support import HOME, ROOT, Image, build_image, cli, provision, provision_vm_assets  # noqa: E402
+from lint_support import (  # noqa: E402
+    HOME,
+    ROOT,
+    Image,
+    LocalRegistry,
+    build_image,
+    provision,
+    provision_vm_assets,
+)
+from support.https_server import make_tls, serve  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,25 +46,18 @@ def roteiro_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def itoa_cargo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A private cargo home holding itoa 1.0.15, filled once by `fetch-deps` from crates.io;
-    no lint test reads the user's ~/.cargo (tests/conftest.py gives the session an empty one)."""
-    base = tmp_path_factory.mktemp("itoa-cargo-home")
-    tree = base / "tree"
-    (tree / "src").mkdir(parents=True)
-    (tree / "src" / "lib.rs").write_text("")
-    (tree / "Cargo.toml").write_text('[package]\nname = "t"\nversion = "0.1.0"\nedition = "2021"\n'
-                                     '[dependencies]\nitoa = "=1.0.15"\n')
-    (tree / "Cargo.lock").write_text(
-        'version = 4\n[[package]]\nname = "itoa"\nversion = "1.0.15"\n'
-        'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-        'checksum = "4a5f13b858c8d314ee3e8f639011f7ccefe71f97f96e50151fb991f267928e2c"\n'
-        '[[package]]\nname = "t"\nversion = "0.1.0"\ndependencies = ["itoa"]\n')
-    home = base / "cargo-home"
-    done = cli("fetch-deps", str(tree), env={"CARGO_HOME": str(home)}, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert list(home.glob("registry/src/*/itoa-1.0.15/src/lib.rs"))
-    return home
+def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """A sparse registry over TLS on loopback for the session, standing in for crates.io
+    (nothing here needs the internet), serving `loopfmt 1.0.0`; tests publish more."""
+    base = tmp_path_factory.mktemp("local-registry")
+    tls = make_tls(base / "tls")
+    with serve(base / "served", tls) as server:
+        cargo_home = base / "cargo-home"
+        cargo_home.mkdir()
+        (cargo_home / "config.toml").write_text(f'[registries.local]\nindex = "sparse+{server.url}/"\n')
+        registry = LocalRegistry(server, base / "served", tls, cargo_home)
+        registry.publish("loopfmt")
+        yield registry
 
 
 @pytest.fixture

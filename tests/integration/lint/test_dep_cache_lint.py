@@ -2,7 +2,8 @@
 sees only the skeleton, then used; cargo's own `fresh` flags say what was compiled.
 
 Each test's tree carries a fresh nonce in its manifest, so its key is its own even though
-the provisioned ROTEIRO_HOME (and its cache/deps/) is shared across runs of the suite.
+the provisioned ROTEIRO_HOME (and its cache/deps/) is shared across runs of the suite. Its
+one dependency, `loopfmt`, comes from the loopback registry (lint_support.LocalRegistry).
 """
 
 from __future__ import annotations
@@ -15,15 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from lint_support import EXE, HOME, Image, cli
-
-LIB = ("pub fn render(n: u64) -> String {\n    let mut b = itoa::Buffer::new();\n"
-       "    return b.format(n).to_string();\n}\n")
-
-LOCK = ('version = 4\n[[package]]\nname = "depcached"\nversion = "0.1.0"\ndependencies = ["itoa"]\n'
-        '[[package]]\nname = "itoa"\nversion = "1.0.15"\n'
-        'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-        'checksum = "4a5f13b858c8d314ee3e8f639011f7ccefe71f97f96e50151fb991f267928e2c"\n')
+from lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, cli, crate_tree
 
 #: A member's build script that overwrites every artifact of the dependency it can reach
 #: in the target directory, and plants a file there; it says how many it overwrote.
@@ -34,7 +27,7 @@ fn poison(dir: &Path, n: &mut u32) {
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() { poison(&path, n); }
-        else if path.to_string_lossy().contains("itoa") && fs::write(&path, b"poisoned").is_ok() { *n += 1; }
+        else if path.to_string_lossy().contains("loopfmt") && fs::write(&path, b"poisoned").is_ok() { *n += 1; }
     }
 }
 fn main() {
@@ -48,20 +41,20 @@ fn main() {
 '''
 
 
-def make_tree(path: Path, nonce: str, build: str = "fn main() {}\n") -> Path:
-    (path / "src").mkdir(parents=True)
-    (path / "Cargo.toml").write_text(
-        f'[package]\nname = "depcached"\nversion = "0.1.0"\nedition = "2021"\n'
-        f'description = "{nonce}"\nbuild = "build.rs"\n[dependencies]\nitoa = "=1.0.15"\n')
-    (path / "Cargo.lock").write_text(LOCK)
-    (path / "src" / "lib.rs").write_text(LIB)
-    (path / "build.rs").write_text(build)
-    return path
+def make_tree(path: Path, registry: LocalRegistry, nonce: str, build: str = "fn main() {}\n") -> Path:
+    """A crate named `depcached` using loopfmt, `nonce` in its manifest, with a build script."""
+    tree = crate_tree(path, registry, ["loopfmt"], USES_FMT, name="depcached")
+    manifest = tree / "Cargo.toml"
+    manifest.write_text(manifest.read_text().replace(
+        "[dependencies]", f'description = "{nonce}"\nbuild = "build.rs"\n[dependencies]'))
+    (tree / "build.rs").write_text(build)
+    assert cli("fetch-deps", str(tree), env=registry.env).returncode == 0
+    return tree
 
 
-def lint_json(tree: Path, image: Image, cargo_home: Path, *extra: str) -> dict:
+def lint_json(tree: Path, image: Image, env: dict[str, str], *extra: str) -> dict:
     done = cli("lint", "clippy", str(tree), "--image", image.reference, "--format", "json", *extra,
-               env={"CARGO_HOME": str(cargo_home)}, timeout=1500)
+               env=env, timeout=1500)
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -80,24 +73,24 @@ def sha256(path: Path) -> str:
 
 @pytest.mark.timeout(2400)
 def test_built_once_then_used_and_a_hostile_member_cannot_write_into_it(
-        tmp_path: Path, clippy_image: Image, itoa_cargo_home: Path) -> None:
-    tree = make_tree(tmp_path / "tree", uuid.uuid4().hex)
-    first = lint_json(tree, clippy_image, itoa_cargo_home)
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    tree = make_tree(tmp_path / "tree", local_registry, uuid.uuid4().hex)
+    first = lint_json(tree, clippy_image, local_registry.env)
     cache = first["dependency_cache"]
     assert cache["state"] == "built", cache
     key = cache["key"]
     assert cache_file(key).is_file()
-    # built, then used by the same command: itoa was not compiled by the lint itself
+    # built, then used by the same command: loopfmt was not compiled by the lint itself
     assert first["summary"]["dependencies_fresh"] >= 1
     assert first["summary"]["dependencies_compiled"] == 0
     assert first["summary"]["build_succeeded"] is True
     assert ("clippy::needless_return", "src/lib.rs", 3) in findings(first)
     sealed = sha256(cache_file(key))
 
-    # A member's build script overwrites what it finds of itoa under the target dir: in
+    # A member's build script overwrites what it finds of loopfmt under the target dir: in
     # its own run it succeeds (the control arm: it did reach the dependency's artifacts)...
     (tree / "build.rs").write_text(HOSTILE_BUILD)
-    hostile = lint_json(tree, clippy_image, itoa_cargo_home)
+    hostile = lint_json(tree, clippy_image, local_registry.env)
     assert hostile["dependency_cache"] == {**cache, "state": "used", "build_seconds": None,
                                            "reason": None}
     assert hostile["summary"]["build_succeeded"] is False, hostile["findings"]
@@ -105,15 +98,15 @@ def test_built_once_then_used_and_a_hostile_member_cannot_write_into_it(
     # ... and the next lint of the same lockfile is unaffected: same key, nothing compiled,
     # the same findings, and the cache file holds the bytes it was sealed with.
     (tree / "build.rs").write_text("fn main() {}\n")
-    after = lint_json(tree, clippy_image, itoa_cargo_home)
+    after = lint_json(tree, clippy_image, local_registry.env)
     assert after["dependency_cache"]["state"] == "used" and after["dependency_cache"]["key"] == key
     assert after["summary"]["build_succeeded"] is True
     assert after["summary"]["dependencies_compiled"] == 0 and after["summary"]["dependencies_fresh"] >= 1
     assert findings(after) == findings(first)
     assert sha256(cache_file(key)) == sealed
 
-    # Without the cache the lint compiles itoa itself, and finds exactly the same.
-    plain = lint_json(tree, clippy_image, itoa_cargo_home, "--no-dep-cache")
+    # Without the cache the lint compiles loopfmt itself, and finds exactly the same.
+    plain = lint_json(tree, clippy_image, local_registry.env, "--no-dep-cache")
     assert plain["dependency_cache"]["state"] == "skipped"
     assert "turned off" in plain["dependency_cache"]["reason"]
     assert plain["summary"]["dependencies_compiled"] >= 1
@@ -122,9 +115,9 @@ def test_built_once_then_used_and_a_hostile_member_cannot_write_into_it(
 
 @pytest.mark.timeout(2400)
 def test_a_damaged_cache_is_rebuilt_and_a_changed_lockfile_is_a_new_key(
-        tmp_path: Path, clippy_image: Image, itoa_cargo_home: Path) -> None:
-    tree = make_tree(tmp_path / "tree", uuid.uuid4().hex)
-    key = lint_json(tree, clippy_image, itoa_cargo_home)["dependency_cache"]["key"]
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    tree = make_tree(tmp_path / "tree", local_registry, uuid.uuid4().hex)
+    key = lint_json(tree, clippy_image, local_registry.env)["dependency_cache"]["key"]
     image = cache_file(key)
     # A byte changed where the data is, its mtime put back: the stat identity still moves
     # (ctime), the digest says the bytes are not the ones sealed.
@@ -136,7 +129,7 @@ def test_a_damaged_cache_is_rebuilt_and_a_changed_lockfile_is_a_new_key(
         handle.seek(1024)
         handle.write(bytes([byte[0] ^ 0xFF]))
     os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns))
-    again = lint_json(tree, clippy_image, itoa_cargo_home)
+    again = lint_json(tree, clippy_image, local_registry.env)
     assert again["dependency_cache"]["state"] == "built", again["dependency_cache"]
     assert again["dependency_cache"]["key"] == key
     assert "damaged" in again["dependency_cache"]["reason"]
@@ -149,10 +142,11 @@ def test_a_damaged_cache_is_rebuilt_and_a_changed_lockfile_is_a_new_key(
     (tree / "extra" / "Cargo.toml").write_text('[package]\nname = "extra"\nversion = "0.1.0"\n'
                                                'edition = "2021"\n')
     (tree / "extra" / "src" / "lib.rs").write_text("")
-    (tree / "Cargo.lock").write_text(LOCK.replace(
-        '[[package]]\nname = "itoa"',
-        '[[package]]\nname = "extra"\nversion = "0.1.0"\n\n[[package]]\nname = "itoa"'))
-    changed = lint_json(tree, clippy_image, itoa_cargo_home)
+    lock = tree / "Cargo.lock"
+    lock.write_text(lock.read_text().replace(
+        '[[package]]\nname = "depcached"',
+        '[[package]]\nname = "extra"\nversion = "0.1.0"\n\n[[package]]\nname = "depcached"'))
+    changed = lint_json(tree, clippy_image, local_registry.env)
     assert changed["summary"]["build_succeeded"] is True, changed
     assert changed["dependency_cache"]["state"] == "built"
     assert changed["dependency_cache"]["key"] != key
@@ -160,11 +154,10 @@ def test_a_damaged_cache_is_rebuilt_and_a_changed_lockfile_is_a_new_key(
 
 @pytest.mark.timeout(2400)
 def test_two_first_lints_of_one_lockfile_build_one_cache(
-        tmp_path: Path, clippy_image: Image, itoa_cargo_home: Path) -> None:
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
     nonce = uuid.uuid4().hex
-    trees = [make_tree(tmp_path / name, nonce) for name in ("a", "b")]
-    env = {**os.environ, "ROTEIRO_HOME": str(HOME), "ROTEIRO_VM_ACCEL": "tcg",
-           "CARGO_HOME": str(itoa_cargo_home)}
+    trees = [make_tree(tmp_path / name, local_registry, nonce) for name in ("a", "b")]
+    env = {**os.environ, "ROTEIRO_HOME": str(HOME), "ROTEIRO_VM_ACCEL": "tcg", **local_registry.env}
     running = [subprocess.Popen([str(EXE), "lint", "clippy", str(tree), "--image", clippy_image.reference,
                                  "--format", "json"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for tree in trees]
@@ -182,8 +175,6 @@ def test_two_first_lints_of_one_lockfile_build_one_cache(
 
 def test_a_tree_without_registry_or_git_pins_skips_the_cache(
         demo: Path, clippy_image: Image, tmp_path: Path) -> None:
-    cargo_home = tmp_path / "empty-cargo-home"
-    (cargo_home / "registry").mkdir(parents=True)
-    report = lint_json(demo, clippy_image, cargo_home)
+    report = lint_json(demo, clippy_image, {})
     assert report["dependency_cache"]["state"] == "skipped"
     assert "nothing to cache" in report["dependency_cache"]["reason"]

@@ -1,113 +1,183 @@
-"""fetch-deps fills the cache without running the tree's configuration or code on the host.
+"""`pylint-sandbox fetch-deps` reads the lockfile and nothing else of the tree, and runs no
+program of the tree's or the host toolchain's: the real CLI against a loopback https
+registry and git host (lint_support.LocalRegistry), no internet, no VM.
 
-Uses real cargo and crates.io (reachable from every machine this project runs on).
+What a run executes is observed with strace (every successful execve of the CLI and its
+descendants), not inferred: a tree pinning only registry packages runs no program at all
+(the CLI is the one execve), and the tree's `.cargo/config.toml` (`build.rustc`), its
+toolchain file, its build script and a `cargo`/`rustup`/`rustc`/`git` first on PATH are
+all left unrun. The control arm is a tree with a git pin: strace sees host git run, and
+only the git of the fixed system PATH the fetcher gives it (cargo/git.py,
+process/stream.py DEFAULT_PATH), never the one first on the user's PATH.
+
+This file used to prove the same of host `cargo fetch` run in a clean copy of the tree's
+manifests (issue 9). Dropped with it, as no longer about anything that runs:
+- "plain `cargo fetch` runs the tree's config" (the control arm for host cargo): no host
+  cargo runs now; the git pin is this file's control arm instead;
+- "a manifest's `git = "file://..."` is never fetched": fetch-deps reads no manifest; the
+  review's manifest findings (file:// in `[build_dependencies]`, a path dependency out of
+  the tree, file:// and ssh:// submodules) run through the real CLI in
+  tests/unit/cargo/test_fetch_deps_findings.py.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from lint_support import EXE, LocalRegistry, git_lock_entry, write_lockfile
 
-EXE = Path(sys.executable).with_name("pylint-sandbox")
+from roteiro_py.process.stream import DEFAULT_PATH
+
+#: A successful execve in strace's log: the program's path.
+_EXECVE = re.compile(r'^\d+ execve(?:at)?\((?:\d+, )?"(?P<path>[^"]*)"', re.MULTILINE)
 
 
-def hostile_tree(base: Path) -> tuple[Path, Path]:
-    """A crate depending on `itoa` whose config, toolchain file and build script leave markers."""
+def hostile_tree(base: Path, registry: LocalRegistry) -> tuple[Path, Path]:
+    """A crate pinning `loopfmt` whose cargo config, toolchain file and build script each
+    leave a marker in the returned directory if anything runs them."""
+    marker = base / "markers"
+    marker.mkdir()
     tree = base / "tree"
     (tree / "src").mkdir(parents=True)
     (tree / ".cargo").mkdir()
-    marker = base / "markers"
-    marker.mkdir()
     (tree / "Cargo.toml").write_text(
-        '[package]\nname = "victim"\nversion = "0.1.0"\nedition = "2021"\nbuild = "build.rs"\n'
-        '[dependencies]\nitoa = "=1.0.15"\n')
-    (tree / "src" / "main.rs").write_text("fn main() {}\n")
+        '[package]\nname = "tree"\nversion = "0.1.0"\nedition = "2021"\nbuild = "build.rs"\n'
+        "[dependencies]\n" + registry.dependency("loopfmt"))
+    (tree / "src" / "lib.rs").write_text("")
     (tree / "build.rs").write_text(f'fn main() {{ std::fs::write("{marker}/build-rs", "").unwrap(); }}\n')
-    subprocess.run(["cargo", "generate-lockfile", "--offline", "-q"], cwd=tree, check=False,
-                   capture_output=True)
-    if not (tree / "Cargo.lock").exists():
-        subprocess.run(["cargo", "generate-lockfile", "-q"], cwd=tree, check=True, timeout=300)
     wrapper = base / "evil-rustc"
     wrapper.write_text(f'#!/bin/sh\ntouch {marker}/build-rustc\nexec rustc "$@"\n')
     wrapper.chmod(0o755)
-    (tree / ".cargo" / "config.toml").write_text(
-        f'[build]\nrustc = "{wrapper}"\n[env]\nEVIL = "1"\n')
+    (tree / ".cargo" / "config.toml").write_text(f'[build]\nrustc = "{wrapper}"\n[env]\nEVIL = "1"\n')
+    (tree / "rust-toolchain.toml").write_text(f'[toolchain]\npath = "{base}/no-such-toolchain"\n')
+    write_lockfile(tree, registry, ["loopfmt"])
     return tree, marker
 
 
-@pytest.fixture
-def cargo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "cargo-home"
-    monkeypatch.setenv("CARGO_HOME", str(home))
-    return home
+def stubs(base: Path, marker: Path) -> Path:
+    """A directory of `cargo`, `rustup`, `rustc` and `git` that each leave a marker."""
+    directory = base / "stubs"
+    directory.mkdir()
+    for tool in ("cargo", "rustup", "rustc", "git"):
+        (directory / tool).write_text(f'#!/bin/sh\ntouch {marker}/{tool}-on-path\nexit 1\n')
+        (directory / tool).chmod(0o755)
+    return directory
 
 
-def test_fetch_deps_runs_none_of_the_trees_config(tmp_path: Path, cargo_home: Path) -> None:
-    tree, marker = hostile_tree(tmp_path)
-    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True,
-                            timeout=600, env=os.environ)
-    assert result.returncode == 0, result.stderr
-    assert list(marker.iterdir()) == [], "the tree's build.rustc ran on the host"
-    unpacked = list((cargo_home / "registry" / "src").glob("*/itoa-1.0.15/src/lib.rs"))
-    assert unpacked, "the crate must be unpacked, or the read-only guest would fail to unpack it"
-    assert sorted(p.name for p in tree.iterdir()) == [".cargo", "Cargo.lock", "Cargo.toml", "build.rs", "src"]
+def listing(tree: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(tree)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in tree.rglob("*")}
 
 
-def test_control_arm_plain_cargo_fetch_does_run_the_config(tmp_path: Path, cargo_home: Path) -> None:
-    """Shows the marker is observable: the naive way runs the tree's build.rustc."""
-    tree, marker = hostile_tree(tmp_path)
-    subprocess.run(["cargo", "fetch"], cwd=tree, capture_output=True, timeout=600, check=False)
-    assert (marker / "build-rustc").exists()
+def fetch_traced(tree: Path, registry: LocalRegistry, home: Path, path: str,
+                 log: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """fetch-deps under strace; (its outcome, the path of every program it executed)."""
+    strace = shutil.which("strace")
+    assert strace, "strace is needed to see what runs (scripts/lib/setup.sh installs it)"
+    env = {**os.environ, **registry.env, "ROTEIRO_HOME": str(home), "PATH": path}
+    done = subprocess.run([strace, "-f", "-qq", "-e", "trace=execve,execveat", "-e", "signal=none",
+                           "--status=successful", "-s", "4096", "-o", str(log), str(EXE),
+                           "fetch-deps", str(tree)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    return done, _EXECVE.findall(log.read_text())
 
 
-def test_toolchain_file_is_not_consulted(tmp_path: Path, cargo_home: Path) -> None:
-    tree, marker = hostile_tree(tmp_path)
-    (tree / "rust-toolchain.toml").write_text(f'[toolchain]\npath = "{tmp_path}/no-such-toolchain"\n')
-    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
-    assert list(marker.iterdir()) == []
+def test_a_tree_pinning_only_registry_packages_runs_no_program(
+        tmp_path: Path, local_registry: LocalRegistry) -> None:
+    tree, marker = hostile_tree(tmp_path, local_registry)
+    before = listing(tree)
+    path = f"{stubs(tmp_path, marker)}:{EXE.parent}:/usr/bin:/bin"
+    done, executed = fetch_traced(tree, local_registry, tmp_path / "roteiro", path, tmp_path / "strace.log")
+    assert done.returncode == 0, done.stderr
+    assert "1 downloaded" in done.stdout
+    checksum = local_registry.checksums[("loopfmt", "1.0.0")]
+    assert (tmp_path / "roteiro" / "packages" / "crates" / f"{checksum}.crate").is_file()
+    assert executed == [str(EXE)], executed  # the CLI itself, and nothing it started
+    assert sorted(p.name for p in marker.iterdir()) == []
+    assert listing(tree) == before  # nothing written into the tree
 
 
-def test_missing_lockfile_is_refused_naming_the_fix(tmp_path: Path, cargo_home: Path) -> None:
-    tree, _ = hostile_tree(tmp_path)
+def test_control_a_git_pin_runs_hardened_git_from_the_system_path_only(
+        tmp_path: Path, local_registry: LocalRegistry) -> None:
+    """The control arm: strace does see what the CLI starts. Host git runs for a git pin,
+    and it is the system's (DEFAULT_PATH), not the `git` first on the user's PATH."""
+    tree, marker = hostile_tree(tmp_path, local_registry)
+    url, commit = local_registry.git_repository("gitdep", "pub fn g() -> u64 { 7 }\n")
+    lock = tree / "Cargo.lock"
+    lock.write_text(lock.read_text() + git_lock_entry("gitdep", url, commit))
+    path = f"{stubs(tmp_path, marker)}:{EXE.parent}:/usr/bin:/bin"
+    done, executed = fetch_traced(tree, local_registry, tmp_path / "roteiro", path, tmp_path / "strace.log")
+    assert done.returncode == 0, done.stderr
+    assert "1 downloaded" in done.stdout and "1 fetched with git" in done.stdout
+    assert executed[0] == str(EXE)
+    programs = executed[1:]
+    assert programs, "git must have run for the git pin"
+    system = DEFAULT_PATH.split(":")
+    assert all(Path(p).name.startswith("git") and str(Path(p).parent) in system
+               or "git-core" in p for p in programs), programs
+    assert not any(p.startswith(str(tmp_path)) for p in programs), programs
+    assert sorted(p.name for p in marker.iterdir()) == []
+
+
+def test_fetch_deps_works_on_a_host_with_no_rust_toolchain(
+        tmp_path: Path, local_registry: LocalRegistry) -> None:
+    """A CI runner or a reviewer's laptop: no cargo, rustup or rustc anywhere on PATH, no
+    rustup home, an empty HOME; registry and git pins are fetched all the same."""
+    path = f"{EXE.parent}:/usr/bin:/bin"
+    for tool in ("cargo", "rustup", "rustc"):
+        assert shutil.which(tool, path=path) is None, f"{tool} is on {path}: the test proves nothing"
+    tree, _ = hostile_tree(tmp_path, local_registry)
+    url, commit = local_registry.git_repository("bare-host-dep", "pub fn g() -> u64 { 7 }\n")
+    lock = tree / "Cargo.lock"
+    lock.write_text(lock.read_text() + git_lock_entry("bare-host-dep", url, commit))
+    (tmp_path / "empty-home").mkdir()
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("RUSTUP_", "CARGO", "RUSTC"))}
+    env.update(local_registry.env, PATH=path, HOME=str(tmp_path / "empty-home"),
+               ROTEIRO_HOME=str(tmp_path / "roteiro"))
+    done = subprocess.run([str(EXE), "fetch-deps", str(tree)], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "2 pinned packages" in done.stdout and "1 downloaded" in done.stdout
+    assert "1 fetched with git" in done.stdout
+
+
+def test_missing_lockfile_is_refused_naming_the_fix(tmp_path: Path, local_registry: LocalRegistry) -> None:
+    tree, _ = hostile_tree(tmp_path, local_registry)
     (tree / "Cargo.lock").unlink()
-    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, **local_registry.env, "ROTEIRO_HOME": str(tmp_path / "r")})
     assert result.returncode == 3
     assert "would write Cargo.lock" in result.stderr and "commit an up-to-date Cargo.lock" in result.stderr
     assert "generate-lockfile" not in result.stderr  # no advice runs host cargo on the tree's sources
 
 
-@pytest.mark.parametrize("source", ["git+file:///etc/secret-repo#abc", "git+ssh://git@internal/x#abc",
-                                    "registry+http://mirror.invalid/index", "git+git://host/x#abc"])
-def test_sources_other_than_https_are_refused_before_cargo_runs(tmp_path: Path, cargo_home: Path,
-                                                                  source: str) -> None:
-    tree, _ = hostile_tree(tmp_path)
+COMMIT = "a" * 40
+CHECKSUM = "b" * 64
+
+
+@pytest.mark.parametrize("source", [f"git+file:///etc/secret-repo#{COMMIT}", f"git+ssh://git@internal/x#{COMMIT}",
+                                    "registry+http://mirror.invalid/index", f"git+git://host/x#{COMMIT}"])
+def test_a_source_other_than_https_is_refused_before_anything_is_fetched(
+        tmp_path: Path, local_registry: LocalRegistry, source: str) -> None:
+    """Every pin is checked before any is fetched: the lockfile's other pin (loopfmt, from
+    the https registry) is not downloaded either."""
+    tree, _ = hostile_tree(tmp_path, local_registry)
     lock = tree / "Cargo.lock"
-    lock.write_text(lock.read_text() + f'\n[[package]]\nname = "sneaky"\nversion = "0.1.0"\nsource = "{source}"\n')
-    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 3 and "other than https" in result.stderr and source.split("#")[0] in result.stderr
-    assert not list(cargo_home.glob("registry/src/*/itoa-*")), "cargo fetched although refused"
-    assert not (cargo_home / "git").exists()
-
-
-def test_a_manifests_file_git_source_is_never_fetched_by_host_cargo(tmp_path: Path, cargo_home: Path) -> None:
-    """The lockfile is unchanged (https only), but a manifest declares `git = "file://..."`:
-    cargo fetch --locked would clone it into the host cache before refusing the lockfile."""
-    tree, _ = hostile_tree(tmp_path)
-    repo = tmp_path / "private-repo"
-    (repo / "src").mkdir(parents=True)
-    (repo / "Cargo.toml").write_text('[package]\nname = "sneaky"\nversion = "0.1.0"\n')
-    (repo / "src" / "lib.rs").write_text("pub const PRIVATE: u8 = 1;\n")
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
-        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True, timeout=60)
-    manifest = tree / "Cargo.toml"
-    manifest.write_text(manifest.read_text() + f'sneaky = {{ git = "file://{repo}" }}\n')
-    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=600)
+    lock.write_text(lock.read_text() + f'[[package]]\nname = "sneaky"\nversion = "0.1.0"\n'
+                    f'source = "{source}"\nchecksum = "{CHECKSUM}"\n')
+    asked = local_registry.crate_requests("loopfmt")
+    home = tmp_path / "roteiro"
+    result = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, **local_registry.env, "ROTEIRO_HOME": str(home)})
+    said = " ".join(result.stderr.split())
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "Refused before cargo ran" in result.stderr and f"file://{repo}" in result.stderr
-    assert not (cargo_home / "git").exists(), "host cargo cloned the file:// source"
+    assert "pins sneaky 0.1.0, which is not fetched" in said and "is not https" in said, said
+    assert source.split("#")[0] in said
+    assert local_registry.crate_requests("loopfmt") == asked
+    assert not list(home.glob("packages/crates/*")) and not list(home.glob("packages/git/*"))
+

@@ -7,11 +7,12 @@ import os
 import shutil
 import subprocess
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 import jsonschema
-from lint_support import HOME, ROOT, Image, cli
+from lint_support import HOME, ROOT, USES_FMT, Image, LocalRegistry, cli, crate_tree, write_lockfile
 
 from roteiro_py.clippy.command import ClippyOptions, clippy_argv
 from roteiro_py.clippy.parse import PathLayout, parse_messages
@@ -86,20 +87,29 @@ def test_no_lockfile_is_refused_before_booting(demo: Path, clippy_image: Image) 
     assert time.monotonic() - started < 10  # refused in preflight: no VM was booted
 
 
-def test_outdated_lockfile_is_refused_from_the_guest(demo: Path, clippy_image: Image,
-                                                    itoa_cargo_home: Path) -> None:
-    """A dependency the lockfile does not pin is never in the guest's view of the cache,
-    whatever the host cache holds (here: it holds itoa), so the outcome no longer depends
-    on the machine: the guest cannot resolve it, and fetch-deps then names the lockfile."""
-    manifest = demo / "crates" / "demo-core" / "Cargo.toml"
-    manifest.write_text(manifest.read_text() + '\n[dependencies]\nitoa = "1"\n')
-    env = {"CARGO_HOME": str(itoa_cargo_home)}
-    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, env=env)
+def test_a_package_the_lockfile_does_not_pin_is_not_in_the_guest_whatever_the_store_holds(
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    """The guest's view holds exactly what the lockfile pins: a manifest naming a package
+    the lockfile does not (an outdated lockfile) is refused from the guest, naming it,
+    although the host's package store holds that package (fetched for another tree)."""
+    other = crate_tree(tmp_path / "other", local_registry, ["loopfmt"], USES_FMT)
+    assert cli("fetch-deps", str(other), env=local_registry.env).returncode == 0
+    local_registry.publish("pinned")
+    tree = crate_tree(tmp_path / "outdated", local_registry, ["pinned"], USES_FMT)
+    manifest = tree / "Cargo.toml"
+    manifest.write_text(manifest.read_text() + local_registry.dependency("loopfmt"))
+    fetched = cli("fetch-deps", str(tree), env=local_registry.env)
+    assert fetched.returncode == 0, fetched.stderr  # it reads only the lockfile
+    assert "1 pinned package" in fetched.stdout
+    done = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, env=local_registry.env)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "itoa" in done.stderr and "fetch-deps" in done.stderr and "Traceback" not in done.stderr
-    fetched = cli("fetch-deps", str(demo), env=env)
-    assert fetched.returncode == 3, fetched.stdout + fetched.stderr
-    assert "would write Cargo.lock" in fetched.stderr and "commit an up-to-date Cargo.lock" in fetched.stderr
+    assert "loopfmt" in done.stderr and "Traceback" not in done.stderr
+    # control: the lockfile brought up to date, the same tree lints
+    write_lockfile(tree, local_registry, ["loopfmt", "pinned"])
+    linted = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", "json",
+                 env=local_registry.env)
+    assert linted.returncode == 1, linted.stdout + linted.stderr[-3000:]
+    assert ("clippy::needless_return", "src/lib.rs", 3) in report_findings(json.loads(linted.stdout))
 
 
 def test_image_without_clippy_is_refused_as_lacking_the_linter(demo: Path, noclippy_image: Image) -> None:
@@ -143,39 +153,32 @@ def test_image_absent_is_refused_fast_without_a_vm(demo: Path, clippy_image: Ima
     assert elapsed < 3, f"a refusal before any VM took {elapsed:.2f} s"
 
 
-def _crate_with_dependency(base: Path) -> Path:
-    tree = base / "with-deps"
-    (tree / "src").mkdir(parents=True)
-    (tree / "Cargo.toml").write_text('[package]\nname = "with-deps"\nversion = "0.1.0"\nedition = "2021"\n'
-                                     '[dependencies]\nitoa = "=1.0.15"\n')
-    (tree / "src" / "lib.rs").write_text(
-        "pub fn render(n: u64) -> String {\n    let mut buffer = itoa::Buffer::new();\n"
-        "    return buffer.format(n).to_string();\n}\n")
-    subprocess.run(["cargo", "generate-lockfile", "-q"], cwd=tree, check=True, timeout=300,
-                   env={**os.environ, "CARGO_HOME": str(base / "lock-cargo-home")})
-    return tree
-
-
-def test_real_dependencies_lint_after_fetch_deps_and_not_before(tmp_path: Path, clippy_image: Image) -> None:
-    tree = _crate_with_dependency(tmp_path)
-    cargo_home = tmp_path / "cargo-home"
-    env = {"CARGO_HOME": str(cargo_home)}
+def test_real_dependencies_lint_after_fetch_deps_and_not_before(
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    """A lint never downloads: a pin the package store lacks is refused before boot,
+    naming it and the command that fetches it, and the registry is asked nothing; after
+    `fetch-deps` (which downloads it) the same lint runs."""
+    name = f"fresh{uuid.uuid4().hex[:12]}"  # bytes no earlier run put in the shared store
+    local_registry.publish(name, nonce=name)
+    lib = USES_FMT.replace("loopfmt::", f"{name}::")
+    tree = crate_tree(tmp_path / "with-deps", local_registry, [name], lib)
+    env = local_registry.env
     missing = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, env=env)
-    assert missing.returncode == 3 and "No cargo package cache" in missing.stderr
+    assert missing.returncode == 3, missing.stdout + missing.stderr
+    assert (f"The package store at {HOME / 'packages'} lacks {name} 1.0.0, which the lockfile pins."
+            in " ".join(missing.stderr.split()))
     assert f"pylint-sandbox fetch-deps {tree}" in missing.stderr
-
-    (cargo_home / "registry").mkdir(parents=True)
-    cold = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, env=env)
-    assert cold.returncode == 3, cold.stdout + cold.stderr
-    assert "lacks itoa 1.0.15, which the lockfile pins" in cold.stderr and "fetch-deps" in cold.stderr
+    assert local_registry.crate_requests(name) == 0  # the lint downloaded nothing
 
     fetched = cli("fetch-deps", str(tree), env=env)
     assert fetched.returncode == 0, fetched.stderr
+    assert "1 downloaded" in fetched.stdout and local_registry.crate_requests(name) == 1
     linted = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", "json", env=env)
     assert linted.returncode == 1, linted.stderr
     report = json.loads(linted.stdout)
     assert ("clippy::needless_return", "src/lib.rs", 3) in report_findings(report)
     assert report["summary"]["outside_repository"] == 0
+    assert local_registry.crate_requests(name) == 1  # nor did this one
 
 
 def test_hostile_build_output_never_reaches_the_terminal_raw(tmp_path: Path, clippy_image: Image) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
 from roteiro_py.vm.qemu import assets, scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
 
@@ -34,12 +34,12 @@ def test_assets_from_the_archive_boot_a_job_with_every_mount(
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "Cargo.toml").write_text("[package]\nname = 'x'\n")
-    cargo = tmp_path / "cargo-home"
-    (cargo / "registry" / "cache").mkdir(parents=True)
-    (cargo / "registry" / "cache" / "pinned.crate").write_text("crate bytes\n")
-    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    registry = cargo_views_root() / ("0" * 32) / "registry"  # a vendored view's, as a lint grants
+    (registry / "cache").mkdir(parents=True)
+    (registry / "cache" / "pinned.crate").write_text("crate bytes\n")
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
     grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
-                        f"fs:read:{cargo}/registry/**", "fs:write:/scratch/**", "proc:exec:sh")
+                        f"fs:read:{registry}/**", "fs:write:/scratch/**", "proc:exec:sh")
     backend = QemuBackend(rootfs=rootfs_image, scratch=scratch.create_scratch(tmp_path / "s.img", 64),
                           accel="tcg")
     assert backend.assets().kernel == home / "vm" / assets.KERNEL_FILE  # the new ones, not the suite's

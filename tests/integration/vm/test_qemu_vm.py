@@ -8,8 +8,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ import pytest
 from roteiro_py import errors
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm import VmOutcome
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
 from roteiro_py.vm.qemu import assets, probe, scratch
 from roteiro_py.vm.qemu.backend import QemuBackend, isolation_for
 
@@ -47,28 +50,37 @@ def qemu_processes(marker: str) -> list[str]:
     return found
 
 
-#: A tree, a cargo home, a scratch disk, the grant of a lint, and a TCG backend.
+#: A tree, a vendored view's registry/, a scratch disk, the grant of a lint, and a TCG backend.
 World = tuple[Path, Path, Path, GrantSet, QemuBackend]
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rootfs_image: Path) -> World:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rootfs_image: Path) -> Iterator[World]:
+    """The guest's cargo share is a vendored view's registry/ (what a lint grants,
+    roteiro_py/cargo/vendor.py), made here by hand under the provisioned home's views; the
+    host's cargo home, holding credentials.toml, is never shared."""
     tree = tmp_path / "tree"
     (tree / "src").mkdir(parents=True)
     (tree / "src" / "main.rs").write_text("fn main() {}\n")
     (tree / "Cargo.toml").write_text("[package]\nname = 'x'\n")
+    view = cargo_views_root() / uuid.uuid4().hex  # the home is shared: a name of this test's
+    registry = view / "registry"
+    (registry / "cache").mkdir(parents=True)
+    (registry / "cache" / "crate.crate").write_text("crate bytes\n")
     cargo = tmp_path / "cargo-home"
-    (cargo / "registry" / "cache").mkdir(parents=True)
-    (cargo / "registry" / "cache" / "crate.crate").write_text("crate bytes\n")
+    cargo.mkdir()
     (cargo / "credentials.toml").write_text("[registry]\ntoken = 'SECRET-TOKEN'\n")
     monkeypatch.setenv("CARGO_HOME", str(cargo))
     monkeypatch.setenv("ROTEIRO_HOST_ONLY_SECRET", "leaked")
     disk = scratch.create_scratch(tmp_path / "scratch.img", 64)
     grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
-                        f"fs:read:{cargo}/registry/**", "fs:write:/scratch/**",
+                        f"fs:read:{registry}/**", "fs:write:/scratch/**",
                         "proc:exec:sh")
     backend = QemuBackend(rootfs=rootfs_image, scratch=disk, accel="tcg")
-    return tree, cargo, disk, grant, backend
+    try:
+        yield tree, registry, disk, grant, backend
+    finally:
+        shutil.rmtree(view, ignore_errors=True)
 
 
 def sh(script: str, cwd: Path, timeout: float = 30, **env: str) -> Command:
@@ -125,9 +137,9 @@ ln -s /etc/shadow /scratch/link && readlink /scratch/link
 
 @pytest.mark.timeout(240)
 def test_one_boot_enforces_read_only_env_network_status_and_credentials(world: World) -> None:
-    tree, cargo, disk, grant, backend = world
+    tree, registry, disk, grant, backend = world
     before = tree_hashes(tree)
-    reg_before = tree_hashes(cargo)
+    reg_before = tree_hashes(registry)
     steps = [
         Command("sh", ("-c", WRITE_ATTEMPTS, "sh", str(tree)), tree, {"PATH": "/bin"},
                 timeout=60),
@@ -153,7 +165,7 @@ def test_one_boot_enforces_read_only_env_network_status_and_credentials(world: W
     assert "WROTE" not in out, out
     assert out.count("refused:") == 16, out
     assert "scratch ok" in out  # control arm: writing is observable where it is allowed
-    assert tree_hashes(tree) == before and tree_hashes(cargo) == reg_before
+    assert tree_hashes(tree) == before and tree_hashes(registry) == reg_before
     assert env.stdout == b"GIVEN=value with space\nand line\nPATH=/bin\n"
     assert b"ROTEIRO_HOST_ONLY_SECRET" not in env.stdout
     assert net.stdout == b"lo\n" and net.exit == 0
@@ -306,7 +318,7 @@ def test_a_kernel_override_boots_and_a_wrong_one_is_refused_before_booting(
 
 @pytest.mark.timeout(120)
 def test_the_worktree_arrives_as_a_read_only_image_and_the_registry_over_9p(world: World) -> None:
-    tree, cargo, _, grant, backend = world
+    tree, _, _, grant, backend = world
     (tree / "escape").symlink_to("/etc/passwd")  # resolves in the guest, never on the host
     (tree / "src" / "private.rs").write_text("// 0600 on the host\n")
     os.chmod(tree / "src" / "private.rs", 0o600)
