@@ -982,6 +982,11 @@ class ProbeFailed(Refusal):
 
 
 class ColdCache(Refusal):
+    """cargo in the guest looked for a package its vendored view lacks. The view holds every
+    package the lockfile pins (a lint checks that before boot, cargo/vendor.py), so cargo
+    wanted one the lockfile does not pin: the lockfile is out of date with the manifests,
+    or a manifest names a registry the guest cannot resolve to the one the lockfile pins."""
+
     code = "cold-cache"
 
     def __init__(self, tree: Path, package: str | None, line: str) -> None:
@@ -993,12 +998,16 @@ class ColdCache(Refusal):
     def guidance(self) -> Guidance:
         what = f"the package {_p(self.package)}" if self.package else "a dependency"
         return Guidance(
-            summary=f"The package cache lacks {what} needed by {_p(self.tree)}.",
+            summary=f"Cargo in the VM looked for {what}, which the lockfile of {_p(self.tree)} "
+            "does not pin.",
             notes=(_said("Cargo said", self.line),
                    "The VM cannot fetch what is missing: it has no network device, by design, "
-                   "since the tree's build scripts and proc macros run in it.",
-                   "Fetch the dependencies on the host first (this reads only the manifests "
-                   "and the lockfile, and runs none of the tree's code).",),
+                   "since the tree's build scripts and proc macros run in it. It is given "
+                   "every package the lockfile pins, and nothing else.",
+                   "Ask the branch's author to commit a Cargo.lock that matches its manifests. "
+                   "If a manifest names a registry (`registry = \"<name>\"`), define it as "
+                   "[registries.<name>] index in $CARGO_HOME/config.toml or in the tree's "
+                   ".cargo/config.toml. Then fetch what the lockfile pins:",),
             commands=(fetch_deps_command(self.tree),),
         )
 

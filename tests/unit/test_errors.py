@@ -427,16 +427,23 @@ def test_no_image_configured_says_why_an_official_image_will_not_do_and_prints_t
 
 
 def test_cold_cache_says_in_one_line_why_the_vm_cannot_fetch() -> None:
+    """With a vendored view holding every pin, a package cargo cannot find is one the
+    lockfile does not pin: the advice is an up-to-date lockfile, not fetch-deps alone (which
+    found every pin present and exited 0: the user looped, issue 20's integration port)."""
     text = errors.ColdCache(Path("/t/tree-6"), "serde v1.0.219",
                             "error: no matching package named `serde` found").guidance().render_text()
     assert text == (
-        "error: The package cache lacks the package serde v1.0.219 needed by /t/tree-6.\n"
+        "error: Cargo in the VM looked for the package serde v1.0.219, which the lockfile of "
+        "/t/tree-6 does not pin.\n"
         "  note: No report was made, and nothing ran on this host instead.\n"
         "  note: Cargo said: error: no matching package named `serde` found.\n"
         "  note: The VM cannot fetch what is missing: it has no network device, by design, since "
-        "the tree's build scripts and proc macros run in it.\n"
-        "  note: Fetch the dependencies on the host first (this reads only the manifests and the "
-        "lockfile, and runs none of the tree's code).\n"
+        "the tree's build scripts and proc macros run in it. It is given every package the "
+        "lockfile pins, and nothing else.\n"
+        "  note: Ask the branch's author to commit a Cargo.lock that matches its manifests. If a "
+        "manifest names a registry (`registry = \"<name>\"`), define it as [registries.<name>] "
+        "index in $CARGO_HOME/config.toml or in the tree's .cargo/config.toml. Then fetch what "
+        "the lockfile pins:\n"
         "  run:\n"
         "    pylint-sandbox fetch-deps /t/tree-6\n")
 
