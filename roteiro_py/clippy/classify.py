@@ -63,6 +63,9 @@ _COLD = (
     (re.compile(r"failed to download `(?P<package>[^`\s]+)"), True),
     (re.compile(r"no matching package named `(?P<package>[^`\s]+)` found"), True),
     (re.compile(r"failed to (?:load source for dependency|get) `(?P<package>[^`\s]+)`"), True),
+    # a manifest's `registry = "<name>"` that neither the tree's .cargo/config.toml nor the
+    # host's cargo configuration (given to the guest by cargo/vendor.py) defines
+    (re.compile(r"registry index was not found in any configuration: `(?P<registry>[^`\s]+)`"), False),
 )
 _OFFLINE = re.compile(r"but --offline was specified|you're using offline mode|--offline")
 _RUSTC_SIGNAL = re.compile(r"\(signal: \d+, (?P<name>SIG[A-Z0-9]+)")
@@ -135,7 +138,7 @@ def _refuse_from_stderr(stderr: str, tree: Path) -> None:
         if line is None or (needs_offline and not _OFFLINE.search(stderr)):
             continue
         match = pattern.search(line)
-        package = match["package"] if match else None
+        package = match.groupdict().get("package") if match else None
         offline = _first(lines, _OFFLINE)
         said = line.removeprefix("error: ").strip()
         if offline is not None and offline.strip() not in said:

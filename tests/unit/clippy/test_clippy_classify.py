@@ -265,3 +265,15 @@ def test_workspace_layout_is_passed_through(demo_default: CargoRun) -> None:
                       tree=Path("/t"), image_reference=IMAGE,
                       layout=PathLayout(workspace=PurePosixPath("rust")))
     assert all(f.path and f.path.startswith("rust/crates/") for f in result.findings)
+
+
+def test_a_registry_no_configuration_names_is_the_lockfile_refusal_not_a_failed_build() -> None:
+    """cargo 1.95's wording for `x = { registry = "nope" }` with no [registries.nope]: it
+    read as BuildProducedNothing ("the image lacks native build dependencies"), which sent
+    the user to the wrong place (found porting the integration tests to issue 20)."""
+    stderr = ("error: failed to parse manifest at `/w/Cargo.toml`\n\nCaused by:\n"
+              "  registry index was not found in any configuration: `nope`\n")
+    with pytest.raises(ColdCache) as caught:
+        judge(status=101, stderr=stderr)
+    text = caught.value.guidance().render_text()
+    assert caught.value.package is None and "`nope`" in text and "[registries.<name>]" in text
