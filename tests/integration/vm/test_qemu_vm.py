@@ -20,7 +20,7 @@ import pytest
 from roteiro_py import errors
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm import VmOutcome
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES, cargo_views_root
 from roteiro_py.vm.qemu import assets, probe, scratch
 from roteiro_py.vm.qemu.backend import QemuBackend, isolation_for
 
@@ -328,7 +328,9 @@ def test_the_worktree_arrives_as_a_read_only_image_and_the_registry_over_9p(worl
     (tree / "target" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
     os.mkfifo(tree / "fifo")
     outcome = backend.run(sh(f"cat escape; ls -a; cat src/private.rs; id -u; "
-                             f"grep -e ' {tree} ' -e ' {GUEST_CARGO_HOME}/registry ' "
+                             # the guest mounts a tree under GUEST_TREES; its output names
+                             # it by its host path again (vm/mounts.py host_bytes)
+                             f"grep -e ' {GUEST_TREES}{tree} ' -e ' {GUEST_CARGO_HOME}/registry ' "
                              "/proc/mounts", tree), grant)
     assert outcome.exit == 0, outcome
     out = outcome.stdout.decode()
