@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lint_support import EXE, HOME, Image
+from lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, crate_tree
 
 from roteiro_py import lint
 from roteiro_py.config import Settings
@@ -125,29 +125,24 @@ def test_a_tree_lints_wherever_it_is_on_the_host(places: list[Path], clippy_imag
 
 @pytest.mark.timeout(2400)
 def test_the_dependency_cache_works_under_a_home_in_root(clippy_image: Image,
-                                                         itoa_cargo_home: Path) -> None:
+                                                         local_registry: LocalRegistry) -> None:
     """A root user's default layout: ROTEIRO_HOME unset, its home under /root (0700), the
     tree there too. The store and the VM assets are the provisioned ones, hard-linked (what
-    `prefetch` would have put there); every cache is made by these lints, in that home."""
+    `prefetch` would have put there); the package store is filled by fetch-deps and every
+    cache is made by these lints, in that home."""
     home = Path("/root") / f"roteiro-test-home-{uuid.uuid4().hex[:8]}"
     try:
         (home / ".roteiro").mkdir(parents=True)
         for part in ("store", "vm"):
             subprocess.run(["cp", "-al", str(HOME / part), str(home / ".roteiro" / part)], check=True)
-        tree = home / "proj"
-        (tree / "src").mkdir(parents=True)
-        (tree / "Cargo.toml").write_text(
-            f'[package]\nname = "rooted"\nversion = "0.1.0"\nedition = "2021"\n'
-            f'description = "{uuid.uuid4().hex}"\n[dependencies]\nitoa = "=1.0.15"\n')
-        (tree / "Cargo.lock").write_text(
-            'version = 4\n[[package]]\nname = "itoa"\nversion = "1.0.15"\n'
-            'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-            'checksum = "4a5f13b858c8d314ee3e8f639011f7ccefe71f97f96e50151fb991f267928e2c"\n'
-            '[[package]]\nname = "rooted"\nversion = "0.1.0"\ndependencies = ["itoa"]\n')
-        lib = "pub fn render(n: u64) -> String {\n    return itoa::Buffer::new().format(n).to_string();\n}\n"
-        (tree / "src" / "lib.rs").write_text(lib)
+        tree = crate_tree(home / "proj", local_registry, ["loopfmt"], USES_FMT, name="rooted")
+        lib = USES_FMT
         env = {name: value for name, value in os.environ.items() if not name.startswith("ROTEIRO_")}
-        env.update(HOME=str(home), CARGO_HOME=str(itoa_cargo_home), ROTEIRO_VM_ACCEL="tcg")
+        env.update(HOME=str(home), ROTEIRO_VM_ACCEL="tcg", **local_registry.env)
+        fetched = subprocess.run([str(EXE), "fetch-deps", str(tree)], capture_output=True, text=True,
+                                 env=env, timeout=600, check=False)
+        assert fetched.returncode == 0, fetched.stderr
+        assert list((home / ".roteiro" / "packages" / "crates").glob("*.crate"))  # the default home's
 
         def lint_json() -> dict:  # type: ignore[type-arg]
             done = subprocess.run([str(EXE), "lint", "clippy", str(tree), "--image",
