@@ -21,7 +21,7 @@ from cargo_support import crate_bytes, stored, tree_with  # tests/unit/cargo_sup
 
 from roteiro_py import errors
 from roteiro_py.cargo import store, vendor
-from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, read_pins
+from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, Pin, read_pins
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
 
 
@@ -172,6 +172,16 @@ def test_a_crate_holding_a_directory_where_the_checksum_file_goes_is_refused(
     assert vendor.vendored(read_pins(tree / "Cargo.lock"), tree).registry is not None
 
 
+def _seal_checkout(pin: Pin, files: dict[str, str]) -> None:
+    """`files` as the store's sealed checkout of `pin`, as cargo/git.py leaves one."""
+    staging = store.git_staging(pin)
+    for path, text in files.items():
+        (staging / path).parent.mkdir(parents=True, exist_ok=True)
+        (staging / path).write_text(text)
+    store.keep_git_checkout(pin, staging, {p: hashlib.sha256(t.encode()).hexdigest()
+                                           for p, t in files.items()})
+
+
 def _stored_git(tmp_path: Path, files: dict[str, str]) -> Path:
     """A tree whose lockfile pins `dep 0.1.0` from git, its checkout (`files`) sealed in
     the store as cargo/git.py leaves one."""
@@ -180,12 +190,7 @@ def _stored_git(tmp_path: Path, files: dict[str, str]) -> Path:
     commit = "ab" * 20
     source = f"git+https://git.example/dep#{commit}"
     pin = pin_of(Path("Cargo.lock"), "dep", "0.1.0", source, None)
-    staging = store.git_staging(pin)
-    for path, text in files.items():
-        (staging / path).parent.mkdir(parents=True, exist_ok=True)
-        (staging / path).write_text(text)
-    store.keep_git_checkout(pin, staging, {p: hashlib.sha256(t.encode()).hexdigest()
-                                           for p, t in files.items()})
+    _seal_checkout(pin, files)
     tree = tmp_path / "tree"
     tree.mkdir(parents=True)
     (tree / "Cargo.lock").write_text(f'version = 4\n[[package]]\nname = "dep"\nversion = "0.1.0"\n'
@@ -290,12 +295,7 @@ def test_real_cargo_accepts_the_view_for_every_kind_of_pin(tmp_path: Path, cargo
             continue
         files = files or {"Cargo.toml": _manifest(package, "0.1.0").decode(),
                           "src/lib.rs": "pub fn f() -> u32 { 6 }\n"}
-        staging = store.git_staging(pin)
-        for path, text in files.items():
-            (staging / path).parent.mkdir(parents=True, exist_ok=True)
-            (staging / path).write_text(text)
-        store.keep_git_checkout(pin, staging, {p: hashlib.sha256(t.encode()).hexdigest()
-                                               for p, t in files.items()})
+        _seal_checkout(pin, files)
     gb = pin_of(Path("Cargo.lock"), "gb", "0.1.0", f"git+https://git.example/multi?branch=dev#{commits['multi']}", None)
     lock.append(f'[[package]]\nname = "gb"\nversion = "0.1.0"\nsource = "{gb.source}"\n')
     deps = ["ga", "gb", "gc", "gd", "ge", f"tiny 1.0.0 ({CRATES_IO_SOURCE})", f"tiny 1.0.0 ({corp})",
