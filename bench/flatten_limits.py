@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from roteiro_py.vm.qemu import rootfs
+from roteiro_py.vm.disks import rootfs
 
 RUNS = 3
 SMALL_FILES = 2000

@@ -45,7 +45,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="integrity-bench-", dir="/var/tmp") as home:
         os.environ["ROTEIRO_HOME"] = home
         from roteiro_py.store import Store
-        from roteiro_py.vm.qemu import rootfs, rootfs_record
+        from roteiro_py.vm.disks import rootfs, rootfs_record
 
         store = Store(args.layout)
         reference = args.reference or json.loads(store.index_path.read_text())["manifests"][0][

@@ -1,6 +1,6 @@
 """Staging throughput (files/s, MB/s) of a synthetic tree, with and without the caps.
 
-shareimage.stage_tree copies the worktree for the VM under the caps of [vm]
+share_image.stage_tree copies the worktree for the VM under the caps of [vm]
 stage_max_mib, stage_max_files and stage_max_depth, one filesystem, iteratively. This
 measures, in one run and interleaved so host load hits all arms alike:
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from roteiro_py.config import VmSettings
-from roteiro_py.vm.qemu.shareimage import StageLimits, stage_tree
+from roteiro_py.vm.disks.share_image import StageLimits, stage_tree
 
 FILES = 2000
 FILE_BYTES = 4096

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from roteiro_py.vm.qemu import rootfs_record
+from roteiro_py.vm.disks import rootfs_record
 
 EXTENTS = 50
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from oci_fixture import busybox_image  # noqa: E402
 
 from roteiro_py.process import Command, GrantSet  # noqa: E402
-from roteiro_py.vm.qemu import rootfs  # noqa: E402
+from roteiro_py.vm.disks import rootfs  # noqa: E402
 from roteiro_py.vm.qemu.backend import QemuBackend  # noqa: E402
 
 

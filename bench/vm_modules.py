@@ -25,10 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from oci_fixture import busybox_image  # noqa: E402
 
 from roteiro_py.process import Command  # noqa: E402
+from roteiro_py.vm.assets.assets import load_assets  # noqa: E402
+from roteiro_py.vm.assets.initramfs import Entry, write_newc  # noqa: E402
+from roteiro_py.vm.disks import rootfs  # noqa: E402
 from roteiro_py.vm.mounts import MountTable  # noqa: E402
-from roteiro_py.vm.qemu import job, rootfs  # noqa: E402
-from roteiro_py.vm.qemu.assets import load_assets  # noqa: E402
-from roteiro_py.vm.qemu.initramfs import Entry, write_newc  # noqa: E402
+from roteiro_py.vm.qemu import job  # noqa: E402
 from roteiro_py.vm.qemu.machine import Disk, MachineSpec, boot  # noqa: E402
 
 #: The provisioned modules by dependency level (from modules.dep of 6.1.0-57-amd64).

@@ -5,7 +5,7 @@ registry. The numbers behind the choice stated in machine.py and mounts.py.
 In one boot (so every transport sees the same guest and the same host load), the same two
 host trees are attached five ways each: three 9p shares of the one directory (one per
 cache mode; each mount is its own superblock with its own guest cache) and one read-only
-ext4 image built by `shareimage.tree_image` (the code the backend uses). Each step reads one
+ext4 image built by `share_image.tree_image` (the code the backend uses). Each step reads one
 of them the way cargo + clippy do: stat every file (cargo's fingerprint walk), then read
 every file once (rustc reading sources). The boot is repeated `--rounds` times with the
 step order rotated. The host's cost of an image (staging copy + mkfs.ext4 -d) is measured
@@ -29,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from oci_fixture import busybox_image  # noqa: E402
 
 from roteiro_py.process import Command  # noqa: E402
+from roteiro_py.vm.assets.assets import load_assets  # noqa: E402
+from roteiro_py.vm.disks import rootfs, share_image  # noqa: E402
 from roteiro_py.vm.mounts import MountTable  # noqa: E402
-from roteiro_py.vm.qemu import job, rootfs, shareimage  # noqa: E402
-from roteiro_py.vm.qemu.assets import load_assets  # noqa: E402
+from roteiro_py.vm.qemu import job  # noqa: E402
 from roteiro_py.vm.qemu.machine import Disk, MachineSpec, boot  # noqa: E402
 
 #: Source files are mostly a few KB; a few are large (generated tables, big modules).
@@ -90,7 +91,7 @@ def host_cost(tmp: Path) -> None:
         tree = worktree(tmp / f"cost-{files}", files, sizes)
         runs = []
         for _ in range(3):
-            with shareimage.tree_image(tree) as (image, report):
+            with share_image.tree_image(tree) as (image, report):
                 runs.append((report.stage_seconds, report.mkfs_seconds,
                              image.stat().st_blocks * 512))
         stage = statistics.median(r[0] for r in runs)
@@ -164,7 +165,7 @@ def main() -> None:
         images = {}
         for name, tree in trees.items():
             started = time.monotonic()
-            images[name], report = stack.enter_context(shareimage.tree_image(tree))
+            images[name], report = stack.enter_context(share_image.tree_image(tree))
             print(f"{name}: {report.files} files, {report.bytes / 1e6:.1f} MB shared as an "
                   f"image built in {time.monotonic() - started:.2f} s")
         rounds = []

@@ -42,9 +42,9 @@ def backend_runs(tree: Path, reference: str, runs: int) -> None:
     from roteiro_py.lint import GUEST_SCRATCH, clippy_command, grant_for, guest_env, locate, package_cache, steps_for
     from roteiro_py.reference import parse
     from roteiro_py.store import Store
-    from roteiro_py.vm.qemu import scratch
+    from roteiro_py.vm.disks import scratch
+    from roteiro_py.vm.disks.rootfs import rootfs_image
     from roteiro_py.vm.qemu.backend import QemuBackend
-    from roteiro_py.vm.qemu.rootfs import rootfs_image
 
     settings = config.Settings()
     image = Store.default().resolve(parse(reference))

@@ -16,7 +16,7 @@
 
 # qemu-system-x86: the microVM; e2fsprogs: ext4 images without root or loop devices;
 # zstd: zstd-compressed image layers. The VM assets need nothing from the host's package
-# manager: `prefetch --vm-assets` reads Debian's archive itself (vm/qemu/debian_archive.py),
+# manager: `prefetch --vm-assets` reads Debian's archive itself (vm/assets/debian_archive.py),
 # so the same list installs on Debian and on Ubuntu (GitHub's runners).
 RUNTIME_PACKAGES=(qemu-system-x86 e2fsprogs zstd)
 

@@ -49,35 +49,6 @@ def __getattr__(name: str) -> Any:
 REPO_CONFIG_NAME = "roteiro.toml"
 ENV_PREFIX = "ROTEIRO_"
 
-#: At most this many `lint.allowed_images` entries.
-MAX_ALLOWED_IMAGES = 256
-#: An allowed-images entry: a host (optionally with a port), then repository components.
-_IMAGE_PREFIX = re.compile(r"[A-Za-z0-9.:\[\]-]{1,255}(/[a-z0-9._-]{1,255})*/?")
-
-#: No `hvf`: macOS is not a platform a lint runs on (platform_support.py, docs/PLATFORMS.md).
-Accel = Literal["auto", "kvm", "tcg"]
-FailOn = Literal["warning", "error", "never"]
-Format = Literal["human", "json", "sarif", "github", "gitlab", "markdown"]
-#: cargo's own values for `--color` and CARGO_TERM_COLOR.
-Color = Literal["auto", "always", "never"]
-
-
-#: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.
-MAX_TIMEOUT_S = 7 * 24 * 3600
-#: The most memory a guest may be given (`[vm] memory_mib`, --memory): 1 TiB.
-MAX_MEMORY_MIB = 1 << 20
-
-
-#: Where `prefetch --vm-assets` reads the guest kernel and busybox (vm/qemu/debian_archive.py):
-#: Debian's redirector, and a suite pinned by codename, not "stable", so a new Debian release
-#: does not change the guest kernel (and its module layout) under a user who did not ask.
-DEFAULT_DEBIAN_ARCHIVE = "http://deb.debian.org/debian"
-DEFAULT_DEBIAN_SUITE = "bookworm"
-#: Where kernel security updates land between point releases (suite `SUITE-security`);
-#: an empty `[vm] debian_security_archive` reads none.
-DEFAULT_DEBIAN_SECURITY_ARCHIVE = "http://security.debian.org/debian-security"
-
-
 #: The keys of each section, by name: what files, variables and flags may set. Stated here
 #: without the models (config_model.py), which only validation needs: reading the layers
 #: and the refusals that need no validation stay off pydantic (test_config checks the two

@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from roteiro_py.config import (
-    _IMAGE_PREFIX,
+from roteiro_py.vocabulary import (
     DEFAULT_DEBIAN_ARCHIVE,
     DEFAULT_DEBIAN_SECURITY_ARCHIVE,
     DEFAULT_DEBIAN_SUITE,
+    IMAGE_PREFIX,
     MAX_ALLOWED_IMAGES,
     MAX_MEMORY_MIB,
     MAX_TIMEOUT_S,
@@ -74,7 +74,7 @@ class LintSettings(BaseModel):
     @classmethod
     def _image_prefixes(cls, value: list[str]) -> list[str]:
         for entry in value:
-            if not _IMAGE_PREFIX.fullmatch(entry):
+            if not IMAGE_PREFIX.fullmatch(entry):
                 raise ValueError(f"{entry!r} is not a registry/repository prefix "
                                  "(e.g. ghcr.io/myorg/)")
         return value

@@ -802,7 +802,7 @@ MISSING_NAMED = 5
 
 
 class SourceReplacementRefused(Refusal):
-    """A host cargo `[source]` replacement that fetch-deps cannot follow (cargo_sources.py)."""
+    """A host cargo `[source]` replacement that fetch-deps cannot follow (cargo/sources.py)."""
 
     code = "source-replacement-refused"
 
@@ -1077,7 +1077,7 @@ class KilledBySignal(Refusal):
         self.oom_kills = oom_kills
 
     def guidance(self) -> Guidance:
-        from roteiro_py.config import MAX_MEMORY_MIB
+        from roteiro_py.vocabulary import MAX_MEMORY_MIB
 
         killed = f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest"
         if self.oom_kills <= 0:
@@ -1132,7 +1132,7 @@ class DeadlineExceeded(Refusal):
         self.stopped = stopped
 
     def guidance(self) -> Guidance:
-        from roteiro_py.config import MAX_TIMEOUT_S
+        from roteiro_py.vocabulary import MAX_TIMEOUT_S
 
         notes, commands = _rerun(self, "--timeout", int(self.seconds), MAX_TIMEOUT_S)
         return Guidance(
@@ -1215,7 +1215,7 @@ class OutputCut(Refusal):
 
 
 class TreeTooLarge(Refusal):
-    """The tree passed a cap of the copy the guest reads (vm/qemu/shareimage.py)."""
+    """The tree passed a cap of the copy the guest reads (vm/disks/share_image.py)."""
 
     code = "tree-too-large"
 
@@ -1238,7 +1238,7 @@ class TreeTooLarge(Refusal):
 
 
 class TreeIncomplete(Refusal):
-    """Something cargo needs could not be copied for the guest (shareimage._needed)."""
+    """Something cargo needs could not be copied for the guest (share_image._needed)."""
 
     code = "tree-incomplete"
 

@@ -1,7 +1,7 @@
 """Which cached things go: the least recently used first, never one in use.
 
 One policy for the dependency caches' size cap (depcache/store.py, after each publish)
-and for `pylint-sandbox cache prune` (cache_report.py), so the two cannot disagree on
+and for `pylint-sandbox cache prune` (commands/cache.py), so the two cannot disagree on
 what "oldest" or "over the cap" means:
 
 - by age: everything last used before `now - older_than_s`;

@@ -12,7 +12,7 @@
 What is guaranteed of a download:
 - https only, end to end: the index, the `dl` URL, every redirect (plain http, ftp, file:
   and data: are never spoken: the opener has an https handler and nothing else). A
-  host `[source]` mirror (`replace-with`, cargo_sources.py) is followed, https only.
+  host `[source]` mirror (`replace-with`, cargo/sources.py) is followed, https only.
 - Bounded in time: each request ends by the caller's `until` and by NETWORK_TIMEOUT_S +
   its size limit / MIN_BYTES_PER_S (a watchdog shuts its socket down, the TLS handshake
   and the headers included: a socket timeout alone bounds one read, and a server sending
@@ -61,7 +61,7 @@ from typing import IO, Any, Literal, cast
 from roteiro_py import errors, paths
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Pin
-from roteiro_py.cargo_sources import HostSources, host_sources
+from roteiro_py.cargo.sources import HostSources, host_sources
 from roteiro_py.guidance import printable
 from roteiro_py.socket_deadline import SocketDeadline
 from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
@@ -257,7 +257,7 @@ class HostCargo:
 
     def index_for(self, pin: Pin) -> str:
         """The https index URL `pin` is downloaded through: its own, or the host's mirror
-        of it (cargo_sources.py follows the `replace-with` chain and refuses what it
+        of it (cargo/sources.py follows the `replace-with` chain and refuses what it
         cannot follow: errors.SourceReplacementRefused)."""
         if self._sources is None:
             self._sources = host_sources(cargo_home=self.cargo_home)

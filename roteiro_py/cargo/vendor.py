@@ -56,8 +56,8 @@ from typing import IO
 from roteiro_py import errors
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Lockfile, Pin
-from roteiro_py.config import MAX_TIMEOUT_S
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
+from roteiro_py.vocabulary import MAX_TIMEOUT_S
 
 #: The most bytes one package may unpack to (the largest crates on crates.io unpack to
 #: ~100 MiB: generated bindings).

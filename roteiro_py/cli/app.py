@@ -239,7 +239,7 @@ def render(
         "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
 ) -> None:
     """Render a saved JSON report in any format, as the lint would have: no VM, no image."""
-    from roteiro_py.saved_report import RenderRequest, run_render
+    from roteiro_py.commands.render import RenderRequest, run_render
 
     flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on")}
     _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
@@ -257,7 +257,7 @@ def prefetch(
     prune: Annotated[bool, typer.Option("--prune", help="Delete blobs no provisioned image uses.")] = False,
 ) -> None:
     """Provision a linter image (and the VM assets) into the local store; a lint never pulls."""
-    from roteiro_py.provision import run_prefetch
+    from roteiro_py.commands.prefetch import run_prefetch
 
     _guard(lambda: run_prefetch(analyzer=analyzer.value if analyzer else None, image=image,
                                 allow_download=allow_download, source=from_,
@@ -272,7 +272,7 @@ def fetch_deps(
         "nothing is downloaded.")] = None,
 ) -> None:
     """Fill the package store with what PATH's Cargo.lock pins, reading nothing else of the tree."""
-    from roteiro_py.cargo.fetch import run_fetch_deps
+    from roteiro_py.commands.fetch_deps import run_fetch_deps
 
     _guard(lambda: run_fetch_deps(path, from_dir))
 
@@ -289,7 +289,7 @@ def doctor(
     """Show what this host has for sandboxed linting, and what to do about what is missing.
 
     Exits 0 when a lint of PATH can run on this host, 3 when a required check fails."""
-    from roteiro_py.doctor import run_doctor
+    from roteiro_py.commands.doctor import run_doctor
 
     _guard(lambda: run_doctor(verify=verify, path=path, format=format.value))
 
@@ -299,7 +299,7 @@ def cache_list(
     format: Annotated[ListFormat, typer.Option("--format", help="Output format.")] = ListFormat.human,
 ) -> None:
     """Every cache under $ROTEIRO_HOME/cache: kind, key, size on disk, last use, path; a total."""
-    from roteiro_py.cache_report import run_list
+    from roteiro_py.commands.cache import run_list
 
     _guard(lambda: run_list(format=format.value))
 
@@ -317,7 +317,7 @@ def cache_prune(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing.")] = False,
 ) -> None:
     """Remove caches by age or size, oldest first; never one a running lint holds."""
-    from roteiro_py.cache_report import run_prune
+    from roteiro_py.commands.cache import run_prune
 
     _guard(lambda: run_prune(older_than_days=older_than, max_size_mib=max_size,
                              kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
@@ -362,7 +362,7 @@ def config_show(
     path: Annotated[Path, typer.Option(help="Repository to resolve for.")] = Path("."),
 ) -> None:
     """Print every effective value and where it came from."""
-    from roteiro_py.cli.config_cmd import show
+    from roteiro_py.commands.config import show
 
     _guard(lambda: show(path))
 
@@ -373,7 +373,7 @@ def config_get(
     path: Annotated[Path, typer.Option(help="Repository to resolve for.")] = Path("."),
 ) -> None:
     """Print one effective value."""
-    from roteiro_py.cli.config_cmd import get
+    from roteiro_py.commands.config import get
 
     _guard(lambda: get(key, path))
 
@@ -387,7 +387,7 @@ def config_set(
     path: Annotated[Path, typer.Option(help="Repository for --repo.")] = Path("."),
 ) -> None:
     """Set a value in the user's or the repository's configuration file."""
-    from roteiro_py.cli.config_cmd import set_
+    from roteiro_py.commands.config import set_
 
     _guard(lambda: set_(key, value, _scope(user, repo), path))
 
@@ -400,7 +400,7 @@ def config_unset(
     path: Annotated[Path, typer.Option(help="Repository for --repo.")] = Path("."),
 ) -> None:
     """Remove a value from the user's or the repository's configuration file."""
-    from roteiro_py.cli.config_cmd import unset
+    from roteiro_py.commands.config import unset
 
     _guard(lambda: unset(key, _scope(user, repo), path))
 

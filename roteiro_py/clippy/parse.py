@@ -552,7 +552,7 @@ def parse_messages(
 ) -> ParsedStream:
     """Parse cargo's `--message-format=json` stdout.
 
-    staged:   the staged copy of the workspace the guest linted (shareimage.py), for
+    staged:   the staged copy of the workspace the guest linted (share_image.py), for
               snippets; None for none. Never the host tree (see report/snippet.py).
     deadline: past it, DeadlineExceeded.
     """

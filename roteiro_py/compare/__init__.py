@@ -66,9 +66,9 @@ class Against:
 
 
 def read_baseline(path: Path) -> Report:
-    """The report in `path`, validated (saved_report.load_report, the one reader of a
+    """The report in `path`, validated (report/load.py `load_report`, the one reader of a
     saved report), or BaselineUnusable naming the file and why."""
-    from roteiro_py.saved_report import load_report
+    from roteiro_py.report.load import load_report
 
     def unusable(path: Path, why: str, invalid: bool) -> Exception:
         return BaselineUnusable(path, f"it is not a JSON report of this tool ({why})" if invalid else why)

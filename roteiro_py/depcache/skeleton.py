@@ -61,7 +61,7 @@ What it never does, and what it refuses:
   read_bounded: O_NOFOLLOW, regular files only, bounded). A `Cargo.toml`, `Cargo.lock`,
   the root `.cargo` or its `config(.toml)` that is a link, a FIFO or a device is
   errors.TreeFileRefused, not left out: the guest's copy of the tree keeps links as
-  links and its cargo follows them (shareimage.py), so a skeleton without that manifest
+  links and its cargo follows them (share_image.py), so a skeleton without that manifest
   or configuration would build another graph than the lint does, and reading what the
   link points at would read outside the tree (a link to ~/.ssh/id_ed25519 would be
   handed to a VM). fetch-deps (deps.make_clean_copy) refuses a linked manifest alike.
@@ -70,7 +70,7 @@ What it never does, and what it refuses:
   FIFO or a device is not (the guest's copy leaves it out).
 - Reads nothing outside the workspace, and every stub is created through descriptors
   opened in `dest`, O_EXCL|O_NOFOLLOW.
-- Walks what the guest's copy of the worktree holds (vm/qemu/shareimage.py): no `.git`,
+- Walks what the guest's copy of the worktree holds (vm/disks/share_image.py): no `.git`,
   no cargo target directory (a `target` holding CACHEDIR.TAG or .rustc_info.json), no
   directory on another filesystem; a directory it cannot read is left out, as there.
   Nothing else is copied: no rust-toolchain file (the image pins the toolchain), no
@@ -128,7 +128,7 @@ from roteiro_py import errors
 from roteiro_py.cargo.lockfile import path_packages_in
 from roteiro_py.cargo.workspace import LOCKFILE_MAX_BYTES, MANIFEST_MAX_BYTES, parse_tree_toml, read_tree_file
 from roteiro_py.guidance import printable
-from roteiro_py.vm.qemu.shareimage import holds_target_marker
+from roteiro_py.vm.disks.share_image import holds_target_marker
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -499,7 +499,7 @@ def _enter(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
 
 
 def _is_cargo_target(fd: int, name: str) -> bool:
-    """A cargo target directory, as staging decides (shareimage.CARGO_TARGET_MARKERS): a
+    """A cargo target directory, as staging decides (share_image.CARGO_TARGET_MARKERS): a
     source directory merely named `target` (src/target/) holds neither marker."""
     return name == "target" and holds_target_marker(fd)
 

@@ -6,7 +6,7 @@ hostile-ish, so the host never parses or mounts it, only hashes it), published u
 jobs. Per key (64 hex digits):
 
 - `<key>.ext4`    the image, read-only (0444) once published;
-- `<key>.json`    its sealed record (vm/qemu/rootfs_record.py: digest and stat identity;
+- `<key>.json`    its sealed record (vm/disks/rootfs_record.py: digest and stat identity;
                   a changed identity is re-hashed, other bytes are discarded, never used);
 - `<key>.lock`    the build lock: the run that builds or checks the key holds it
                   (exclusive), so two first lints of one lockfile build it once; a run
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py import paths
-from roteiro_py.vm.qemu import rootfs_record
+from roteiro_py.vm.disks import rootfs_record
 
 #: A key: the sha256 (hex) of everything that shapes the dependencies' build.
 KEY = re.compile(r"[0-9a-f]{64}")

@@ -59,7 +59,6 @@ from roteiro_py.lint.output import (
     write_output,
 )
 from roteiro_py.lint.preflight import (
-    Tree,
     check_output,
     check_scratch,
     image_chosen_in,
@@ -85,6 +84,7 @@ from roteiro_py.lint.run import (
     with_config,
 )
 from roteiro_py.lint.staging import report_left_out
+from roteiro_py.lint.tree import Tree
 from roteiro_py.platform_support import require_supported
 from roteiro_py.progress import (
     CARGO_VIEW,
@@ -101,7 +101,7 @@ from roteiro_py.progress import (
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
-    from roteiro_py.vm import JobOutcome, VmBackend
+    from roteiro_py.vm.api import JobOutcome, VmBackend
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
@@ -160,7 +160,7 @@ def _lint(request: LintRequest, progress: Progress,
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
-    from roteiro_py.vm.qemu.shareimage import StageLimits, staging_area
+    from roteiro_py.vm.disks.share_image import StageLimits, staging_area
 
     tree = locate(request.path)
     argv = clippy_command(settings, member_of(tree))

@@ -2,7 +2,7 @@
 vendored view of its dependencies (roteiro_py/cargo/vendor.py), the scratch disk (fresh per run, or
 kept and locked with `--keep-cache`, trusted only with its manifest: lint/freshness.py),
 and the root filesystem (per manifest digest, checked against its sealed record on every
-use: vm/qemu/rootfs_record.py). The view and the root filesystem are held for the run
+use: vm/disks/rootfs_record.py). The view and the root filesystem are held for the run
 (`cargo_in_use`, `root_filesystem_in_use`: their locks shared from the check until the
 VM is done, roteiro_py/locks.py), a kept scratch disk exclusive for the run.
 """
@@ -29,10 +29,10 @@ from roteiro_py.errors import (
 if TYPE_CHECKING:
     from roteiro_py.cargo.vendor import GuestCargo
     from roteiro_py.clippy.parse import Deadline
-    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.lint.tree import Tree
     from roteiro_py.store import ResolvedImage
-    from roteiro_py.vm import JobOutcome
-    from roteiro_py.vm.qemu.rootfs import RootFilesystem
+    from roteiro_py.vm.api import JobOutcome
+    from roteiro_py.vm.disks.rootfs import RootFilesystem
     from roteiro_py.vm.stamps import StampBook
 
 
@@ -122,7 +122,7 @@ def scratch_disk(settings: config.Settings, key: str,
 
     from roteiro_py.lint import freshness
     from roteiro_py.locks import acquire_within
-    from roteiro_py.vm.qemu.scratch import create_scratch
+    from roteiro_py.vm.disks.scratch import create_scratch
     from roteiro_py.vm.stamps import StampBook
 
     size = settings.vm.scratch_mib
@@ -170,7 +170,7 @@ def _sweep(scratch_dir: Path) -> None:
     """Remove scratch disks left behind by runs killed without unwinding (SIGKILL, power loss)."""
     import time
 
-    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+    from roteiro_py.vm.disks.share_image import STALE_SECONDS
 
     cutoff = time.time() - STALE_SECONDS
     for leftover in scratch_dir.glob("*.ext4"):
@@ -191,13 +191,13 @@ def root_filesystem_in_use(image: ResolvedImage, store_root: Path,
     """The image's root filesystem, held (its lock shared) for the block, so that no prune
     removes it before the run's VMs are done with it: built once per manifest digest from
     layers hashed as they are flattened, checked against its sealed record on every later
-    use (a copy written since is rebuilt, never booted): vm/qemu/rootfs.py, rootfs_record.py.
+    use (a copy written since is rebuilt, never booted): vm/disks/rootfs.py, rootfs_record.py.
 
     A layer blob that does not hash to its digest is found here, not by the store (which
     checks layers by size per lint): it is the image not being provisioned, and prefetch
     (which re-hashes every blob and fetches the damaged one again) is the way forward."""
     from roteiro_py.errors import ImageNotProvisioned
-    from roteiro_py.vm.qemu.rootfs import FlattenLimits, LayerDamaged, rootfs_in_use
+    from roteiro_py.vm.disks.rootfs import FlattenLimits, LayerDamaged, rootfs_in_use
 
     try:
         with rootfs_in_use(image.layers, image.manifest_digest,

@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.config import Settings
     from roteiro_py.depcache.skeleton import Skeleton
-    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.lint.tree import Tree
     from roteiro_py.store import ResolvedImage
-    from roteiro_py.vm import JobOutcome, VmBackend, VmOutcome
+    from roteiro_py.vm.api import JobOutcome, VmBackend, VmOutcome
 
 #: Run in the cache's target directory once the dependencies are built: the stubs' own
 #: fingerprints and build-script directories go (each path package's name is an
@@ -185,10 +185,10 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
            registry: Path | None, git: Path | None, backend: BackendFactory,
            deadline: Deadline) -> Verdict:
     """Build the dependencies onto `disk` (judge_build says whether to publish it)."""
-    from roteiro_py.lint.preflight import Tree
     from roteiro_py.lint.run import ceiling_for, check_grant, grant_for, run_job, steps_for
+    from roteiro_py.lint.tree import Tree
     from roteiro_py.process.sandbox import Command
-    from roteiro_py.vm.qemu.scratch import create_scratch
+    from roteiro_py.vm.disks.scratch import create_scratch
 
     root = made.root
     shaped = Tree(asked=root, workspace=root, repo_root=root)
@@ -272,7 +272,7 @@ def _cargo_said(step: VmOutcome, marker: str = "error") -> str:
 def _skeleton_dir() -> Iterator[Path]:
     """A fresh directory for this run's skeleton, removed after (it is the host's copy;
     the guest sees it as a read-only image)."""
-    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+    from roteiro_py.vm.disks.share_image import STALE_SECONDS
 
     root = paths.cache_root() / "skeletons"
     root.mkdir(parents=True, exist_ok=True)

@@ -28,11 +28,11 @@ from roteiro_py.reference import ImageReference
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
-    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.lint.tree import Tree
     from roteiro_py.process.sandbox import Command
     from roteiro_py.report.model import Report
     from roteiro_py.store import ResolvedImage
-    from roteiro_py.vm import JobOutcome, VmOutcome
+    from roteiro_py.vm.api import JobOutcome, VmOutcome
 
 
 _LEVEL_RANK = {"error": 3, "warning": 2, "note": 1, "help": 0}

@@ -5,7 +5,7 @@ One run, every output: `--format sarif=clippy.sarif --format json=report.json --
 github` renders the one report three times after one VM run (a CI that wants SARIF for
 code scanning and annotations in the log used to lint twice). The rules, checked before
 anything runs (`plan_outputs`, `check_outputs`):
-- FMT is one of config.Format; a PATH, when given, is not empty; at most MAX_TARGETS.
+- FMT is one of vocabulary.FORMATS; a PATH, when given, is not empty; at most MAX_TARGETS.
 - At most one target has no PATH: it is printed on stdout. Two would interleave two
   formats into something nothing can read, so that is a usage error naming both.
 - `--output FILE` is that one target's PATH: `--format sarif --output x.sarif` is
@@ -42,17 +42,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
-from roteiro_py import config, paths
+from roteiro_py import paths
 from roteiro_py.errors import UsageError
 from roteiro_py.lint.preflight import check_output
+from roteiro_py.vocabulary import FORMATS, Format
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
 
 #: The formats `--format` takes (report.render.Format names the same; a test checks).
-FORMAT_NAMES: tuple[str, ...] = get_args(config.Format)
 #: Outputs one run may write (each is rendered and written whole).
 MAX_TARGETS = 16
 #: `--category`: what GitHub's upload accepts in automationDetails.id, kept to letters,
@@ -105,9 +105,9 @@ def plan_outputs(formats: Sequence[str], output: Path | None = None,
     targets: list[Target] = []
     for given in formats:
         name, has_path, where = given.partition("=")
-        if name not in FORMAT_NAMES:
+        if name not in FORMATS:
             raise UsageError(f"--format {given}: {name!r} is not a format; expected one of "
-                             f"{', '.join(FORMAT_NAMES)}, optionally as FMT=PATH.")
+                             f"{', '.join(FORMATS)}, optionally as FMT=PATH.")
         if has_path and not where:
             raise UsageError(f"--format {given}: the path after = is empty.",
                              hint=f"Write --format {name}=FILE, or --format {name} for stdout.")
@@ -163,7 +163,7 @@ def render_all(report: Report, targets: Sequence[Target], *,
                category: str | None = None, color: str | None = None) -> list[tuple[Target, str]]:
     """Each target with its text; a format is rendered once, whatever number of files
     it goes to (the human report on a terminal once more, at its width and colour)."""
-    from roteiro_py.report.render import Format, render
+    from roteiro_py.report.render import render
 
     texts: dict[tuple[str, int, bool], str] = {}
     rendered: list[tuple[Target, str]] = []
@@ -174,7 +174,7 @@ def render_all(report: Report, targets: Sequence[Target], *,
             else (100, color == "always" and target.format == "human")
         key = (target.format, width, colored)
         if key not in texts:
-            fmt: Format = target.format  # type: ignore[assignment]  # FORMAT_NAMES checked it
+            fmt: Format = target.format  # type: ignore[assignment]  # FORMATS checked it
             texts[key] = render(report, fmt, width=width, color=colored, category=category)
         rendered.append((target, texts[key]))
     return rendered

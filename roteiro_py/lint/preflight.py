@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from roteiro_py import config, paths
 from roteiro_py.errors import (
@@ -24,20 +23,8 @@ from roteiro_py.errors import (
     UsageError,
 )
 from roteiro_py.lint.run import GUEST_SCRATCH
+from roteiro_py.lint.tree import Tree
 from roteiro_py.reference import ImageReference, parse_pinned
-
-
-@dataclass(frozen=True)
-class Tree:
-    """Where things are on the host: what was asked for, the workspace, the repository."""
-
-    asked: Path
-    workspace: Path
-    repo_root: Path
-
-    @property
-    def layout_workspace(self) -> PurePosixPath:
-        return PurePosixPath(self.workspace.relative_to(self.repo_root).as_posix())
 
 
 def locate(path: Path) -> Tree:

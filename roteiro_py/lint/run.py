@@ -21,11 +21,11 @@ from roteiro_py.errors import (
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
-    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.lint.tree import Tree
     from roteiro_py.process.grants import GrantSet
     from roteiro_py.process.sandbox import Command
     from roteiro_py.store import ResolvedImage
-    from roteiro_py.vm import JobOutcome, VmBackend
+    from roteiro_py.vm.api import JobOutcome, VmBackend
     from roteiro_py.vm.stamps import StampBook
 
 

@@ -1,6 +1,6 @@
 """What the copy of the tree for the guest left out, told to the user.
 
-The copy itself is made by the qemu backend (vm/qemu/shareimage.py) into a staging
+The copy itself is made by the qemu backend (vm/disks/share_image.py) into a staging
 directory the run owns, and kept until the report is built: snippets are read from it,
 never from the tree (report/snippet.py).
 """
@@ -11,11 +11,11 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from roteiro_py.vm import JobOutcome
+    from roteiro_py.vm.api import JobOutcome
 
 
 def report_left_out(job: JobOutcome, *, shown: int = 5) -> None:
-    """One line on stderr per copied share that left something out (shareimage.py)."""
+    """One line on stderr per copied share that left something out (share_image.py)."""
     from roteiro_py.report.safe import clean
 
     for share in job.staged:

@@ -36,9 +36,7 @@ from rich.text import Text
 
 from roteiro_py.progress import FALLBACK_WIDTH, MIN_WIDTH
 from roteiro_py.report.model import LEVELS, BuildScriptWarning, Child, Finding, Fix, Report, comparison_phrase
-
-#: The values of `--color`, `[lint] color` and cargo's CARGO_TERM_COLOR.
-COLOR_CHOICES = ("auto", "always", "never")
+from roteiro_py.vocabulary import COLORS
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ def color_choice(setting: str | None, environ: Mapping[str, str] | None = None) 
     if setting is not None:
         return setting
     cargo = (os.environ if environ is None else environ).get("CARGO_TERM_COLOR", "").strip().lower()
-    return cargo if cargo in COLOR_CHOICES else "auto"
+    return cargo if cargo in COLORS else "auto"
 
 
 def screen_for(stream: TextIO, choice: str, *, to_file: bool = False,

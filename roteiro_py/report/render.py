@@ -7,8 +7,6 @@ finished text goes through `guard()` here, whatever the format (untrusted.py).
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 from roteiro_py.report.github import OWN_COMMANDS, render_github
 from roteiro_py.report.gitlab import render_gitlab
 from roteiro_py.report.human import render_human
@@ -16,11 +14,8 @@ from roteiro_py.report.markdown import render_markdown
 from roteiro_py.report.model import Report
 from roteiro_py.report.sarif import render_sarif
 from roteiro_py.untrusted import guard
-
-#: The formats `--format` takes (config.Format states the same names without importing
-#: this package; a test checks they agree).
-Format = Literal["human", "json", "sarif", "github", "gitlab", "markdown"]
-FORMATS: tuple[str, ...] = get_args(Format)
+from roteiro_py.vocabulary import FORMATS as FORMATS
+from roteiro_py.vocabulary import Format
 
 
 def render(report: Report, format: Format, *, width: int = 100, color: bool = False,

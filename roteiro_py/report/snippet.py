@@ -6,7 +6,7 @@ read: a committed `leak.rs -> .git/config` once quoted a checkout token into a r
 and `notes.rs -> ../../.ssh/id_ed25519` a private key into SARIF, because the host
 followed the link. So:
 
-- Snippets are read only from the staged copy of this run (vm/qemu/shareimage.py's
+- Snippets are read only from the staged copy of this run (vm/disks/share_image.py's
   output, kept until the report is built): the bytes the guest saw, never the host tree
   as it is now. What the copy left out (`.git`, a cargo `target/`) is not there to read.
 - Every component is opened from the staged root with openat and O_NOFOLLOW, so no

@@ -3,7 +3,7 @@
 What other packages use, and nothing else:
 
 - the VM backend: `Store.default().resolve(reference) -> ResolvedImage`, whose `layers`
-  (present at their size; their bytes hashed as they are unpacked, vm/qemu/rootfs.py) it
+  (present at their size; their bytes hashed as they are unpacked, vm/disks/rootfs.py) it
   unpacks in order into the guest's root filesystem;
 - the CLI: `prefetch(...)` with `parse_source(...)`, and `Store.is_present`/`prune`.
 

@@ -24,9 +24,9 @@ Guarantees, and why:
   checks each layer's presence and size. Paying the full re-hash per lint protected
   nothing: a lint whose root filesystem is cached never reads a layer (the image that
   boots is checked instead, by the record sealed when it was built:
-  vm/qemu/rootfs_record.py), and one that builds it reads every layer anyway, hashing
+  vm/disks/rootfs_record.py), and one that builds it reads every layer anyway, hashing
   the raw bytes as they stream through decompression and refusing, with nothing
-  cached, a layer that does not match its digest (vm/qemu/rootfs.py). So a layer's
+  cached, a layer that does not match its digest (vm/disks/rootfs.py). So a layer's
   bytes are verified when written (blobs.py) and whenever they are read to build what
   boots, once each time, not 990 MB per lint.
 - A reference is looked up by its (registry/repository, digest) pair, as it was
@@ -281,7 +281,7 @@ class Store:
 
         The manifest (and index) and the config are re-hashed (a few KB); the layers are
         checked by presence and size only. Their bytes are hashed where they are used:
-        as they stream into the root filesystem (vm/qemu/rootfs.py, which refuses one
+        as they stream into the root filesystem (vm/disks/rootfs.py, which refuses one
         that does not match), and that root filesystem is what boots (module docstring).
         """
         ref = _as_reference(reference)

@@ -20,7 +20,7 @@ The mapping (what the guest sees):
   PATH_MAX for every path of the tree in the guest. Nested grants collapse into the
   outermost share. How a share travels is the backend's choice; the qemu backend copies
   a worktree into a read-only ext4 image per run, leaving out `.git` and cargo `target`
-  directories, FIFOs, sockets and device nodes (qemu/shareimage.py), and shares the
+  directories, FIFOs, sockets and device nodes (vm/disks/share_image.py), and shares the
   cargo registry over read-only 9p (the numbers are in qemu/machine.py).
 - A read of a vendored view (`cargo_views_root()/<key>/registry/**` or `.../git/**`,
   made by roteiro_py/cargo/vendor.py with only what one lockfile pins, unpacked from

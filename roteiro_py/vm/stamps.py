@@ -3,7 +3,7 @@ when the copy was made.
 
 Why: cargo calls a path package's source stale when its mtime is newer than the dep-info
 its last build wrote (with the guest's clock). The worktree is copied per run
-(vm/qemu/shareimage.py), and the copy used to carry the copy's own time, so every member
+(vm/disks/share_image.py), and the copy used to carry the copy's own time, so every member
 was rebuilt on every warm run (`CARGO_LOG=cargo::core::compiler::fingerprint=info`:
 `stale: changed ".../src/lib.rs"`, the only dirty reason; kept times brought the warm
 clippy step of the demo workspace from 9.5 s to 1.9 s).
@@ -12,7 +12,7 @@ The rule (a `StampBook` per run, one generation T):
 - Every entry of the copy is stamped explicitly, in whole seconds (`mkfs.ext4 -d` keeps
   whole seconds only: measured with e2fsprogs 1.47.0, nanoseconds are dropped; files,
   directories and symlinks keep their seconds, the image's root directory gets mkfs's
-  own time, or E2FSPROGS_FAKE_TIME, which shareimage sets to the root's stamp).
+  own time, or E2FSPROGS_FAKE_TIME, which share_image sets to the root's stamp).
 - An entry whose digest (a file's sha256, computed from the very bytes copied; a
   directory's sorted listing; a link's target text) equals the previous run's keeps the
   previous stamp; a new or changed entry gets T. Content decides, so an edit that keeps

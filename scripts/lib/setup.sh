@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="$ROOT/.venv"
 
 # qemu-system-x86: the microVM; busybox-static, cpio: the tests' own guests and images
-# (the VM assets are provisioned without them: vm/qemu/debian_archive.py); kmod: depmod,
+# (the VM assets are provisioned without them: vm/assets/debian_archive.py); kmod: depmod,
 # which a test cross-checks the module order against;
 # e2fsprogs: ext4 root filesystem and scratch images without root or loop devices;
 # mmdebstrap: the linter image's Debian root; docker-registry: the loopback OCI registry

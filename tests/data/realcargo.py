@@ -100,7 +100,7 @@ def make_report(findings: list[Finding], *, build_succeeded: bool = True,
 
 def staged_copy(workspace: Path) -> Path:
     """The workspace staged as the VM backend stages it (snippets are read from this)."""
-    from roteiro_py.vm.qemu.shareimage import stage_tree
+    from roteiro_py.vm.disks.share_image import stage_tree
 
     area = tempfile.mkdtemp(prefix="staged-")
     atexit.register(shutil.rmtree, area, True)

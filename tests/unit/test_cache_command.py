@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from roteiro_py import cache_report, paths
+from roteiro_py import paths
 from roteiro_py.cli.app import CacheKind
+from roteiro_py.commands import cache as cache_report
 from roteiro_py.depcache import store
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")

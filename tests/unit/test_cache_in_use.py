@@ -31,13 +31,15 @@ import pytest
 from cargo_support import crate_bytes, stored
 from filelock import FileLock
 
-from roteiro_py import cache_report, locks, paths
+from roteiro_py import locks, paths
 from roteiro_py.cargo import vendor
 from roteiro_py.cargo.lockfile import read_pins
+from roteiro_py.commands import cache as cache_report
 from roteiro_py.depcache import store
 from roteiro_py.errors import CacheContended, DeadlineExceeded
+from roteiro_py.vm.disks import rootfs_record
 from roteiro_py.vm.mounts import cargo_views_root
-from roteiro_py.vm.qemu import rootfs_record, template
+from roteiro_py.vm.qemu import template
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
@@ -53,7 +55,7 @@ HOLDERS = {
              "with store.in_use(sys.argv[1], until=time.monotonic() + 30, seconds=30) as image:\n"
              "    assert image is not None\n"
              "    print('held', flush=True); sys.stdin.readline()\n"),
-    "rootfs": ("from roteiro_py.vm.qemu import rootfs\n"
+    "rootfs": ("from roteiro_py.vm.disks import rootfs\n"
                "with rootfs.rootfs_in_use([], 'sha256:' + sys.argv[1]) as found:\n"
                "    assert found.path.is_file()\n"
                "    print('held', flush=True); sys.stdin.readline()\n"),
@@ -423,7 +425,8 @@ def test_a_lint_holds_its_cargo_view_and_root_filesystem_until_its_vm_is_done(
     from types import SimpleNamespace
 
     from roteiro_py import lint
-    from roteiro_py.vm import BACKENDS, Isolation
+    from roteiro_py.vm import BACKENDS
+    from roteiro_py.vm.api import Isolation
 
     made, arguments = lay_out(tmp_path, monkeypatch)
     ceiling = BACKENDS["qemu"](rootfs=Path(os.devnull), scratch=None,

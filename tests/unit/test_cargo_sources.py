@@ -1,6 +1,6 @@
 """The host's `[source]` replacement (a crates.io mirror) is read as host cargo reads its
 configuration and followed to the registry it ends at, or refused naming the file and the
-key (roteiro_py/cargo_sources.py, HostSources.cache_source). The registry fetcher
+key (roteiro_py/cargo/sources.py, HostSources.cache_source). The registry fetcher
 downloads through that mirror; the guest is given none of it (it reads the vendored view,
 tests/unit/cargo/test_vendor_view.py).
 """
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py import cargo_sources, errors, lint
+from roteiro_py import errors, lint
+from roteiro_py.cargo import sources as cargo_sources
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE as CRATES_IO
 
 MIRROR = "sparse+https://mirror.example/index/"

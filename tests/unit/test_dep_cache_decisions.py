@@ -10,7 +10,7 @@ import pytest
 
 from roteiro_py.lint.dep_cache import BUILD_CLEANUP, Verdict, judge_build
 from roteiro_py.process.sandbox import Command
-from roteiro_py.vm import Isolation, JobOutcome, VmOutcome
+from roteiro_py.vm.api import Isolation, JobOutcome, VmOutcome
 from roteiro_py.vm.mounts import MountTable, Share
 from roteiro_py.vm.qemu import job
 
@@ -184,7 +184,7 @@ def test_a_tree_whose_config_would_reach_the_build_is_not_given_a_cache(tmp_path
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.config_model import Settings
     from roteiro_py.lint.dep_cache import dependency_cache
-    from roteiro_py.lint.preflight import Tree
+    from roteiro_py.lint.tree import Tree
 
     tree = tmp_path / "ws"
     (tree / "src").mkdir(parents=True)

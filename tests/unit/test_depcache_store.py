@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.depcache import store
-from roteiro_py.vm.qemu import rootfs_record
-from roteiro_py.vm.qemu.rootfs_record import SPARSE_CHUNK, hash_sparse
+from roteiro_py.vm.disks import rootfs_record
+from roteiro_py.vm.disks.rootfs_record import SPARSE_CHUNK, hash_sparse
 
 MIB = 1 << 20
 A, B, C, D = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)
@@ -242,7 +242,7 @@ def test_an_image_that_cannot_be_sealed_is_not_left_behind(monkeypatch: pytest.M
 
 
 def test_a_real_scratch_disk_made_at_the_staging_path_publishes() -> None:
-    from roteiro_py.vm.qemu.scratch import create_scratch
+    from roteiro_py.vm.disks.scratch import create_scratch
 
     with store.lock(A, None, 0.0):
         disk = store.staging_disk(A)
@@ -404,7 +404,7 @@ def test_names_that_are_not_ours_are_never_followed_listed_or_deleted(tmp_path: 
 def test_doctor_verify_rehashes_every_dependency_cache_and_removes_a_damaged_one() -> None:
     """What a lint's stat check cannot see (bytes changed with the identity put back, media
     corruption) `doctor --verify` finds: each cache re-hashed whatever its stat says."""
-    from roteiro_py import doctor
+    from roteiro_py.commands import doctor
 
     intact, damaged = publish("a" * 64), publish("b" * 64)
     damaged.chmod(0o644)

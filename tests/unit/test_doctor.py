@@ -20,11 +20,12 @@ from types import ModuleType
 
 import pytest
 
-from roteiro_py import doctor, paths
+from roteiro_py import paths
+from roteiro_py.commands import doctor
 from roteiro_py.errors import EXIT_OK, EXIT_REFUSED, MAX_STORED_SHOWN, NoImageConfigured
 from roteiro_py.lint.preflight import images_in_store
 from roteiro_py.store import Store
-from roteiro_py.vm import Isolation
+from roteiro_py.vm.api import Isolation
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 
@@ -79,7 +80,8 @@ def test_doctor_exits_3_in_json_when_this_host_cannot_lint(tmp_path: Path) -> No
 
 def test_doctor_exits_0_only_when_every_required_check_passes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from roteiro_py.vm.qemu import assets, probe
+    from roteiro_py.vm.assets import assets
+    from roteiro_py.vm.qemu import probe
 
     class Usable:  # the backend's probe, as on a host where KVM runs guests
         def __init__(self, **options: object) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from realcargo import make_report  # loaded by tests/unit/conftest.py
 
-from roteiro_py import config, lint
+from roteiro_py import config, lint, vocabulary
 from roteiro_py.errors import ConfigError, ImageNotAllowed, SandboxUnavailable
 from roteiro_py.report.model import Provenance, Report
 from roteiro_py.report.render import render
-from roteiro_py.vm import Isolation
+from roteiro_py.vm.api import Isolation
 
 D = "sha256:" + "a" * 64
 OURS = f"ghcr.io/myorg/clippy:1.95@{D}"
@@ -130,8 +130,8 @@ def test_the_list_comes_from_the_environment_split_and_bad_entries_are_refused(t
     for bad in ("ghcr.io/a@sha256:00", "ghcr.io/A B", "ghcr.io//x"):
         with pytest.raises(ConfigError, match="allowed_images"):
             config.resolve(tmp_path, flags={"lint.allowed_images": ([bad], "--test")})
-    too_many = [f"r.example/{i}" for i in range(config.MAX_ALLOWED_IMAGES + 1)]
-    with pytest.raises(ConfigError, match=str(config.MAX_ALLOWED_IMAGES)):
+    too_many = [f"r.example/{i}" for i in range(vocabulary.MAX_ALLOWED_IMAGES + 1)]
+    with pytest.raises(ConfigError, match=str(vocabulary.MAX_ALLOWED_IMAGES)):
         config.resolve(tmp_path, flags={"lint.allowed_images": (too_many, "--test")})
 
 

@@ -29,7 +29,7 @@ from roteiro_py.lint import caches, judgement
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command
 from roteiro_py.report.model import Finding
-from roteiro_py.vm import Isolation, JobOutcome, VmBackend, VmOutcome
+from roteiro_py.vm.api import Isolation, JobOutcome, VmBackend, VmOutcome
 
 PIN = "localhost/x/clippy@sha256:" + "c" * 64
 LOCK_WITH_REGISTRY = (
@@ -219,8 +219,8 @@ def test_a_clippy_step_without_a_status_is_never_a_verdict(tmp_path: Path) -> No
 def test_stale_scratch_disks_are_swept_fresh_ones_kept(tmp_path: Path) -> None:
     import time
 
-    from roteiro_py.config import MAX_TIMEOUT_S
-    from roteiro_py.vm.qemu.shareimage import STALE_SECONDS
+    from roteiro_py.vm.disks.share_image import STALE_SECONDS
+    from roteiro_py.vocabulary import MAX_TIMEOUT_S
 
     old, fresh = tmp_path / "old.ext4", tmp_path / "fresh.ext4"
     week_long = tmp_path / "week-long.ext4"  # a live run given the longest deadline

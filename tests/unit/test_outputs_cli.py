@@ -20,8 +20,9 @@ from realcargo import DATA, make_report
 
 from roteiro_py.lint import output
 from roteiro_py.report import Finding, Report, render
+from roteiro_py.report import load as report_load
+from roteiro_py.report.load import load_report
 from roteiro_py.report.render import render_summary
-from roteiro_py.saved_report import load_report
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 DRIVER = DATA / "saved_lint_cli.py"
@@ -271,9 +272,8 @@ def test_render_refuses_a_link_and_what_is_too_large(
     result = cli(tmp_path, "render", "link.json", "--format", "json")
     assert result.returncode == 2 and "it is a symbolic link" in result.stderr, result.stderr
     assert cli(tmp_path, "render", "saved.json", "--format", "json").returncode == 1  # control
-    from roteiro_py import saved_report
 
-    monkeypatch.setattr(saved_report, "MAX_REPORT_BYTES", 100)
+    monkeypatch.setattr(report_load, "MAX_REPORT_BYTES", 100)
     with pytest.raises(Exception, match="larger than 100 bytes"):
         load_report(tmp_path / "saved.json")
     monkeypatch.undo()

@@ -92,7 +92,7 @@ PROBE = (
     "code = main(sys.argv[3:])\n"
     "print('EXIT', code)\n"
     "print('LOADED', sorted(m for m in ('roteiro_py.store', 'roteiro_py.vm', "
-    "'roteiro_py.vm.qemu.assets') if m in sys.modules))\n"
+    "'roteiro_py.vm.assets.assets') if m in sys.modules))\n"
 )
 
 
@@ -134,11 +134,11 @@ def test_lint_refuses_another_platform_with_exit_3_before_any_image_or_vm(
 
 def test_prefetch_of_vm_assets_refuses_another_platform_before_anything(tmp_path: Path) -> None:
     refused = cli(tmp_path, ("darwin", "arm64"), "prefetch", "--vm-assets")
-    assert "EXIT 3" in refused.stdout and "'roteiro_py.vm.qemu.assets'" not in refused.stdout
+    assert "EXIT 3" in refused.stdout and "'roteiro_py.vm.assets.assets'" not in refused.stdout
     assert "This host (macOS arm64) cannot run a lint" in refused.stderr
     # control: here it goes on to the assets, and refuses only the download it was not allowed
     went_on = cli(tmp_path, None, "prefetch", "--vm-assets")
-    assert "'roteiro_py.vm.qemu.assets'" in went_on.stdout, went_on.stdout
+    assert "'roteiro_py.vm.assets.assets'" in went_on.stdout, went_on.stdout
     assert "cannot run a lint" not in went_on.stderr
 
 

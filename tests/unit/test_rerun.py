@@ -17,8 +17,9 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.cli import app as cli
-from roteiro_py.config import MAX_MEMORY_MIB, MAX_TIMEOUT_S, resolve
+from roteiro_py.config import resolve
 from roteiro_py.invocation import MAX_RERUN_CHARS, Invocation, shell_word
+from roteiro_py.vocabulary import MAX_MEMORY_MIB, MAX_TIMEOUT_S
 
 Raise = Callable[[Any], int]
 

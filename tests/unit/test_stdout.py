@@ -140,7 +140,7 @@ def test_a_closed_stdout_refuses_a_lint_before_it_runs(tmp_path: Path, roteiro_h
 #: pipe that is not stdout.
 CHILD_PIPE = """
 import subprocess, sys
-import roteiro_py.cli.config_cmd as config_cmd
+from roteiro_py.commands import config
 
 def show(path):
     child = subprocess.Popen(["true"], stdin=subprocess.PIPE)
@@ -148,7 +148,7 @@ def show(path):
     child.stdin.write(b"x" * 65536)
     child.stdin.flush()
 
-config_cmd.show = show
+config.show = show
 from roteiro_py.cli.app import main
 sys.exit(main(["config", "show"]))
 """
@@ -232,13 +232,13 @@ INTERLEAVED = """
 import sys
 import threading
 import time
-import roteiro_py.cli.config_cmd as config_cmd
+from roteiro_py.commands import config
 
 def show(path):
     sys.stdout.write("on stdout\\n")
     sys.stderr.write("on stderr\\n")
 
-config_cmd.show = show
+config.show = show
 from roteiro_py.cli.app import main
 sys.exit(main(["config", "show"]))
 """

@@ -25,7 +25,7 @@ from realcargo import make_report
 
 from roteiro_py import errors
 from roteiro_py.cli import app as cli
-from roteiro_py.cli import config_cmd
+from roteiro_py.commands import config
 from roteiro_py.guidance import printable
 from roteiro_py.report import FORMATS, Finding, Location, Report, render
 from roteiro_py.report.github import PROVENANCE_PREFIX
@@ -272,7 +272,7 @@ def _show(tree: Path, monkeypatch: pytest.MonkeyPatch, *, terminal: bool) -> str
     monkeypatch.setenv("TERM", "xterm-256color")
     monkeypatch.setenv("COLUMNS", "400")  # one row a line, so a value can be looked for
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert config_cmd.show(tree) == 0
+    assert config.show(tree) == 0
     return stream.getvalue()
 
 
@@ -293,8 +293,8 @@ def test_config_show_get_set_in_a_pipe_carry_no_runner_command(
     assert runner_commands(text) == [] and not suspicious(text), text
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stdout", stream)
-    config_cmd.get("lint.image", tmp_path)
-    config_cmd.set_("lint.features", '["##[add-mask]k"]', "repo", tmp_path)
+    config.get("lint.image", tmp_path)
+    config.set_("lint.features", '["##[add-mask]k"]', "repo", tmp_path)
     assert "##\\x5badd-mask]" in stream.getvalue()
     assert runner_commands(stream.getvalue()) == [], stream.getvalue()
 
@@ -345,13 +345,13 @@ def test_progress_descriptions_are_text_not_markup(monkeypatch: pytest.MonkeyPat
     import rich
     from rich.console import Console
 
-    from roteiro_py import provision
+    from roteiro_py.commands import prefetch
 
     buffer = io.StringIO()
     monkeypatch.setattr(rich, "_console", Console(file=buffer, force_terminal=True,
                                                   color_system="standard", width=200))
-    monkeypatch.setattr(provision, "_interactive", lambda: True)
-    with provision._byte_progress() as progress:
+    monkeypatch.setattr(prefetch, "_interactive", lambda: True)
+    with prefetch._byte_progress() as progress:
         progress("[reverse]sha256:x", 1, 2)
     text = buffer.getvalue()
     assert "\x1b[7m" not in text and "[reverse]sha256:x" in text
@@ -386,7 +386,7 @@ def test_a_terminal_wrapping_guest_text_starts_no_command_line(
     out = _Terminal()
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.setenv("COLUMNS", "60")
-    assert config_cmd.show(tmp_path) == 0
+    assert config.show(tmp_path) == 0
     assert "add-mask" in out.getvalue() and runner_commands(out.getvalue()) == []
 
 

@@ -30,29 +30,20 @@ from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
 from roteiro_py.progress import BOOT, RESTORE, SILENT, WORKTREE, Progress
-from roteiro_py.vm import Isolation, JobOutcome, StagedShare, VmOutcome
+from roteiro_py.vm.api import Isolation, JobOutcome, StagedShare, VmOutcome
+from roteiro_py.vm.assets.assets import Assets, load_assets
+from roteiro_py.vm.disks import share_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
-from roteiro_py.vm.qemu import job, probe, shareimage, template
-from roteiro_py.vm.qemu.assets import Assets, load_assets
+from roteiro_py.vm.qemu import job, probe, template
 from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
+from roteiro_py.vm.qemu.status import StepRecord, read_status
 from roteiro_py.vm.qemu.watch import JobWatch
 from roteiro_py.vm.stamps import StampBook
+from roteiro_py.vocabulary import ACCELS
 
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
 BOOT_ALLOWANCE = 60.0
-#: What `[vm] accel` may be. The host is Linux x86_64 (platform_support.py): macOS's
-#: hvf is not offered, since nothing else here (pidfd, setpriv) runs there.
-ACCEL_CHOICES = ("auto", "kvm", "tcg")
-#: The guest's "clock EPOCH" status line is read only with at most this many digits
-#: (epoch seconds have 10 until the year 2286); lint/freshness.py bounds the value.
-CLOCK_DIGITS = 12
-#: The guest's "oom I N" line is read only with at most this many digits in N.
-OOM_DIGITS = 6
-#: The guest's "exit I RC T" line is read only with at most this many digits in RC: a
-#: shell's `$?` is 0-255. A longer one is no verdict (it was any int() would take, up to
-#: 4300 digits, printed whole in UnexpectedStatus's summary).
-EXIT_DIGITS = 3
 
 
 def isolation_for(accel: str) -> Isolation:
@@ -65,7 +56,7 @@ def isolation_for(accel: str) -> Isolation:
 
 def share_transport(share: Share) -> str:
     """How a read-only share reaches the guest: "image" (a read-only ext4 image built for
-    this run by shareimage.tree_image) or "9p" (virtio-9p, readonly=on).
+    this run by share_image.tree_image) or "9p" (virtio-9p, readonly=on).
 
     The worktree and any other tree is an image: reading it was 4-17x faster than 9p
     (median ~5.6x), for a build cost of ~0.1-0.6 s per 1,000 files (machine.py). The
@@ -85,12 +76,12 @@ class QemuBackend:
                  scratch_guest: str = GUEST_SCRATCH, accel: str = "auto", cpus: int = 2,
                  memory_mib: int = 256, kernel: Path | None = None,
                  initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
-                 qemu: str = QEMU, stage: shareimage.StageLimits | None = None,
+                 qemu: str = QEMU, stage: share_image.StageLimits | None = None,
                  progress: Progress = SILENT, template: bool = True,
                  template_root: Path | None = None, rootfs_identity: str = "",
                  dep_cache: Path | None = None, dep_cache_guest: str | None = None) -> None:
-        if accel not in ACCEL_CHOICES:
-            raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCEL_CHOICES)}, "
+        if accel not in ACCELS:
+            raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCELS)}, "
                                     f"not {accel!r}")
         self.rootfs = rootfs
         self.scratch = scratch
@@ -102,7 +93,7 @@ class QemuBackend:
         self.initrd = initrd
         self.output_limit = output_limit
         self.qemu = qemu
-        self.stage = stage or shareimage.StageLimits.of(VmSettings())
+        self.stage = stage or share_image.StageLimits.of(VmSettings())
         #: Told WORKTREE, BOOT or RESTORE, then (from the guest, vm/qemu/watch.py)
         #: TOOLCHAIN, CLIPPY.
         self.progress = progress
@@ -184,11 +175,11 @@ class QemuBackend:
         home, one that is or holds a directory the VM provides): without this, those were
         refused only after the root filesystem and the dependency cache were built.
         Then the refusals of each tree's copy (errors.TreeTooLarge, errors.TreeIncomplete),
-        by a walk that copies nothing (shareimage.check_tree), for the same reason."""
+        by a walk that copies nothing (share_image.check_tree), for the same reason."""
         table = _table(steps, grant, self.scratch_guest)
         for share in table.shares:
             if share_transport(share) == "image":
-                shareimage.check_tree(share.host, self.stage)
+                share_image.check_tree(share.host, self.stage)
 
     # -- running --------------------------------------------------------------------
 
@@ -253,7 +244,7 @@ class QemuBackend:
             for index in sorted(images):
                 host = table.shares[index].host
                 keep = staging / job.share_serial(index) if staging is not None else None
-                image, report = built.enter_context(shareimage.tree_image(
+                image, report = built.enter_context(share_image.tree_image(
                     host, limits=limits, keep=keep, stamps=stamps.share(str(host))))
                 disks.append(Disk(job.share_serial(index), image, readonly=True))
                 staged.append(StagedShare(host, keep, tuple(report.left_out())))
@@ -338,66 +329,13 @@ def _table(steps: Sequence[Command], grant: GrantSet, scratch: str | None) -> Mo
     return tables.pop()
 
 
-def _status(result: MachineResult) -> tuple[dict[int, float], dict[int, tuple[float, int, bool]],
-                                             float | None, bool, str | None, int | None,
-                                             dict[int, int]]:
-    """What init said on the status port: step starts and exits (time, status, timed out),
-    when it was ready, whether it finished, its error, its clock, and how many processes
-    the kernel's OOM killer killed during each step (guest_init.sh `oom_kills`)."""
-    starts: dict[int, float] = {}
-    ooms: dict[int, int] = {}
-    exits: dict[int, tuple[float, int, bool]] = {}
-    ready: float | None = None
-    clock: int | None = None
-    done = False
-    error: str | None = None
-    for at, line in result.status:
-        words = line.split()
-        try:
-            if words == ["ready"]:
-                ready = at
-            elif words == ["done"]:
-                done = True
-            elif len(words) == 2 and words[0] == "clock" and words[1].isascii() \
-                    and words[1].isdigit() and len(words[1]) <= CLOCK_DIGITS:
-                clock = int(words[1])
-            elif len(words) == 2 and words[0] == "start":
-                starts[int(words[1])] = at
-            elif len(words) == 3 and words[0] == "oom" and words[2].isascii() \
-                    and words[2].isdigit() and len(words[2]) <= OOM_DIGITS:
-                ooms[int(words[1])] = int(words[2])
-            elif len(words) == 4 and words[0] == "exit" and words[2].isascii() \
-                    and words[2].isdigit() and len(words[2]) <= EXIT_DIGITS:
-                exits[int(words[1])] = (at, int(words[2]), words[3] == "1")
-            elif words and words[0] == "error":
-                error = "the guest's init failed: " + " ".join(words[1:])[:300]
-        except ValueError:
-            continue
-    return starts, exits, ready, done, error, clock, ooms
-
-
-def parse_status(result: MachineResult, nsteps: int) -> tuple[list[template.StepRecord], str | None]:
-    """A template boot's step outcomes, and the guest init's error if it reported one."""
-    starts, exits, _, _, error, _, _ = _status(result)
-    records = []
-    for index in range(nsteps):
-        if index not in starts or index not in exits:
-            break
-        at, status, timed_out = exits[index]
-        records.append(template.StepRecord(
-            None if timed_out else status, result.channels.get(f"stdout{index}", b""),
-            result.channels.get(f"stderr{index}", b""), round(at - starts[index], 3),
-            timed_out, bool({f"stdout{index}", f"stderr{index}"} & result.truncated)))
-    return records, error
-
-
 def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
-             table: MountTable = NO_SHARES, cached: Sequence[template.StepRecord] = ()) -> JobOutcome:
+             table: MountTable = NO_SHARES, cached: Sequence[StepRecord] = ()) -> JobOutcome:
     """The job's outcome, every tree named by its host path in what the guest said
     (`MountTable.host_bytes`: the guest mounts trees under GUEST_TREES, mounts.py)."""
-    starts, exits, ready, done, error, clock, ooms = _status(result)
-    if error is not None:
-        error = table.host_text(error)
+    said = read_status(result)
+    starts, exits, ooms = said.starts, said.exits, said.ooms
+    error = None if said.error is None else table.host_text(said.error)
     outcomes = []
     now = datetime.now(UTC)
     for index, record in enumerate(cached):
@@ -434,8 +372,8 @@ def _outcome(steps: list[Command], result: MachineResult, isolation: Isolation,
             started=datetime.fromtimestamp(result.started_wall + began, UTC),
             ended=datetime.fromtimestamp(result.started_wall + at, UTC),
             failure=failure, isolation=isolation))
-    failure = None if done else (error or result.failure or
-                                 "the guest powered off without finishing the job")
-    return JobOutcome(steps=tuple(outcomes), isolation=isolation, completed=done,
-                      boot_seconds=ready, failure=failure, console=result.console,
-                      guest_clock=clock)
+    failure = None if said.done else (error or result.failure or
+                                      "the guest powered off without finishing the job")
+    return JobOutcome(steps=tuple(outcomes), isolation=isolation, completed=said.done,
+                      boot_seconds=said.ready, failure=failure, console=result.console,
+                      guest_clock=said.clock)

@@ -23,8 +23,8 @@ from collections.abc import Collection, Sequence
 from importlib import resources
 
 from roteiro_py.process.sandbox import Command
+from roteiro_py.vm.assets.initramfs import Entry, write_newc
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES, MountTable
-from roteiro_py.vm.qemu.initramfs import Entry, write_newc
 
 #: The unprivileged uid/gid commands run as in the guest; the scratch disk's root is
 #: created owned by it.

@@ -46,7 +46,7 @@ Guarantees, and what each prevents:
   (none/mmap: one round; loose and image: three.) Host cost of an image, staging copy +
   `mkfs.ext4 -d`: 500 files / 20 MB 0.14 s, 3,000 files / 16 MB 0.25 s, 5,000 files /
   27 MB 0.73 s on a quiet host; 0.41 / 1.93 / 3.83 s while the host was loaded.
-  So: the worktree is a read-only ext4 image built per run (shareimage.py; at least ~5x
+  So: the worktree is a read-only ext4 image built per run (share_image.py; at least ~5x
   faster end to end even counting the build). The cargo registry stays 9p with
   cache=loose, the fastest 9p mode by 3-10x (safe: the share is read-only and the VM
   lives for one run, so no host change needs to be seen mid-run). An image of the
@@ -75,7 +75,7 @@ from pathlib import Path
 from roteiro_py import errors
 from roteiro_py.process.stream import Exit, Failed, Output, spawn
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
-from roteiro_py.vm.qemu.assets import Assets
+from roteiro_py.vm.assets.assets import Assets
 
 #: Bytes kept over all step streams together (stdout and stderr of every step). 40 MB of
 #: clippy JSON comes back whole (tested); past this the VM is stopped and the outcome is

@@ -25,16 +25,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from roteiro_py import errors, paths
+from roteiro_py.vm.assets.assets import Assets
 from roteiro_py.vm.qemu import job
-from roteiro_py.vm.qemu.assets import Assets
 from roteiro_py.vm.qemu.machine import QEMU, QEMU_VERSION_TIMEOUT_S, MachineSpec, boot, qemu_version
+from roteiro_py.vocabulary import ACCELS
 
 MARKER = "ROTEIRO-CANARY-OK"
 #: A KVM canary that has not printed its marker by now is hung.
 KVM_DEADLINE = 6.0
 #: Under TCG the canary took 3.3-5.6 s on a 2-core host shared with other builds.
 TCG_DEADLINE = 30.0
-ACCELERATORS = ("kvm", "tcg")
+#: The accelerators a probe can pass: every `[vm] accel` choice but "auto".
+ACCELERATORS = tuple(accel for accel in ACCELS if accel != "auto")
 #: How long a "silent hang" verdict for hardware acceleration is trusted. An abort is
 #: deterministic and cached for good; a hang can also be one slow boot on a loaded host,
 #: and must not disable KVM for every later lint.

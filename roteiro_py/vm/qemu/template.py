@@ -76,7 +76,6 @@ import struct
 import tempfile
 import threading
 import time
-from base64 import b64decode, b64encode
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +94,7 @@ from roteiro_py.vm.qemu.machine import (
     qemu_version,
 )
 from roteiro_py.vm.qemu.qmp import Qmp
+from roteiro_py.vm.qemu.status import StepRecord, step_records
 
 #: Bumped when what a template holds or how it is restored changes.
 FORMAT = 1
@@ -152,34 +152,6 @@ def reseed_program() -> bytes:
                       phdr, 1, 0, 0, 0)
     program = struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, size, size, 0x1000)
     return elf + program + code
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """A template step's outcome, as kept beside the template."""
-
-    exit: int | None
-    stdout: bytes
-    stderr: bytes
-    duration: float
-    timed_out: bool
-    truncated: bool
-
-    def to_json(self) -> dict[str, object]:
-        return {"exit": self.exit, "stdout": b64encode(self.stdout).decode(),
-                "stderr": b64encode(self.stderr).decode(), "duration": self.duration,
-                "timed_out": self.timed_out, "truncated": self.truncated}
-
-    @staticmethod
-    def from_json(data: object) -> StepRecord:
-        if not isinstance(data, dict):
-            raise ValueError("not an object")
-        code = data["exit"]
-        if code is not None and not isinstance(code, int):
-            raise ValueError("bad exit")
-        return StepRecord(code, b64decode(str(data["stdout"])), b64decode(str(data["stderr"])),
-                          float(data["duration"]), bool(data["timed_out"]),
-                          bool(data["truncated"]))
 
 
 @dataclass(frozen=True)
@@ -427,8 +399,6 @@ def ensure(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
 
 def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archive: bytes,
            directory: Path, until: float) -> Template:
-    from roteiro_py.vm.qemu.backend import parse_status
-
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=directory.parent))
     try:
@@ -462,7 +432,7 @@ def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
                 ready.set()
 
         result = boot(shaped, deadline=until - time.monotonic(), control=save, on_status=watch)
-        records, failure = parse_status(result, len(template_steps))
+        records, failure = step_records(result, len(template_steps))
         if failure is not None:
             raise TemplateUnusable(failure)
         if not ready.is_set() or result.control_failure is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import errors
-from roteiro_py.vm.qemu import assets, debian_archive, debpkg
+from roteiro_py.vm.assets import assets, debian_archive, debpkg
 
 ARCHIVE = debian_archive.DEFAULT_ARCHIVE
 SECURITY = debian_archive.DEFAULT_SECURITY_ARCHIVE

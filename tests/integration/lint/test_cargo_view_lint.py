@@ -28,10 +28,10 @@ from roteiro_py import lint
 from roteiro_py.process.sandbox import Command
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
+from roteiro_py.vm.disks import scratch
+from roteiro_py.vm.disks.rootfs import rootfs_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES
-from roteiro_py.vm.qemu import scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
-from roteiro_py.vm.qemu.rootfs import rootfs_image
 
 PRIVATE = "PRIVATE-CHECKOUT-MARKER-71"
 TOKEN = "HOST-CARGO-TOKEN-SECRET-9"

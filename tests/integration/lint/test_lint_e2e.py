@@ -16,7 +16,8 @@ from lint_support import HOME, ROOT, USES_FMT, Image, LocalRegistry, cli, crate_
 
 from roteiro_py.clippy.command import ClippyOptions, clippy_argv
 from roteiro_py.clippy.parse import PathLayout, parse_messages
-from roteiro_py.vm.qemu import assets, probe
+from roteiro_py.vm.assets import assets
+from roteiro_py.vm.qemu import probe
 
 SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json"
 

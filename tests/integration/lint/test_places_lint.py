@@ -30,10 +30,10 @@ from roteiro_py.config import Settings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
+from roteiro_py.vm.disks import scratch
+from roteiro_py.vm.disks.rootfs import rootfs_image
 from roteiro_py.vm.mounts import GUEST_TREES
-from roteiro_py.vm.qemu import scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
-from roteiro_py.vm.qemu.rootfs import rootfs_image
 
 LIB = "pub fn one() -> u32 {\n    return 1;\n}\n"
 

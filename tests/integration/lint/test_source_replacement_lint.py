@@ -5,7 +5,7 @@ The mirror is a sparse registry served over TLS on loopback (tests/support), its
 given as CARGO_HTTP_CAINFO; the host's cargo home (private, tmp) says `[source.crates-io]
 replace-with = "mirror"`; the tree's lockfile pins the crate from crates.io, as cargo
 writes it behind a replacement. The host's `[source]` tables are followed for downloads
-only (cargo_sources.py, cargo/registry.py): the guest is given the view's own tables
+only (cargo/sources.py, cargo/registry.py): the guest is given the view's own tables
 (`--config /cargo-home/registry/sources.toml`, cargo/vendor.py), in which crates.io is
 replaced by the view's directory. Every other request goes to a recording proxy
 (HTTPS_PROXY, loopback exempt), so "crates.io was never contacted" is observed, with a

@@ -2,7 +2,7 @@
 
 The lint runs in this process so that the test can read the clippy step's own output
 (cargo's `compiler-artifact` messages say `"fresh"` per unit) and can act at the exact
-point between the worktree's copy and the guest's build (shareimage.make_ext4 runs on the
+point between the worktree's copy and the guest's build (share_image.make_ext4 runs on the
 finished copy, before qemu starts). What decides is the real code: the copy's stamps
 (vm/stamps.py), the manifest (lint/freshness.py), the guest's clock, cargo's fingerprints.
 """
@@ -20,8 +20,8 @@ import pytest
 from lint_support import HOME, Image
 
 import roteiro_py.lint
-from roteiro_py.vm import JobOutcome
-from roteiro_py.vm.qemu import shareimage
+from roteiro_py.vm.api import JobOutcome
+from roteiro_py.vm.disks import share_image
 
 MEMBERS = {"demo_core", "demo-app"}  # cargo target names: a lib, a bin
 EDIT = (b"return x * 2;", b"return x * 1;")  # same size; adds clippy::identity_op
@@ -99,7 +99,7 @@ def test_an_edit_between_the_copy_and_the_build_is_seen_by_the_next_run(
     assert edited != original and len(edited) == len(original)
     lint_warm(demo)  # the kept cache, built from the original
     before = lib.stat()
-    real_make_ext4 = shareimage.make_ext4
+    real_make_ext4 = share_image.make_ext4
 
     def edit_then_image(*args: Any, **kwargs: Any) -> None:
         """The copy is finished, the guest has not started: edit the tree now."""
@@ -108,9 +108,9 @@ def test_an_edit_between_the_copy_and_the_build_is_seen_by_the_next_run(
             os.utime(lib, ns=(before.st_atime_ns, before.st_mtime_ns))
         real_make_ext4(*args, **kwargs)
 
-    monkeypatch.setattr(shareimage, "make_ext4", edit_then_image)
+    monkeypatch.setattr(share_image, "make_ext4", edit_then_image)
     windowed = lint_warm(demo)
-    monkeypatch.setattr(shareimage, "make_ext4", real_make_ext4)
+    monkeypatch.setattr(share_image, "make_ext4", real_make_ext4)
     assert lib.read_bytes() == edited
     if restore_mtime:
         assert lib.stat().st_mtime_ns == before.st_mtime_ns and lib.stat().st_size == before.st_size

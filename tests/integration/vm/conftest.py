@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from oci_fixture import busybox_image  # noqa: E402
 
-from roteiro_py.vm.qemu import assets, rootfs  # noqa: E402
+from roteiro_py.vm.assets import assets  # noqa: E402
+from roteiro_py.vm.disks import rootfs  # noqa: E402
 
 HOME = Path(os.environ.get("ROTEIRO_TEST_HOME", "/var/tmp/roteiro-test-home"))
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.assets import assets
+from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
-from roteiro_py.vm.qemu import assets, scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
 
 NO_APT = ("apt-get", "apt-cache", "dpkg-deb", "dpkg", "depmod")

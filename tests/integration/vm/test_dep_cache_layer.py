@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm.qemu import scratch
+from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
 
 

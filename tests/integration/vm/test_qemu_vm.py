@@ -19,9 +19,11 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm import VmOutcome
+from roteiro_py.vm.api import VmOutcome
+from roteiro_py.vm.assets import assets
+from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES, cargo_views_root
-from roteiro_py.vm.qemu import assets, probe, scratch
+from roteiro_py.vm.qemu import probe
 from roteiro_py.vm.qemu.backend import QemuBackend, isolation_for
 
 
@@ -357,7 +359,7 @@ def test_an_image_whose_tmp_is_a_link_cannot_redirect_init_mounts(world: World, 
 
     from oci_fixture import _add, _blob, busybox_image
 
-    from roteiro_py.vm.qemu import rootfs
+    from roteiro_py.vm.disks import rootfs
 
     tree, _, disk, grant, _ = world
     layers, digest = busybox_image(tmp_path / "oci")

@@ -22,8 +22,8 @@ from roteiro_py.clippy.command import SILENT_PROBE_STATUS
 from roteiro_py.clippy.toolchain import ProbeOutput, parse_clippy_version
 from roteiro_py.config import Settings
 from roteiro_py.errors import ImageLacksLinter
-from roteiro_py.vm import JobOutcome
-from roteiro_py.vm.qemu import rootfs, scratch
+from roteiro_py.vm.api import JobOutcome
+from roteiro_py.vm.disks import rootfs, scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
 
 STUBS = {

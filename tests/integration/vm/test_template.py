@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm import JobOutcome
-from roteiro_py.vm.qemu import scratch, template
+from roteiro_py.vm.api import JobOutcome
+from roteiro_py.vm.disks import scratch
+from roteiro_py.vm.qemu import template
 from roteiro_py.vm.qemu.backend import QemuBackend
 
 CPUS = 2

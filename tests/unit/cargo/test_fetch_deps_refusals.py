@@ -1,5 +1,5 @@
 """fetch-deps reads the tree's Cargo.lock alone, and refuses what it will not fetch before
-anything is fetched or any host configuration is read (roteiro_py/cargo/fetch.py): a
+anything is fetched or any host configuration is read (roteiro_py/commands/fetch_deps.py): a
 lockfile that is a link, a pin that is not https or has no checksum, no lockfile at all.
 
 The fetchers (cargo/registry.py, cargo/git.py) are replaced by guards that fail the test
@@ -17,8 +17,8 @@ import pytest
 from cargo_support import MEMBER, lockfile, workspace
 
 import roteiro_py.cargo
-from roteiro_py.cargo.fetch import fetch_deps
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, read_pins
+from roteiro_py.commands.fetch_deps import fetch_deps
 from roteiro_py.errors import LockfileWouldBeWritten, PackageRefused, TreeFileRefused
 
 COMMIT = "2fcedca101685667c80995a10cefc3dad2c78566"

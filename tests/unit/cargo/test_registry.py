@@ -601,7 +601,7 @@ def test_what_one_fetch_downloads_is_bounded_in_all(registry: Registry, tmp_path
     a lockfile pinning 20,000 packages (MAX_PINS) of 64 MiB from its own registry made one
     fetch-deps write up to 1.3 TB into the store, bounded only by FETCH_TIMEOUT_S. Now one
     fetch may download at most MAX_FETCH_BYTES (what one vendored view may hold unpacked)."""
-    from roteiro_py.cargo import fetch
+    from roteiro_py.commands import fetch_deps
 
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -610,11 +610,11 @@ def test_what_one_fetch_downloads_is_bounded_in_all(registry: Registry, tmp_path
         f'[[package]]\nname = "{n}"\nversion = "{v}"\nsource = "sparse+{registry.index}"\n'
         f'checksum = "{registry.checksums[(n, v)]}"\n' for n, v in registry.crates))
     sizes = sorted(len(data) for data in registry.crates.values())
-    monkeypatch.setattr(fetch, "MAX_FETCH_BYTES", sizes[0] + sizes[1] - 1, raising=False)
+    monkeypatch.setattr(fetch_deps, "MAX_FETCH_BYTES", sizes[0] + sizes[1] - 1)
     with pytest.raises(errors.TreeFileRefused, match=f"more than {sizes[0] + sizes[1] - 1} bytes"):
-        fetch.fetch_deps(tree)
+        fetch_deps.fetch_deps(tree)
     kept = list((store.packages_root() / "crates").iterdir())
     assert len(kept) < len(registry.crates)
-    monkeypatch.setattr(fetch, "MAX_FETCH_BYTES", sum(sizes))  # control: the whole set fits
-    assert fetch.fetch_deps(tree).origins == {"store": len(kept),
-                                              "download": len(registry.crates) - len(kept)}
+    monkeypatch.setattr(fetch_deps, "MAX_FETCH_BYTES", sum(sizes))  # control: the whole set fits
+    assert fetch_deps.fetch_deps(tree).origins == {"store": len(kept),
+                                                   "download": len(registry.crates) - len(kept)}

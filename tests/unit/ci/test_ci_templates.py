@@ -225,7 +225,7 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
         "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
         "cargo": {under(cargo_store.packages_root(), tmp_path, home)},  # what fetch-deps fills
     }
-    rootfs = (ROOT / "roteiro_py" / "vm" / "qemu" / "rootfs.py").read_text()
+    rootfs = (ROOT / "roteiro_py" / "vm" / "disks" / "rootfs.py").read_text()
     assert 'cache = paths.cache_root() / "rootfs"' in rootfs
     keys = {step["id"]: step["with"]["key"] for step in steps(action) if step.get("id", "").endswith("-cache")}
     assert "hashFiles('**/Cargo.lock', '**/Cargo.toml', '**/.cargo/config.toml')" in keys["deps-cache"]

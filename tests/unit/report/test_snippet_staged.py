@@ -15,7 +15,7 @@ from roteiro_py import errors
 from roteiro_py.clippy.parse import MAX_FINDINGS, Deadline, PathLayout, parse_messages
 from roteiro_py.report import snippet
 from roteiro_py.report.human import render_human
-from roteiro_py.vm.qemu.shareimage import stage_tree
+from roteiro_py.vm.disks.share_image import stage_tree
 
 TOKEN = "AUTHORIZATION: basic c2VjcmV0LXRva2Vu"
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import errors
-from roteiro_py.vm.qemu import assets, debian_archive, debpkg, openpgp
+from roteiro_py.vm.assets import assets, debian_archive, debpkg, openpgp
 
 NOW = time.time()
 
@@ -689,7 +689,7 @@ def test_an_empty_security_setting_reads_the_main_archive_alone(
         gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Through `prefetch --vm-assets` and the configuration, as a user sets it."""
-    from roteiro_py import provision
+    from roteiro_py.commands import prefetch
 
     now = time.time()
     main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=("50", "6.1.176-1"),
@@ -706,7 +706,7 @@ def test_an_empty_security_setting_reads_the_main_archive_alone(
     monkeypatch.setattr(debian_archive, "fetch", spy)
     monkeypatch.setenv("ROTEIRO_VM_DEBIAN_ARCHIVE", str(main))
     monkeypatch.setenv("ROTEIRO_VM_DEBIAN_SECURITY_ARCHIVE", "")
-    provision.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
+    prefetch.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
                            vm_assets=True, path=tmp_path)
     manifest = manifest_of(roteiro_home)
     assert manifest["kernel_package"] == "linux-image-6.1.0-50-amd64"
@@ -717,7 +717,7 @@ def test_an_empty_security_setting_reads_the_main_archive_alone(
     # takes its newer kernel.
     (roteiro_home / "vm" / assets.KERNEL_FILE).unlink()
     monkeypatch.setenv("ROTEIRO_VM_DEBIAN_SECURITY_ARCHIVE", str(security))
-    provision.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
+    prefetch.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
                            vm_assets=True, path=tmp_path)
     assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-57-amd64"
     assert (str(security), "dists/bookworm-security/InRelease") in read
@@ -795,7 +795,7 @@ def test_an_older_index_than_the_one_recorded_is_refused_for_each_archive(
         assert refused.value.archive == str(tmp_path / kind)
         setting = "debian_security_archive" if kind == "security" else "debian_archive"
         assert f"config set vm.{setting} " in refused.value.guidance().render_text()
-    # Control: the same dates again, and newer ones, provision.
+    # Control: the same dates again, and newer ones, prefetch.
     provision(now - 2 * DAY, now - 3600)
     provision(now - DAY, now - 60)
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py import errors
-from roteiro_py.vm import Isolation
+from roteiro_py import errors, vocabulary
+from roteiro_py.vm.api import Isolation
+from roteiro_py.vm.assets.assets import Assets
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import probe
-from roteiro_py.vm.qemu.assets import Assets
 
 #: What each fake verdict says, in the words the real probe uses for these outcomes.
 BOOTED = "canary guest booted in 0.4 s"
@@ -60,14 +60,14 @@ VERDICTS = [dict(zip(("kvm", "tcg"), combo, strict=True))
 
 def test_the_choices_are_the_linux_accelerators_and_hvf_is_refused_as_usage(tmp_path: Path) -> None:
     """hvf (macOS) is no choice: a lint runs only on Linux x86_64 (platform_support.py)."""
-    assert qemu_backend.ACCEL_CHOICES == ("auto", "kvm", "tcg") and probe.ACCELERATORS == ("kvm", "tcg")
+    assert vocabulary.ACCELS == ("auto", "kvm", "tcg") and probe.ACCELERATORS == ("kvm", "tcg")
     with pytest.raises(errors.UsageError, match="auto, kvm, tcg, not 'hvf'"):
         backend_for(tmp_path, "hvf")
 
 
 @pytest.mark.parametrize("usable", VERDICTS,
                          ids=lambda u: ",".join(f"{a}-{'ok' if ok else 'no'}" for a, ok in u.items()))
-@pytest.mark.parametrize("accel", qemu_backend.ACCEL_CHOICES)
+@pytest.mark.parametrize("accel", vocabulary.ACCELS)
 def test_the_accelerator_is_the_one_asked_for_when_its_probe_passes_else_a_refusal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, usable: dict[str, bool],
         accel: str) -> None:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from roteiro_py import errors
 from roteiro_py.store import tarheaders
-from roteiro_py.vm.qemu import rootfs
+from roteiro_py.vm.disks import rootfs
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from roteiro_py import config, errors, paths
+from roteiro_py import config, errors, paths, vocabulary
 from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.assets.assets import Assets, kernel_format, load_assets
+from roteiro_py.vm.disks import rootfs, rootfs_record, share_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
 from roteiro_py.vm.qemu import backend as qemu_backend
-from roteiro_py.vm.qemu import job, machine, rootfs, rootfs_record, shareimage
-from roteiro_py.vm.qemu.assets import Assets, kernel_format, load_assets
+from roteiro_py.vm.qemu import job, machine
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "vm"))
@@ -69,7 +70,7 @@ BUILD_IN_CHILD = textwrap.dedent("""
     import json, os, sys, time
     sys.path.insert(0, {fixture!r})
     from oci_fixture import Layer
-    from roteiro_py.vm.qemu import rootfs
+    from roteiro_py.vm.disks import rootfs
     given = json.loads(sys.argv[1])
     layers = [Layer(d, m, __import__("pathlib").Path(p)) for d, m, p in given["layers"]]
     real = rootfs.flatten
@@ -186,12 +187,12 @@ def test_staging_keeps_sources_and_symlinks_and_leaves_out_specials_git_and_targ
                 raise PermissionError(13, "Permission denied", path)
             return real_open(path, flags, mode, dir_fd=dir_fd)
 
-        monkeypatch.setattr(shareimage.os, "open", deny)
+        monkeypatch.setattr(share_image.os, "open", deny)
     else:
         os.chmod(tree / "secret.rs", 0)
     dest = tmp_path / "staged"
     dest.mkdir()
-    report = shareimage.stage_tree(tree, dest)
+    report = share_image.stage_tree(tree, dest)
     monkeypatch.undo()
     sock.close()
     assert (dest / "src/target/mod.rs").read_text() == "// kept\n"
@@ -214,7 +215,7 @@ def test_a_share_image_holds_the_tree_and_is_removed_after_the_run(tmp_path: Pat
     (tree / "src").mkdir(parents=True)
     (tree / "src" / "main.rs").write_text("fn main() {}\n")
     (tree / "link").symlink_to("/etc/shadow")
-    with shareimage.tree_image(tree) as (image, report):
+    with share_image.tree_image(tree) as (image, report):
         assert report.files == 1 and report.symlinks == 1
         assert debugfs(image, "cat /src/main.rs") == "fn main() {}\n"
         assert "Type: symlink" in debugfs(image, "stat /link")
@@ -232,23 +233,23 @@ def test_share_images_left_by_killed_runs_are_swept(tmp_path: Path) -> None:
     (stale := base / "share-killed").mkdir(parents=True)
     (stale / "image.ext4").write_bytes(b"x")
     (running := base / "share-running").mkdir()
-    old = stale.stat().st_mtime - shareimage.STALE_SECONDS - 60
+    old = stale.stat().st_mtime - share_image.STALE_SECONDS - 60
     os.utime(stale, (old, old))
     # A run given the longest deadline allowed is alive this long: 24 h once swept it.
     (week_long := base / "share-week-long").mkdir()
-    started = time.time() - config.MAX_TIMEOUT_S
+    started = time.time() - vocabulary.MAX_TIMEOUT_S
     os.utime(week_long, (started, started))
     (tree := tmp_path / "tree").mkdir()
-    with shareimage.tree_image(tree):
+    with share_image.tree_image(tree):
         assert not stale.exists() and running.is_dir()  # control arm: a live run's is kept
         assert week_long.is_dir()
 
 
 def test_the_stale_age_exceeds_the_longest_deadline_a_run_may_have() -> None:
-    config.VmSettings(timeout_s=config.MAX_TIMEOUT_S)
-    with pytest.raises(ValueError, match=str(config.MAX_TIMEOUT_S)):
-        config.VmSettings(timeout_s=config.MAX_TIMEOUT_S + 1)
-    assert shareimage.STALE_SECONDS > config.MAX_TIMEOUT_S
+    config.VmSettings(timeout_s=vocabulary.MAX_TIMEOUT_S)
+    with pytest.raises(ValueError, match=str(vocabulary.MAX_TIMEOUT_S)):
+        config.VmSettings(timeout_s=vocabulary.MAX_TIMEOUT_S + 1)
+    assert share_image.STALE_SECONDS > vocabulary.MAX_TIMEOUT_S
 
 
 def test_mkfs_for_the_share_image_is_killed_at_the_runs_deadline(
@@ -262,13 +263,13 @@ def test_mkfs_for_the_share_image_is_killed_at_the_runs_deadline(
     (tree := tmp_path / "tree").mkdir()
     (tree / "lib.rs").write_text("fn f() {}\n")
     vm = config.VmSettings()
-    limits = shareimage.StageLimits.of(vm, deadline=time.monotonic() + 60, deadline_s=1800.0)
-    with shareimage.tree_image(tree, limits=limits) as (image, _):  # control: real mkfs
+    limits = share_image.StageLimits.of(vm, deadline=time.monotonic() + 60, deadline_s=1800.0)
+    with share_image.tree_image(tree, limits=limits) as (image, _):  # control: real mkfs
         assert image.stat().st_size > 0
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    limits = shareimage.StageLimits.of(vm, deadline=time.monotonic() + 1.0, deadline_s=1800.0)
+    limits = share_image.StageLimits.of(vm, deadline=time.monotonic() + 1.0, deadline_s=1800.0)
     began = time.monotonic()
-    with pytest.raises(errors.DeadlineExceeded) as raised, shareimage.tree_image(tree, limits=limits):
+    with pytest.raises(errors.DeadlineExceeded) as raised, share_image.tree_image(tree, limits=limits):
         pass
     assert time.monotonic() - began < 30
     assert "1800 s" in raised.value.guidance().render_text()
@@ -365,7 +366,7 @@ def test_the_mount_script_mounts_images_and_9p_shares_by_kind(tmp_path: Path) ->
 
 def test_a_missing_host_tool_is_a_refusal_naming_its_package(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from roteiro_py.vm.qemu import scratch
+    from roteiro_py.vm.disks import scratch
 
     # control arm: with the host's PATH the tools run
     assert scratch.create_scratch(tmp_path / "ok.img", 16).stat().st_size == 16 << 20
@@ -412,7 +413,7 @@ def test_a_hung_mkfs_is_refused_at_its_deadline_and_its_group_killed(
     """mkfs.ext4 had no deadline at all for a scratch disk, nor for a root filesystem built
     without a run's deadline: a hung one hung the lint. Now each has one, and its end is a
     refusal (never subprocess.TimeoutExpired, exit 4)."""
-    from roteiro_py.vm.qemu import scratch
+    from roteiro_py.vm.disks import scratch
 
     # control arm: the real mkfs.ext4 makes the disk and the image
     assert scratch.create_scratch(tmp_path / "ok.img", 16).stat().st_size == 16 << 20
@@ -436,10 +437,10 @@ def test_a_hung_mkfs_is_refused_at_its_deadline_and_its_group_killed(
         assert_group_killed(marker)
     # within a run's deadline it is the run's refusal, naming that deadline
     monkeypatch.setenv("MARKER", str(marker := tmp_path / "marker-share"))
-    limits = shareimage.StageLimits(max_bytes=1 << 20, max_files=100, max_depth=10,
+    limits = share_image.StageLimits(max_bytes=1 << 20, max_files=100, max_depth=10,
                                     deadline=time.monotonic() + 1.0, deadline_s=321.0)
     with pytest.raises(errors.DeadlineExceeded) as late, \
-            shareimage.tree_image(tree, limits=limits):
+            share_image.tree_image(tree, limits=limits):
         pass
     assert "321 s; the host killed mkfs.ext4" in late.value.guidance().render_text()
     assert_group_killed(marker)
@@ -570,7 +571,7 @@ def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
     (minutes for a big image) and the wait for another run's build of it were not. The
     mkfs.ext4 here is a stand-in that sleeps (a fake, said so: a real one that slow needs
     gigabytes); the control arm builds with the real one once the lock is free."""
-    from roteiro_py.vm.qemu import rootfs
+    from roteiro_py.vm.disks import rootfs
 
     slow = tmp_path / "mkfs.ext4"
     slow.write_text('#!/bin/sh\nsleep 6\n')
@@ -605,7 +606,7 @@ def test_the_root_filesystems_mkfs_and_lock_are_bounded_by_the_runs_deadline(
 def test_check_tree_meets_what_the_copy_meets_and_writes_nothing(tmp_path: Path, case: str) -> None:
     """`check_tree` (the lint's preflight, before the root filesystem) is the copy's own
     walk: the same refusal for the same tree, the same counts, and no byte written."""
-    from roteiro_py.vm.qemu.shareimage import StageLimits, check_tree, stage_tree
+    from roteiro_py.vm.disks.share_image import StageLimits, check_tree, stage_tree
 
     tree = tmp_path / "tree"
     (tree / "src" / "a" / "b").mkdir(parents=True)

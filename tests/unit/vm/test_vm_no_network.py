@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.assets.assets import Assets
 from roteiro_py.vm.mounts import cargo_views_root
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import job, probe, template
-from roteiro_py.vm.qemu.assets import Assets
 
 #: The only devices machine.qemu_argv attaches: the serial ports' bus and ports, drives,
 #: 9p shares. Anything else is a finding, so a NIC under a name not listed here is too.

@@ -37,10 +37,10 @@ import pytest
 from roteiro_py import errors
 from roteiro_py.lint.judgement import judge_job
 from roteiro_py.process import Command, GrantSet
-from roteiro_py.vm import JobOutcome
+from roteiro_py.vm.api import JobOutcome
+from roteiro_py.vm.assets.assets import Assets
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import machine, probe
-from roteiro_py.vm.qemu.assets import Assets
 
 pytestmark = pytest.mark.timeout(60)
 

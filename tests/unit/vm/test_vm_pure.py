@@ -17,9 +17,11 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.process import Command, GrantSet
+from roteiro_py.vm.assets import assets
+from roteiro_py.vm.assets.initramfs import Entry, write_newc
+from roteiro_py.vm.disks import rootfs
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root, derive_mounts
-from roteiro_py.vm.qemu import assets, job, rootfs
-from roteiro_py.vm.qemu.initramfs import Entry, write_newc
+from roteiro_py.vm.qemu import job
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "integration" / "vm"))
 from oci_fixture import Layer, busybox_image  # noqa: E402

@@ -31,7 +31,7 @@ from roteiro_py.lint.caches import root_filesystem
 from roteiro_py.reference import ImageReference
 from roteiro_py.store import Store
 from roteiro_py.store.manifest import OCI_CONFIG, OCI_MANIFEST, Descriptor
-from roteiro_py.vm.qemu import rootfs, rootfs_record
+from roteiro_py.vm.disks import rootfs, rootfs_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from store_images import sha  # noqa: E402

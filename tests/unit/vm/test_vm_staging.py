@@ -1,4 +1,4 @@
-"""The worktree copy for the VM (shareimage.stage_tree): bounded, one filesystem, honest
+"""The worktree copy for the VM (share_image.stage_tree): bounded, one filesystem, honest
 about what it left out, and refusing when cargo needs what it left out."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.config import VmSettings
-from roteiro_py.vm import JobOutcome, StagedShare
-from roteiro_py.vm.qemu import shareimage
-from roteiro_py.vm.qemu.shareimage import StageLimits, stage_tree
+from roteiro_py.vm.api import JobOutcome, StagedShare
+from roteiro_py.vm.disks import share_image
+from roteiro_py.vm.disks.share_image import StageLimits, stage_tree
 
 MIB = 1024 * 1024
 
@@ -73,7 +73,7 @@ def test_a_file_that_grows_past_the_cap_while_copied_is_refused(
             return os.stat_result((*st[:6], 10, *st[7:]))
         return st
 
-    monkeypatch.setattr(shareimage.os, "fstat", shrunk)
+    monkeypatch.setattr(share_image.os, "fstat", shrunk)
     with pytest.raises(errors.TreeTooLarge):
         stage_tree(tree, staged(tmp_path), limits(stage_max_mib=1))
     monkeypatch.undo()
@@ -183,7 +183,7 @@ def test_past_the_deadline_the_copy_stops(tmp_path: Path) -> None:
 STAGE_IN_NAMESPACE = """
 import json, os, subprocess, sys
 from pathlib import Path
-from roteiro_py.vm.qemu.shareimage import stage_tree
+from roteiro_py.vm.disks.share_image import stage_tree
 tree, dest = Path(sys.argv[1]), Path(sys.argv[2])
 subprocess.run(["mount", "-t", "tmpfs", "none", str(tree / "mnt")], check=True)
 (tree / "mnt" / "other.rs").write_text("on another filesystem\\n")
@@ -218,7 +218,7 @@ def deny_open(monkeypatch: pytest.MonkeyPatch, denied: set[str]) -> None:
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, flags, mode, dir_fd=dir_fd)
 
-    monkeypatch.setattr(shareimage.os, "open", deny)
+    monkeypatch.setattr(share_image.os, "open", deny)
 
 
 def package(tree: Path) -> Path:
@@ -273,8 +273,8 @@ def test_a_kept_staged_copy_outlives_the_image_and_is_the_callers(tmp_path: Path
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "a.rs").write_text("fn a() {}\n")
-    with shareimage.staging_area() as area:
-        with shareimage.tree_image(tree, keep=area / "share0") as (image, _):
+    with share_image.staging_area() as area:
+        with share_image.tree_image(tree, keep=area / "share0") as (image, _):
             assert image.is_file()
         assert not image.exists()  # the image is gone with its block ...
         assert (area / "share0" / "a.rs").read_text() == "fn a() {}\n"  # ... the copy is kept
@@ -293,10 +293,10 @@ def test_a_target_swapped_for_a_link_is_not_judged_by_where_the_link_points(tmp_
     as_listed = os.stat(tree / "real-target")  # what the lstat saw: a directory
     fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        assert not shareimage._excluded(fd, "target", as_listed)
+        assert not share_image._excluded(fd, "target", as_listed)
         os.rename(tree / "target", tree / "link")
         os.rename(tree / "real-target", tree / "target")
         (tree / "target" / "CACHEDIR.TAG").write_text("Signature\n")
-        assert shareimage._excluded(fd, "target", as_listed)  # control: a real target is
+        assert share_image._excluded(fd, "target", as_listed)  # control: a real target is
     finally:
         os.close(fd)

@@ -1,4 +1,4 @@
-"""The stamps of the worktree's copy (vm/stamps.py, driven through shareimage.stage_tree)
+"""The stamps of the worktree's copy (vm/stamps.py, driven through share_image.stage_tree)
 and the manifest beside a kept scratch disk (lint/freshness.py, lint/caches.py): an
 unchanged entry keeps its stamp, a new or changed one gets the run's T, T only grows, and
 a manifest that is damaged, oversized or tells an implausible clock is never trusted."""
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from roteiro_py import config
 from roteiro_py.lint import caches, freshness
-from roteiro_py.vm import Isolation, JobOutcome
-from roteiro_py.vm.qemu.shareimage import stage_tree
+from roteiro_py.vm.api import Isolation, JobOutcome
+from roteiro_py.vm.disks.share_image import stage_tree
 from roteiro_py.vm.stamps import ROOT_KEY, ShareStamps, StampBook
 
 T1, T2 = 1_700_000_000, 1_700_000_100

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.process.sandbox import Command
+from roteiro_py.vm.assets.assets import Assets
 from roteiro_py.vm.qemu import job, template
-from roteiro_py.vm.qemu.assets import Assets
 from roteiro_py.vm.qemu.machine import Disk, MachineSpec
 
 CMDLINE = "console=ttyS0 quiet rdinit=/init tsc_early_khz=2400000"

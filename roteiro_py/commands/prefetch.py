@@ -76,7 +76,7 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
         # An x86_64 kernel and initramfs are of no use where no lint can boot them; refused
         # before the image below is fetched too, so the command does all or nothing.
         require_supported()
-        from roteiro_py.vm.qemu.assets import provision_assets
+        from roteiro_py.vm.assets.assets import provision_assets
 
         vm = config.resolve(path).settings.vm
         files = provision_assets(allow_download, progress=_say, archive=vm.debian_archive,

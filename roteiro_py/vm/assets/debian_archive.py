@@ -63,8 +63,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from roteiro_py.config import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
-from roteiro_py.vm.qemu import openpgp
+from roteiro_py.vm.assets import openpgp
+from roteiro_py.vocabulary import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
 
 DEFAULT_ARCHIVE = DEFAULT_DEBIAN_ARCHIVE
 DEFAULT_SECURITY_ARCHIVE = DEFAULT_DEBIAN_SECURITY_ARCHIVE

@@ -189,7 +189,7 @@ class _Templates:
 
 
 class _RootFilesystems:
-    """vm/qemu/rootfs.py: `rootfs/<manifest hex>.ext4` sealed by rootfs_record.py. Nothing
+    """vm/disks/rootfs.py: `rootfs/<manifest hex>.ext4` sealed by rootfs_record.py. Nothing
     records a boot, so the last use is the image's access time (a boot reads it; Linux's
     default relatime updates it at most once a day, a noatime mount never: then it is the
     build), or its mtime when later."""
@@ -203,12 +203,12 @@ class _RootFilesystems:
                                            directories=False)]
 
     def lock_path(self, entry: CacheEntry) -> Path:
-        from roteiro_py.vm.qemu.rootfs_record import lock_path
+        from roteiro_py.vm.disks.rootfs_record import lock_path
 
         return lock_path(entry.path)
 
     def delete(self, entry: CacheEntry) -> None:
-        from roteiro_py.vm.qemu.rootfs_record import discard
+        from roteiro_py.vm.disks.rootfs_record import discard
 
         discard(entry.path)
 

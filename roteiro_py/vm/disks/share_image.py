@@ -73,9 +73,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roteiro_py import errors, paths
-from roteiro_py.config import MAX_TIMEOUT_S, VmSettings
-from roteiro_py.vm.qemu.rootfs import make_ext4
+from roteiro_py.config import VmSettings
+from roteiro_py.vm.disks.rootfs import make_ext4
 from roteiro_py.vm.stamps import DIR_DIGEST, LINK_DIGEST, ROOT_KEY, ShareStamps, StampBook
+from roteiro_py.vocabulary import MAX_TIMEOUT_S
 
 #: A share image directory (or a scratch disk, lint/caches.py) older than this was left by a run
 #: that was killed: no run outlives its deadline, and a day past the longest one allowed

@@ -172,8 +172,8 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     found: list[Check] = [host, configuration]
     if not host.ok:
         return found, None
+    from roteiro_py.vm.assets.assets import PROVISION_COMMAND, describe_assets, load_assets, source_of_assets
     from roteiro_py.vm.qemu import probe
-    from roteiro_py.vm.qemu.assets import PROVISION_COMMAND, describe_assets, load_assets, source_of_assets
 
     qemu_path, version = probe.qemu_info()
     found.append(Check("qemu", qemu_path is not None,
@@ -267,13 +267,13 @@ def verified(configured: str | None = None) -> list[Check]:
     record sealed when it was built (a damaged one is removed: the next lint rebuilds it),
     and so is every dependency cache (by its sparse digest, depcache/store.py).
     A lint checks layers by size and the root filesystem by its stat identity
-    (vm/qemu/rootfs_record.py says what that does not catch: this does).
+    (vm/disks/rootfs_record.py says what that does not catch: this does).
     `configured`: the image PATH's configuration names; its re-hash failing is required
     (a lint of it would fail), another image's is not, and a rebuilt cache never is."""
     from roteiro_py.depcache.store import cache_dir as store_dir
     from roteiro_py.reference import parse
     from roteiro_py.store import Store
-    from roteiro_py.vm.qemu.rootfs_record import hash_sparse, verify_all
+    from roteiro_py.vm.disks.rootfs_record import hash_sparse, verify_all
 
     wanted = None
     if configured is not None:

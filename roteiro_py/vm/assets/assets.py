@@ -51,8 +51,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from roteiro_py import errors, paths
-from roteiro_py.vm.qemu import debian_archive, debpkg
-from roteiro_py.vm.qemu.initramfs import Entry, write_newc
+from roteiro_py.vm.assets import debian_archive, debpkg
+from roteiro_py.vm.assets.initramfs import Entry, write_newc
 
 KERNEL_META_PACKAGE = "linux-image-amd64"
 BUSYBOX_PACKAGE = "busybox-static"

@@ -70,7 +70,7 @@ from roteiro_py import errors, paths
 from roteiro_py.locks import acquire_within, taken_if_free
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, Late, reading_stdout, run_tool, write_all
 from roteiro_py.store.tarheaders import BoundedTarInfo
-from roteiro_py.vm.qemu import rootfs_record
+from roteiro_py.vm.disks import rootfs_record
 
 MEDIA_TAR = (
     "application/vnd.oci.image.layer.v1.tar",
