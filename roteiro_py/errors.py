@@ -19,8 +19,7 @@ malformed or names a tag where a digest is required, wherever it was written (a 
 `config set`, the user's or the repository's file). A value that is well formed but that
 this host, its store, the image, the policy or the run cannot honour is a refusal (3): no
 image configured yet, an image not provisioned, one outside `lint.allowed_images`, no
-usable hypervisor. Until issue 13 a tag was refused with 3 and a malformed digest with
-2, for the same mistake in the same flag.
+usable hypervisor.
 
 Each class names the thing it is about (an image, a path, a command) in its constructor
 arguments, and turns them into a `Guidance` in one place, so a test can build every

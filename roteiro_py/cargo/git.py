@@ -1,9 +1,9 @@
 """Git packages into the store: the pinned commit's files, and nothing the tree, the remote
 or the user's git configuration chose.
 
-Host cargo, given a tree, followed its `file://` and `ssh://` sources and every submodule
-URL a dependency's `.gitmodules` named: it fetched every branch of a private host
-repository and opened SSH sessions with the host's keys (issue 20). Here host git is a
+Host cargo, given a tree, follows its `file://` and `ssh://` sources and every submodule
+URL a dependency's `.gitmodules` names: it fetches every branch of a private host
+repository and opens SSH sessions with the host's keys (issue 20). Here host git is a
 tool with its hands tied, driven by the lockfile's pin alone:
 
 - Nothing configures it but us: no system or global configuration (`GIT_CONFIG_NOSYSTEM`,

@@ -16,7 +16,7 @@ What is guaranteed of a download:
 - Bounded in time: each request ends by the caller's `until` and by NETWORK_TIMEOUT_S +
   its size limit / MIN_BYTES_PER_S (a watchdog shuts its socket down, the TLS handshake
   and the headers included: a socket timeout alone bounds one read, and a server sending
-  a byte a minute held a fetch for ever, store/registry.py); after NETWORK_TIMEOUT_S of
+  a byte a minute would hold a fetch for ever, store/registry.py); after NETWORK_TIMEOUT_S of
   grace a body must average MIN_BYTES_PER_S.
 - A token (a registry with `auth-required`, or one answering 401/403 for `config.json`)
   comes from `CARGO_REGISTRIES_<NAME>_TOKEN` or `$CARGO_HOME/credentials.toml`, NAME being

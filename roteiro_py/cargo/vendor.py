@@ -1,10 +1,9 @@
 """The guest's only view of dependencies: a vendored directory source per lockfile.
 
-Why: the guest used to see a copy of what host cargo left in `$CARGO_HOME` (registry
-caches, git databases and checkouts, whole: a submodule's `.git` with every branch of a
-private host repository came with one), and the unpacked sources were copied as they
-were, never checked (issue 20). Now the view is made here, from the package store alone
-(cargo/store.py, filled by `fetch-deps` from the lockfile alone):
+Why: what host cargo leaves in `$CARGO_HOME` is not the guest's to see (a git checkout
+there can hold a submodule's `.git` with every branch of a private host repository), and
+the unpacked sources there are never checked (issue 20). So the view is made here, from
+the package store alone (cargo/store.py, filled by `fetch-deps` from the lockfile alone):
 
 - each registry package is unpacked in Python from its `.crate`, which is hashed again
   and must equal the lockfile's checksum; each git package is copied from its sealed
@@ -31,6 +30,8 @@ The host seals a view when it is made: `<key>.json` beside it records the pins a
 entry's (size, inode, ctime). A view whose entries differ when a lint uses it (a byte
 written since, a file added or removed: each changes a ctime or the set) is discarded and
 made again from the store, before any VM sees it.
+
+What the guest saw before: docs/DESIGN_NOTES.md, section `roteiro_py/cargo/vendor.py`.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Stated once here so the orchestrator, the report's `command` field and the tests agree.
 
-Which clippy ran is the image's, and no file in the tree can change that (the review's
-forgery: a tree `.cargo/config.toml` with `[alias] clippy = ["run", ...]` turned both the
-probe and the lint into the tree's own program: exit 0, "clippy 1.99.0", for a tree with
-`compile_error!`). What holds it:
+Which clippy ran is the image's, and no file in the tree can change that (without the
+rules below, a tree `.cargo/config.toml` with `[alias] clippy = ["run", ...]` turns both
+the probe and the lint into the tree's own program: exit 0, "clippy 1.99.0", for a tree
+with `compile_error!`). What holds it:
 - The probes run in PROBE_CWD, outside the tree, so cargo reads no tree `.cargo/config.toml`
   and rustup no tree `rust-toolchain` file (both are found from the working directory up;
   cargo's other config file is `$CARGO_HOME/config.toml`, and the guest's CARGO_HOME is a
@@ -23,9 +23,9 @@ probe and the lint into the tree's own program: exit 0, "clippy 1.99.0", for a t
   cargo 1.95); a tree that needs `--cfg` flags from its config gets them no more.
 - No rustup proxy picks the toolchain from the tree. A rustup image runs `cargo-clippy`
   as a proxy that obeys the working directory's `rust-toolchain.toml`, whose
-  `[toolchain] path = "<a directory in the tree>"` put the tree's own `cargo-clippy` in
-  place of the image's: exit 0 for a tree with `compile_error!` (review rev-tree, on any
-  rustup image without RUST_VERSION). Every step runs through PIN_SCRIPT, which asks
+  `[toolchain] path = "<a directory in the tree>"` puts the tree's own `cargo-clippy` in
+  place of the image's: exit 0 for a tree with `compile_error!`, on any rustup image
+  without RUST_VERSION. Every step runs through PIN_SCRIPT, which asks
   `rustc --print sysroot` in PROBE_CWD (no tree file on the way up) and execs
   `<sysroot>/bin/<program>` by absolute path with RUSTUP_TOOLCHAIN, RUSTC and CARGO set to
   that toolchain (RUSTUP_TOOLCHAIN outranks every toolchain file, and rustup accepts a
@@ -47,6 +47,8 @@ Flags and why:
   a missing or stale Cargo.lock is refused (classify.py) rather than silently resolved.
 - --color=never: cargo's own stderr (classified by wording in classify.py) carries no
   colour escapes.
+
+Which review found each forgery: docs/DESIGN_NOTES.md, section `roteiro_py/clippy/command.py`.
 """
 
 from __future__ import annotations

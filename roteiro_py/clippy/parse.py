@@ -14,8 +14,8 @@ Input is the guest's stdout as bytes: untrusted. Guarantees:
 - Bounded work after the VM: at most MAX_FINDINGS findings are kept (the rest are
   counted in `dropped_findings`, and the report says so), each source file is read once
   for all of its findings (report/snippet.py), and past `deadline` (the run's, [vm]
-  timeout_s) parsing stops with errors.DeadlineExceeded: 3,000 diagnostics pointing into
-  one 8 MB file once cost 73 s of host CPU after the deadline had passed.
+  timeout_s) parsing stops with errors.DeadlineExceeded: without it, 3,000 diagnostics
+  pointing into one 8 MB file cost 73 s of host CPU after the deadline had passed.
 - Summaries are not findings: rustc's "N warnings emitted" / "aborting due to ..." and
   `failure-note` lines ("For more information about this error, try ...") have no span
   and no code and restate the others. (cargo 1.95 already filters most; older ones did

@@ -2,8 +2,8 @@
 
 Only the tree's `Cargo.lock` is read (cargo/lockfile.py), through the one door for
 untrusted files. No manifest, no `.cargo/config.toml`, no toolchain file of the tree is
-read, and no host cargo, rustup or shell runs: host cargo used to resolve the tree's
-manifests and follow whatever they named (`file://` and `ssh://` git sources in
+read, and no host cargo, rustup or shell runs: host cargo resolves the tree's manifests
+and follows whatever they name (`file://` and `ssh://` git sources in
 `[build_dependencies]`, a path dependency outside the copy, a submodule's URL), with the
 host's network, keys and agent (issue 20). So this works on a host with no Rust at all.
 

@@ -8,101 +8,28 @@ its parsed values, the `[profile]` table of the workspace's cargo configuration,
 for each path package's target. The only code that runs there is the pinned dependencies'
 (their build scripts and proc macros), which a lint of that lockfile runs anyway.
 
-That promise once failed (review of issue 12, reproduced with cargo 1.95): the skeleton
-copied manifests and `.cargo/config` files byte for byte, and cargo compiles whatever a
-target path names. `build = "../payload/Cargo.toml"` ran a manifest whose first line,
-`#[cfg(all())] fn main() {..} /*`, is a TOML comment; `[lib] path = "sub/.cargo/config"`
-compiled a copied configuration file; and a configuration's `[env] LD_PRELOAD = {value =
-"blob/.cargo/config", relative = true}` preloaded a copied ELF into rustc. Hence the rules
-below: no file of the tree reaches the skeleton as it is but the lockfile, no target path
-may name anything but a stub, and a configuration that can reach the build is refused.
+What it guarantees (each rule in full in the docstring of the function that keeps it):
+- No byte of the tree's code, and no tree file cargo can compile: no tree file reaches
+  the skeleton as it is but the lockfile (`_copy_lockfile`); a manifest is the TOML tomli_w
+  writes from tomllib's parse of it, or INVALID_MANIFEST (`_take_manifest`); every target
+  root is STUB (`_stubs`), and no explicit target path names a data file or leaves the
+  workspace (`_check_targets`). `_verify` checks both after writing, from what is on disk.
+- The same unit graph as the tree: the same packages with the same targets at the same
+  relative paths, only target roots stubbed (`_stubs`), so a later lint finds the
+  dependency units fresh.
+- Only the workspace root's cargo configuration counts: every key of it in
+  CONFIG_KEYS_ALLOWED, only its `[profile]` written; no profile anywhere sets
+  PROFILE_KEYS_REFUSED (`_take_config`, `_check_profiles`).
+- `digest` covers exactly the skeleton (`_digest`): a changed lockfile, manifest value or
+  profile is a new key; an edit to a member's source, or to a manifest's comments, is
+  not. That is the point: editing code reuses the cache.
+- It follows no link, reads nothing outside the workspace, and walks what the guest's
+  copy of the worktree holds (`_walk_tree`, `_visit`), within SkeletonLimits and the run's
+  deadline. A breach of a rule is SkeletonUnsafe (the cache is skipped, never built from
+  it); a tree past a bound is a refusal naming it. What a skeleton cannot mirror is in
+  `build_skeleton`'s known divergences.
 
-What it guarantees:
-- No byte of the tree's code, and no tree file cargo can compile: every file in the
-  skeleton is one of (a) the lockfile, byte for byte (`--locked` compares its text), (b)
-  a TOML file written by tomli_w from tomllib's parse of the tree's (no comment, no
-  layout: what cargo hashes is the parsed values, and `cargo metadata` reads the same
-  packages and targets from it, tests prove it), or INVALID_MANIFEST in place of a
-  manifest that does not parse, (c) STUB. Every target path cargo can take is a stub:
-  cargo's discovery only finds `.rs` names, and an explicit target path (`[lib]`,
-  `[[bin]]`, `[[example]]`, `[[test]]`, `[[bench]]` `path`, `package.build`) that names a
-  manifest, a lockfile or a cargo configuration, or leaves the workspace, is
-  SkeletonUnsafe. `_verify` checks both after writing, from what is on disk, and a
-  breach is SkeletonUnsafe: the cache is skipped, never built from it.
-- The same unit graph as the tree: the same packages (`[package]`, or its legacy name
-  `[project]`) with the same targets (name and kind) at the same relative paths, so cargo
-  resolves the same features and builds the same dependency units, and a later lint finds
-  them fresh. The layout is mirrored path for path because cargo hashes a path package's
-  id from its path relative to the workspace root. A target is stubbed where cargo would
-  find one: `src/lib.rs`, `src/main.rs`, `build.rs`, `<dir>/*.rs` and `<dir>/*/main.rs`
-  for `<dir>` in src/bin, examples, tests and benches, and every explicit target path,
-  when the tree holds that file. Only target roots are stubbed, not every `.rs`: adding
-  or renaming a module (`src/parse.rs`) is editing code, and must not change the key; a
-  target root added or removed changes the unit graph, and does. The tree's `.rs` files
-  are never opened, only their names are seen.
-- The cargo configuration the lint's cargo reads is the workspace root's
-  `.cargo/config.toml` or `.cargo/config` (its working directory is the workspace root;
-  the directories above are not shared with the guest, and cargo never reads the ones
-  under members). Every top-level key of it must be in CONFIG_KEYS_ALLOWED (keys that
-  cannot run code or change what is built), else SkeletonUnsafe naming the key; only its
-  `[profile]` is written to the skeleton's `.cargo/config.toml`. Configurations below the
-  root are ordinary files here: not copied, not in the digest.
-- No profile, in a manifest or the configuration, sets PROFILE_KEYS_REFUSED (unstable
-  options that load a codegen backend or pass rustc flags): SkeletonUnsafe.
-- `digest` covers exactly the skeleton (each file's relative path, kind and bytes, the
-  tree's bytes for a manifest that does not parse, so two different broken files still
-  differ): a changed lockfile, manifest value or profile is a new key; an edit to a
-  member's source, or to a manifest's comments, is not. That is the point: editing code
-  reuses the cache.
-
-What it never does, and what it refuses:
-- Follows no link: the walk opens every directory O_NOFOLLOW through its parent's
-  descriptor, and every file it reads through `cargo/workspace.read_tree_file` (untrusted.
-  read_bounded: O_NOFOLLOW, regular files only, bounded). A `Cargo.toml`, `Cargo.lock`,
-  the root `.cargo` or its `config(.toml)` that is a link, a FIFO or a device is
-  errors.TreeFileRefused, not left out: the guest's copy of the tree keeps links as
-  links and its cargo follows them (share_image.py), so a skeleton without that manifest
-  or configuration would build another graph than the lint does, and reading what the
-  link points at would read outside the tree (a link to ~/.ssh/id_ed25519 would be
-  handed to a VM). fetch-deps (deps.make_clean_copy) refuses a linked manifest alike.
-- A `.rs` target root that is a link is stubbed like a file (its name is all cargo's
-  discovery looks at, and the guest resolves the link inside the tree); one that is a
-  FIFO or a device is not (the guest's copy leaves it out).
-- Reads nothing outside the workspace, and every stub is created through descriptors
-  opened in `dest`, O_EXCL|O_NOFOLLOW.
-- Walks what the guest's copy of the worktree holds (vm/disks/share_image.py): no `.git`,
-  no cargo target directory (a `target` holding CACHEDIR.TAG or .rustc_info.json), no
-  directory on another filesystem; a directory it cannot read is left out, as there.
-  Nothing else is copied: no rust-toolchain file (the image pins the toolchain), no
-  `.cargo/credentials`, no lockfile but the workspace root's (cargo reads no other), no
-  build output, no data files.
-- Bounded: at most `max_files` entries walked and `max_depth` directories deep (the
-  staging caps, so a tree the lint's copy accepts is accepted here), each manifest and
-  configuration file at most `max_manifest_bytes`, the lockfile at most
-  `max_lockfile_bytes`, everything written at most `max_bytes`; each refusal
-  (errors.TreeTooLarge) names the `[vm]` setting. TOML parsed on the host (manifests,
-  the configuration, and what is written back, which `_verify` parses again) at most
-  `max_parsed_bytes` (MAX_PARSED_BYTES) in all: SkeletonUnsafe past it. Past `until` (the
-  run's deadline), errors.DeadlineExceeded. The walk is iterative.
-- A manifest that is not UTF-8 TOML is written as INVALID_MANIFEST and its directory is
-  no package here: test fixtures hold such files, cargo reads them only for a member,
-  and then fails in both VMs alike. The lockfile must parse (its path packages are part
-  of the result).
-
-Known divergences, left to the caller:
-- A target reached through a directory link (`src/bin -> ../tools`) is not stubbed: at
-  worst another feature unification of dev-dependencies, i.e. cache misses.
-- A dependency's build script that reads a workspace file finds it absent in the
-  skeleton; unless it declares the file with `rerun-if-changed`, cargo will not see that
-  the lint's tree differs.
-- A `.cargo/config.toml` between the repository root the lint shares and the workspace
-  root is read by the lint's cargo and is not in the skeleton (it mirrors the workspace
-  only): a caller that finds one should not use the cache, or key it too.
-- tomllib reads TOML 1.0: a manifest only a newer TOML accepts is INVALID_MANIFEST here,
-  so the cache's build fails where the lint's would not (a cache miss, never a lie).
-
-`dest` is filled in place: on a refusal it holds part of a skeleton, and the caller
-removes it.
+Why it is built this way: docs/DESIGN_NOTES.md, section `roteiro_py/depcache/skeleton.py`.
 """
 
 from __future__ import annotations
@@ -169,10 +96,10 @@ CONFIG_NAMES = ("config.toml", "config")
 CONFIG_OUT = ".cargo/config.toml"
 #: TOML parsed on the host for one skeleton: the tree's manifests and configuration, and
 #: what is written back from them (which `_verify` parses again). tomllib takes 0.2 s a MiB
-#: of dependency tables (measured here) to 0.6-0.7 s (the review's worst case), so this is
-#: ~11 s of host CPU at most; before it, only [vm] stage_max_mib bounded it (2048 MiB of
-#: manifests: ~25 minutes a lint). Workspaces hold far less: cargo's own repository has 659
-#: manifests, 122 KiB in all.
+#: of dependency tables (measured here) to 0.6-0.7 s (the worst case found), so this is
+#: ~11 s of host CPU at most; without it, only [vm] stage_max_mib would bound it (2048 MiB
+#: of manifests: ~25 minutes a lint). Workspaces hold far less: cargo's own repository has
+#: 659 manifests, 122 KiB in all.
 MAX_PARSED_BYTES = 16 * _MIB
 
 #: Top-level keys of the tree's cargo configuration that cannot run code or change what
@@ -228,10 +155,16 @@ class SkeletonUnsafe(Exception):
 class SkeletonLimits:
     """The bounds of one skeleton; each refusal names the setting behind it.
 
-    max_files and max_depth are the staging caps ([vm] stage_max_files, stage_max_depth):
-    the skeleton walks the tree the lint's copy walks, and a tree one accepts the other
-    must accept. max_bytes ([vm] stage_max_mib) bounds what all written files add up to:
-    without it 200,000 sparse 1 MiB manifests would be 200 GB of skeleton.
+    At most `max_files` entries walked and `max_depth` directories deep (the staging caps,
+    [vm] stage_max_files and stage_max_depth: the skeleton walks the tree the lint's copy
+    walks, so a tree the lint's copy accepts is accepted here), each manifest and
+    configuration file at most `max_manifest_bytes`, the lockfile at most
+    `max_lockfile_bytes`, everything written at most `max_bytes` ([vm] stage_max_mib:
+    without it 200,000 sparse 1 MiB manifests would be 200 GB of skeleton); each refusal
+    (errors.TreeTooLarge) names the `[vm]` setting. TOML parsed on the host (manifests, the
+    configuration, and what is written back, which `_verify` parses again) at most
+    `max_parsed_bytes` (MAX_PARSED_BYTES) in all: SkeletonUnsafe past it. Past `until` (the
+    run's deadline), errors.DeadlineExceeded. The walk is iterative.
     """
 
     #: Entries walked in the workspace ([vm] stage_max_files).
@@ -338,14 +271,30 @@ class _Walk:
 def build_skeleton(workspace: Path, dest: Path, limits: SkeletonLimits, *, until: float | None = None,
                    seconds: float = 0.0) -> Skeleton:
     """Fill the empty directory `dest` with the skeleton of `workspace` (the directory
-    holding its Cargo.lock), under the rules in the module docstring. `until` is the run's
-    deadline (time.monotonic()), `seconds` its length for the refusal.
+    holding its Cargo.lock), under the rules in the module docstring and the functions
+    below. `until` is the run's deadline (time.monotonic()), `seconds` its length for the
+    refusal.
 
     Raises SkeletonUnsafe for a tree whose skeleton could carry its code into the cache's
     build (the caller skips the cache). Refuses: errors.LockfileWouldBeWritten without a
     Cargo.lock, errors.TreeFileRefused for a lockfile, manifest or configuration file that
     is a link, not a regular file, too large, or (the lockfile) not TOML,
     errors.TreeTooLarge past a cap of `limits`, errors.DeadlineExceeded past `until`.
+
+    `dest` is filled in place: on a refusal it holds part of a skeleton, and the caller
+    removes it.
+
+    Known divergences, left to the caller:
+    - A target reached through a directory link (`src/bin -> ../tools`) is not stubbed: at
+      worst another feature unification of dev-dependencies, i.e. cache misses.
+    - A dependency's build script that reads a workspace file finds it absent in the
+      skeleton; unless it declares the file with `rerun-if-changed`, cargo will not see
+      that the lint's tree differs.
+    - A `.cargo/config.toml` between the repository root the lint shares and the workspace
+      root is read by the lint's cargo and is not in the skeleton (it mirrors the workspace
+      only): a caller that finds one should not use the cache, or key it too.
+    - tomllib reads TOML 1.0: a manifest only a newer TOML accepts is INVALID_MANIFEST here,
+      so the cache's build fails where the lint's would not (a cache miss, never a lie).
     """
     # The root is the directory the lint names: followed if it is a link, as staging does.
     root_fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -379,6 +328,9 @@ def _parse(path: Path, data: bytes) -> dict[str, Any]:
 
 
 def _copy_lockfile(walk: _Walk, root_fd: int) -> list[str]:
+    """Copy the workspace root's lockfile byte for byte (`--locked` compares its text; cargo
+    reads no lockfile but the workspace root's) and return its path packages. The lockfile
+    must parse: its path packages are part of the result."""
     lockfile = walk.workspace / "Cargo.lock"
     try:
         os.stat("Cargo.lock", dir_fd=root_fd, follow_symlinks=False)
@@ -416,7 +368,16 @@ def _close_frame(frame: _Dir) -> None:
 
 
 def _walk_tree(walk: _Walk, root_fd: int) -> None:
-    """Every entry of the workspace, iteratively, through descriptors opened O_NOFOLLOW."""
+    """Every entry of the workspace, iteratively, through descriptors opened O_NOFOLLOW.
+
+    It follows no link: every directory is opened O_NOFOLLOW through its parent's
+    descriptor, and every file it reads goes through `cargo/workspace.read_tree_file`
+    (untrusted.read_bounded: O_NOFOLLOW, regular files only, bounded). It walks what the
+    guest's copy of the worktree holds (vm/disks/share_image.py): no `.git`, no cargo target
+    directory (a `target` holding CACHEDIR.TAG or .rustc_info.json), no directory on
+    another filesystem; a directory it cannot read is left out, as there. Nothing else is
+    copied: no rust-toolchain file (the image pins the toolchain), no
+    `.cargo/credentials`, no build output, no data files. Bounded by SkeletonLimits."""
     limits = walk.limits
     device = os.fstat(root_fd).st_dev
     stack = [_open_frame(os.dup(root_fd), "", 0)]
@@ -444,7 +405,16 @@ def _walk_tree(walk: _Walk, root_fd: int) -> None:
 
 
 def _visit(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
-    """Look at one entry of `top`: a directory to walk is returned, opened."""
+    """Look at one entry of `top`: a directory to walk is returned, opened.
+
+    A `Cargo.toml`, `Cargo.lock`, the root `.cargo` or its `config(.toml)` that is a link,
+    a FIFO or a device is errors.TreeFileRefused, not left out: the guest's copy of the tree
+    keeps links as links and its cargo follows them (share_image.py), so a skeleton without
+    that manifest or configuration would build another graph than the lint does, and
+    reading what the link points at would read outside the tree (a link to
+    ~/.ssh/id_ed25519 would be handed to a VM). fetch-deps reads no manifest at all, and
+    its lockfile through the same reader (commands/fetch_deps.py). Any other link is only
+    a name, a candidate stub (`_stubs`); FIFOs, sockets and devices are left out."""
     rel = top.rel + name
     try:
         mode = os.stat(name, dir_fd=top.fd, follow_symlinks=False).st_mode
@@ -452,9 +422,9 @@ def _visit(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
         return None  # gone since the listing, or unreadable: the guest's copy lacks it too
     if name == ".git":
         return None
-    is_config = top.rel == ".cargo/" and name in CONFIG_NAMES  # only the root's is read (module doc)
+    is_config = top.rel == ".cargo/" and name in CONFIG_NAMES  # only the root's is read (_take_config)
     if (name == "Cargo.toml" or is_config) and not stat.S_ISDIR(mode):
-        # A link, a FIFO or a device is refused by the reader, naming it (module docstring).
+        # A link, a FIFO or a device is refused by the reader, naming it (docstring above).
         data = read_tree_file(walk.workspace / rel, walk.limits.max_manifest_bytes, dir_fd=top.fd)
         if is_config:
             walk.configs[name] = data
@@ -506,14 +476,21 @@ def _is_cargo_target(fd: int, name: str) -> bool:
 
 def _take_manifest(walk: _Walk, directory: str, data: bytes) -> None:
     """Write the manifest of `directory` back from its parsed values (INVALID_MANIFEST
-    when it does not parse), and record it as a package with the target paths it names."""
+    when it does not parse), and record it as a package with the target paths it names.
+
+    Written back by tomli_w from tomllib's parse of the tree's file: no comment, no layout
+    (what cargo hashes is the parsed values, and `cargo metadata` reads the same packages
+    and targets from it, tests prove it). A package is a `[package]` table, or its legacy
+    name `[project]`. A manifest that is not UTF-8 TOML is written as INVALID_MANIFEST and
+    its directory is no package here: test fixtures hold such files, cargo reads them only
+    for a member, and then fails in both VMs alike."""
     rel = directory + "Cargo.toml"
     walk.parse(rel, len(data))
     try:
         manifest = _parse(walk.workspace / rel, data)
     except errors.TreeFileRefused:
         walk.write(rel, INVALID_MANIFEST, _INVALID, digested=data)
-        return  # not TOML: no package here (module docstring)
+        return  # not TOML: no package here (docstring above)
     _check_profiles(printable(rel), manifest.get("profile"))
     text = _write_back(walk, rel, manifest)
     if text is None:
@@ -574,7 +551,17 @@ def _check_profiles(where: str, profiles: object) -> None:
 
 
 def _take_config(walk: _Walk) -> None:
-    """Judge the workspace root's cargo configuration, and write its `[profile]`."""
+    """Judge the workspace root's cargo configuration, and write its `[profile]`.
+
+    The cargo configuration the lint's cargo reads is the workspace root's
+    `.cargo/config.toml` or `.cargo/config` (its working directory is the workspace root;
+    the directories above are not shared with the guest, and cargo never reads the ones
+    under members). Every top-level key of it must be in CONFIG_KEYS_ALLOWED (keys that
+    cannot run code or change what is built), else SkeletonUnsafe naming the key; only its
+    `[profile]` is written to the skeleton's `.cargo/config.toml` (CONFIG_OUT). No profile,
+    in a manifest or the configuration, may set PROFILE_KEYS_REFUSED (unstable options that
+    load a codegen backend or pass rustc flags): SkeletonUnsafe. Configurations below the
+    root are ordinary files here: not copied, not in the digest."""
     if not walk.configs:
         return
     if len(walk.configs) > 1:
@@ -641,7 +628,12 @@ def _is_data(rel: str) -> bool:
 
 def _check_targets(walk: _Walk) -> None:
     """SkeletonUnsafe for an explicit target path naming anything a stub cannot stand in
-    for: outside the workspace (whatever the cache's VM holds there), or a data file."""
+    for: outside the workspace (whatever the cache's VM holds there), or a data file.
+
+    Every target path cargo can take must be a stub: cargo's discovery only finds `.rs`
+    names, and an explicit target path (`[lib]`, `[[bin]]`, `[[example]]`, `[[test]]`,
+    `[[bench]]` `path`, `package.build`) that names a manifest, a lockfile or a cargo
+    configuration, or leaves the workspace, is SkeletonUnsafe."""
     for directory, explicit in sorted(walk.packages.items()):
         manifest = printable(directory + "Cargo.toml")
         for path in explicit:
@@ -655,7 +647,21 @@ def _check_targets(walk: _Walk) -> None:
 
 
 def _stubs(walk: _Walk) -> set[str]:
-    """The tree's files cargo would take as a target root (module docstring)."""
+    """The tree's files cargo would take as a target root, each to be a STUB.
+
+    The skeleton keeps the tree's unit graph: the same packages with the same targets (name
+    and kind) at the same relative paths, so cargo resolves the same features and builds
+    the same dependency units, and a later lint finds them fresh. The layout is mirrored
+    path for path because cargo hashes a path package's id from its path relative to the
+    workspace root. A target is stubbed where cargo would find one: `src/lib.rs`,
+    `src/main.rs`, `build.rs`, `<dir>/*.rs` and `<dir>/*/main.rs` for `<dir>` in src/bin,
+    examples, tests and benches, and every explicit target path, when the tree holds that
+    file. Only target roots are stubbed, not every `.rs`: adding or renaming a module
+    (`src/parse.rs`) is editing code, and must not change the key; a target root added or
+    removed changes the unit graph, and does. The tree's `.rs` files are never opened,
+    only their names are seen. A `.rs` target root that is a link is stubbed like a file
+    (its name is all cargo's discovery looks at, and the guest resolves the link inside the
+    tree); one that is a FIFO or a device is not (the guest's copy leaves it out)."""
     wanted: set[str] = set()
     for directory, explicit in walk.packages.items():
         wanted.update(directory + name for name in AUTO_TARGET_FILES)
@@ -674,7 +680,8 @@ def _stubs(walk: _Walk) -> set[str]:
 
 
 def _write_at(dest_fd: int, parts: list[str], data: bytes) -> None:
-    """Create the file `parts` below `dest_fd`, its directories as needed, following no link."""
+    """Create the file `parts` below `dest_fd`, its directories as needed, following no link:
+    every file (stubs too) through descriptors opened in `dest`, O_EXCL|O_NOFOLLOW."""
     fd = dest_fd
     try:
         for part in parts[:-1]:
@@ -767,7 +774,11 @@ def _breach(rel: str, what: str) -> NoReturn:
 
 def _digest(written: Mapping[str, _Written]) -> str:
     """sha256 over the files sorted by path bytes, each framed by lengths: (len, path,
-    kind, len, sha256 of the bytes), so no two skeletons frame to the same input."""
+    kind, len, sha256 of the bytes), so no two skeletons frame to the same input.
+
+    It covers exactly the skeleton: each file's relative path, kind and bytes, and the
+    tree's bytes for a manifest that does not parse, so two different broken files still
+    differ."""
     digest = hashlib.sha256(DIGEST_FORMAT + b"\0")
     for path, entry in sorted((os.fsencode(rel), entry) for rel, entry in written.items()):
         digest.update(struct.pack(">Q", len(path)) + path + entry.kind + struct.pack(">Q", entry.size)

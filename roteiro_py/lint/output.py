@@ -3,14 +3,14 @@ atomically and never through a link the tree planted, and the step summary of a 
 
 One run, every output: `--format sarif=clippy.sarif --format json=report.json --format
 github` renders the one report three times after one VM run (a CI that wants SARIF for
-code scanning and annotations in the log used to lint twice). The rules, checked before
+code scanning and annotations in the log lints once, not twice). The rules, checked before
 anything runs (`plan_outputs`, `check_outputs`):
 - FMT is one of vocabulary.FORMATS; a PATH, when given, is not empty; at most MAX_TARGETS.
 - At most one target has no PATH: it is printed on stdout. Two would interleave two
   formats into something nothing can read, so that is a usage error naming both.
 - `--output FILE` is that one target's PATH: `--format sarif --output x.sarif` is
   `--format sarif=x.sarif`, and with no `--format` at all it is where the configured
-  format (`[lint] format`) goes, as before. With every `--format` given its own PATH,
+  format (`[lint] format`) goes. With every `--format` given its own PATH,
   `--output` would name nothing: a usage error, never a file silently left unwritten.
 - No two targets name the same file (the second would silently replace the first).
 - `--category NAME` (SARIF's automationDetails.id) needs a sarif target.
@@ -253,20 +253,20 @@ def write_output(output: Path, text: str, *, shown: str | None = None) -> None:
 
     A regular file (or a new name) gets the report beside it, renamed into place: a run
     that fails while writing (disk full, interrupted) never leaves a half-written report
-    behind; an existing file keeps its mode (a private 0600 report once became 0644).
+    behind; an existing file keeps its mode (a private 0600 report must not become 0644).
 
-    Written into, never renamed over (as root, renaming over `--output /dev/null` once
-    replaced the device with a file): /dev/null itself, this process's own stdout or
+    Written into, never renamed over (as root, renaming over `--output /dev/null` would
+    replace the device with a file): /dev/null itself, this process's own stdout or
     stderr named as such (`--output /dev/stdout`, `/proc/self/fd/2`: STREAM_NAMES), and
     the file, pipe, socket or terminal they already are. Any other link is replaced by
     the report, wherever it leads: the tree under review can commit `clippy.sarif ->
-    ../../.bashrc`, and its `clippy.sarif -> /proc/self/fd/1` (or `-> /dev/null`) sent
-    the SARIF into the job's log (or nowhere) instead of the file the CI then uploads.
+    ../../.bashrc`, and its `clippy.sarif -> /proc/self/fd/1` (or `-> /dev/null`) would
+    send the SARIF into the job's log (or nowhere) instead of the file the CI then uploads.
     Any other file that is not regular (a FIFO, a device, a socket) is refused: a tree
     unpacked from an archive can hold one (tar as root makes device nodes), and writing
     through `clippy.sarif` into a copy of /dev/sda is not a report. A failure (a sticky
-    directory's file of another user, ENOSPC) is reported as this path's problem; after
-    a whole lint it used to be an OSError, exit 4."""
+    directory's file of another user, ENOSPC) is reported as this path's problem, never
+    as an OSError (exit 4) after a whole lint."""
     from roteiro_py.lint.preflight import refuse_linked_directory
 
     shown = shown or f"--output {output}"

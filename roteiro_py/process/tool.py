@@ -14,10 +14,11 @@ exit is a refusal, never an exception the boundary does not know (exit 4):
 
 An exit status, 0 or not, is returned: what it means is the caller's to say.
 
-Until issue 21 each tool ran under `subprocess.run`/`Popen`: output captured without a
-bound, nothing killed but the tool itself, and a timeout that ended as an unhandled
-`subprocess.TimeoutExpired`. tests/unit/process/test_process_contract.py keeps it so: no
-module of the package but `stream.py` imports `subprocess`.
+`subprocess.run`/`Popen` would capture output without a bound, kill nothing but the tool
+itself, and end a timeout as an unhandled `subprocess.TimeoutExpired`;
+tests/unit/process/test_process_contract.py keeps them out: no module of the package but
+`stream.py` imports `subprocess`. (How tools ran before: docs/DESIGN_NOTES.md, section
+`roteiro_py/process/tool.py`.)
 """
 
 from __future__ import annotations

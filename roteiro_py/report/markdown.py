@@ -17,8 +17,8 @@ Compared with a baseline or a diff (roteiro_py/compare/), only the findings that
 run (`Finding.gating`: new, in the diff) are listed, as the human report shows them and the
 github format annotates them, and a closing line counts the rest and names the files
 they were judged against (in code spans: the names are outside text too). Listing every
-finding errors first put a known error ahead of the new warning the pull request added,
-on the page github's overflow line sends readers to.
+finding errors first would put a known error ahead of the new warning the pull request
+added, on the page github's overflow line sends readers to.
 
 Bounded: at most MAX_LINTS lints and MAX_FINDINGS findings are listed (errors first,
 then by file and line; the summary says how many of how many), each string at most

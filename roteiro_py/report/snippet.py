@@ -2,9 +2,9 @@
 
 The guest's own copy of a line (rustc's `spans[].text`) is not used: the guest decides
 what it says. The path came from the guest too, and the host tree is not where it is
-read: a committed `leak.rs -> .git/config` once quoted a checkout token into a report,
-and `notes.rs -> ../../.ssh/id_ed25519` a private key into SARIF, because the host
-followed the link. So:
+read: were the host to follow the link, a committed `leak.rs -> .git/config` would quote
+a checkout token into a report, and `notes.rs -> ../../.ssh/id_ed25519` a private key
+into SARIF. So:
 
 - Snippets are read only from the staged copy of this run (vm/disks/share_image.py's
   output, kept until the report is built): the bytes the guest saw, never the host tree
@@ -13,8 +13,8 @@ followed the link. So:
   link is followed anywhere in the path (the copy keeps the tree's links as links); the
   file must be a regular file (a FIFO would block, a device never end).
 - Each file is opened and read at most once per report, whatever the number of findings
-  in it: 3,000 diagnostics at line 104,850 of an 8 MB file used to cost 73 s of host
-  CPU re-reading it. At most MAX_READ_BYTES of a file and MAX_TOTAL_BYTES over all files
+  in it: 3,000 diagnostics at line 104,850 of an 8 MB file cost 73 s of host CPU when
+  each finding re-read it. At most MAX_READ_BYTES of a file and MAX_TOTAL_BYTES over all files
   are read; past them there is no snippet.
 - What is kept of a file is its bytes and one newline count per _BLOCK bytes, never one
   object per line: a file of `ab\n` lines kept as a list of lines held ~19x the bytes

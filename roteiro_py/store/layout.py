@@ -31,9 +31,9 @@ Guarantees, and why:
   boots, once each time, not 990 MB per lint.
 - A reference is looked up by its (registry/repository, digest) pair, as it was
   provisioned: the digest pins the bytes, and the name is the provenance a report prints.
-  Resolving by digest alone let `ghcr.io/rust-lang/clippy-official:1.99.0@<digest of
-  another image>` resolve and be printed as where the image came from; another name
-  with a stored digest is now not provisioned, and prefetching it under that name (which
+  Resolved by digest alone, `ghcr.io/rust-lang/clippy-official:1.99.0@<digest of another
+  image>` would resolve and be printed as where the image came from; so another name
+  with a stored digest is not provisioned, and prefetching it under that name (which
   verifies the name serves that digest; its blobs are reused) is the way forward. The
   tag is not compared: a name with a digest pins the same bytes whatever the tag says.
 - The store lock (`.lock`, filelock) serialises `index.json` updates and `prune`. Blob

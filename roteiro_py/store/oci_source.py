@@ -11,12 +11,12 @@ Nor for its file types: only a regular file is a blob. In a layout directory a b
 that is a link (which would read a host file) or a FIFO/device (whose open would block
 the prefetch forever) is refused: each step below the layout's root is opened
 O_NOFOLLOW, the blob O_NONBLOCK, and it must fstat as a regular file. In an archive a
-symlink member once raised a raw KeyError (exit 4) and a FIFO member was "no blob";
-both are now refused naming the member, and the archive's member count is bounded
-before its headers are all held in memory.
+symlink or FIFO member is refused naming the member (unchecked, the one raises a raw
+KeyError, exit 4, and the other reads as "no blob"), and the archive's member count is
+bounded before its headers are all held in memory.
 
 Nor for its sizes: walking a compressed archive decompresses every member it skips, so a
-1.3 MB bz2 archive declaring a 1 TiB member was hours of CPU. The members' declared
+1.3 MB bz2 archive declaring a 1 TiB member is hours of CPU. The members' declared
 sizes together are capped (MAX_ARCHIVE_BYTES) as each header is read, before its data
 is skipped; a sparse member (a few KB carrying a blob of any size) is refused.
 """

@@ -16,21 +16,21 @@ Guarantees:
 - Messages name the registry URL and the digest; they never contain credentials or
   tokens.
 - Redirects go to HTTPS only (plain HTTP only from a loopback URL to a loopback URL),
-  and no other scheme is spoken at all: urllib's default opener followed a blob
-  redirect to ftp://, whose socket the watchdog never saw (a trickling FTP greeting held
-  a prefetch past DEADLINE), and to file: or data: URLs, or pointed the host at internal
+  and no other scheme is spoken at all: urllib's default opener follows a blob redirect
+  to ftp://, whose socket the watchdog never sees (a trickling FTP greeting held a
+  prefetch past DEADLINE), and to file: or data: URLs, or points the host at internal
   addresses over plain HTTP.
 - Whatever the registry answers ends in a SourceError naming it (prefetch: PrefetchFailed,
   exit 3), never another exception: a token realm or a redirect `Location` that is no URL
   (`http://[::1`), a URL http.client cannot put on the wire, a token that cannot go into
   a header, a body cut short. urllib and http.client raise ValueError for the first
-  three, which reached the CLI as an internal error (exit 4); `_answer_unusable` turns
+  three, which would reach the CLI as an internal error (exit 4); `_answer_unusable` turns
   each into a refusal, and tests/unit/store/test_store_registry_fuzz.py fuzzes the
   headers, token JSON and redirects against a real loopback server.
 - Every request (manifest, blob, token; headers and body, redirects included) ends
   within DEADLINE seconds: a watchdog shuts the connection's socket down when it
   passes. The 60 s socket timeout alone bounds only the gap between two bytes, so a
-  server trickling a byte every few seconds held a prefetch forever.
+  server trickling a byte every few seconds would hold a prefetch forever.
 """
 
 from __future__ import annotations

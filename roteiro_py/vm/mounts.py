@@ -6,19 +6,15 @@ The mapping (what the guest sees):
   share of that host directory. A step names it by its host path (`Share.guest`), in
   its working directory, its arguments and its environment, and its output names it so
   again; the guest mounts it at `GUEST_TREES` + that path (`Share.mount_point`), in a
-  tmpfs the guest init makes, so nothing of the image lies on the way to it. Why not
-  at the same path, as this once did: the image owns the guest's directories, and a
-  host path reaches its tree through them. As root, every tree under /root (and the
-  default ROTEIRO_HOME, where the dependency cache's skeleton is staged) was
-  unreachable: the image's /root is 0700 and the guest runs cargo unprivileged, so
-  cargo said "could not find `Cargo.toml` in `/root/proj`"; a tree under /dev/shm or
-  /cargo-home collided with what the VM provides there, and an image whose /home or
-  /var/run is a link would have refused the mount. Under GUEST_TREES every parent is
-  one the guest init made (root-owned, 0755), whatever the image holds. The mapping
-  back is the deletion of one prefix (`MountTable.host_bytes`), exact in any text or
-  JSON (no escaping is ever needed), and the price is len(GUEST_TREES) bytes of
-  PATH_MAX for every path of the tree in the guest. Nested grants collapse into the
-  outermost share. How a share travels is the backend's choice; the qemu backend copies
+  tmpfs the guest init makes, so nothing of the image lies on the way to it: under
+  GUEST_TREES every parent is one the guest init made (root-owned, 0755), whatever the
+  image holds. Not at the host path itself: the image owns the guest's directories (a
+  0700 /root the unprivileged cargo cannot enter, a /home or /var/run that is a link,
+  the VM's own /dev/shm and /cargo-home), and a tree there would be unreachable or
+  collide. The mapping back is the deletion of one prefix (`MountTable.host_bytes`),
+  exact in any text or JSON (no escaping is ever needed), and the price is
+  len(GUEST_TREES) bytes of PATH_MAX for every path of the tree in the guest. Nested
+  grants collapse into the outermost share. How a share travels is the backend's choice; the qemu backend copies
   a worktree into a read-only ext4 image per run, leaving out `.git` and cargo `target`
   directories, FIFOs, sockets and device nodes (vm/disks/share_image.py), and shares the
   cargo registry over read-only 9p (the numbers are in qemu/machine.py).
@@ -39,6 +35,9 @@ The mapping (what the guest sees):
   the scratch) is refused: a step's path there would name two places.
 - `net:*`, `secret:*`, `env:read:*` and unknown domains are refused: there is no network
   device, no secret channel, and the environment is set, never inherited.
+
+Why trees are not mounted at their host path: docs/DESIGN_NOTES.md, section
+`roteiro_py/vm/mounts.py`.
 """
 
 from __future__ import annotations

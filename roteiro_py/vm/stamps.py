@@ -3,8 +3,8 @@ when the copy was made.
 
 Why: cargo calls a path package's source stale when its mtime is newer than the dep-info
 its last build wrote (with the guest's clock). The worktree is copied per run
-(vm/disks/share_image.py), and the copy used to carry the copy's own time, so every member
-was rebuilt on every warm run (`CARGO_LOG=cargo::core::compiler::fingerprint=info`:
+(vm/disks/share_image.py), and a copy carrying the copy's own time has every member
+rebuilt on every warm run (`CARGO_LOG=cargo::core::compiler::fingerprint=info`:
 `stale: changed ".../src/lib.rs"`, the only dirty reason; kept times brought the warm
 clippy step of the demo workspace from 9.5 s to 1.9 s).
 

@@ -20,7 +20,7 @@ What the guest sees, and what it never sees:
   read-only, owning a file grants nothing.
 - Times: every copied entry carries a whole-second stamp decided by its content
   (vm/stamps.py: the sha256 of the bytes copied, a directory's listing, a link's target),
-  never the time of the copy, which made every warm build rebuild every member.
+  never the time of the copy, which would make every warm build rebuild every member.
   All-zero stretches of a file are left as holes in the copy.
 - Left out, and counted in the `StageReport`: device nodes, FIFOs and sockets (a FIFO
   would block the copy; a device node has no business in a source tree, and the guest
@@ -36,11 +36,11 @@ What the guest sees, and what it never sees:
   named `target` (e.g. `src/target/`) is kept because it holds neither file.
 
 Bounded, and honest about what it left out:
-- Caps on logical bytes (a sparse file counts at its size: a 3 GiB sparse file once
-  became 3.1 GB of real disk), on entries and on depth (`StageLimits`, from [vm]
+- Caps on logical bytes (a sparse file counts at its size: a 3 GiB sparse file became
+  3.1 GB of real disk, measured), on entries and on depth (`StageLimits`, from [vm]
   stage_max_mib, stage_max_files, stage_max_depth), and the run's deadline; each
   refusal (errors.TreeTooLarge, errors.DeadlineExceeded) names the setting. The walk is
-  iterative (1,500 nested directories raised RecursionError).
+  iterative (recursion raised RecursionError at 1,500 nested directories).
 - One filesystem: a directory or file on another device than the root (a mount point
   inside the tree) is left out as "other filesystem", never crossed.
 - What was left out, other than the exclusions above, is in `StageReport.left_out()`;

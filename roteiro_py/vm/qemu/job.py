@@ -6,7 +6,7 @@ value can become shell syntax; names that cannot be environment variable names, 
 bytes (which no argv or environment entry can hold), are rejected with ValueError.
 Scripts are encoded as the filesystem encodes names (UTF-8, surrogateescape): a host
 path that is not UTF-8 (Python holds its bytes as lone surrogates) reaches the guest as
-the same bytes; it used to raise UnicodeEncodeError (exit 4). A string that has no
+the same bytes, never a UnicodeEncodeError (exit 4). A string that has no
 bytes at all (a lone surrogate outside the escape range) is a ValueError too.
 
 The archive is appended to the base initramfs, unpacked by the kernel into the guest's

@@ -14,14 +14,14 @@ Guarantees, and what each prevents:
   connects to it as a client at start-up), per channel: the serial console (kernel
   messages, capped ring), `status` (only the guest's init can open it), and
   `stdoutN`/`stderrN` per step. The step streams share one cap of `output_limit` bytes
-  in total (it was per stream, so 6 streams could hold 6x the documented cap); when they
+  in total (a cap per stream would let 6 streams hold 6x the documented cap); when they
   pass it, the VM is killed (a guest that floods cannot keep us reading until the
   deadline) and the stream that passed it is flagged truncated. `Channels` does this
   accounting, and is what a fuzz test drives.
 - A stream is whole only when its socket reached end of file. A `recv` that failed, or
   a socket still open DRAIN_AFTER_EXIT_S after qemu exited, is recorded in
-  `Channels.cut` with why (it was taken for the end of the stream, and a step's status
-  was reported over output that had not all arrived); the backend refuses such a step
+  `Channels.cut` with why (taken for the end of the stream, it would let a step's status
+  be reported over output that had not all arrived); the backend refuses such a step
   (errors.OutputCut).
 - A VM template's boot and its clones (template.py) add two sockets, also listened on in
   the run directory: qemu's QMP monitor (no guest device is wired to it) and the `job`
@@ -29,8 +29,8 @@ Guarantees, and what each prevents:
   /dev, never in the command's root). What the guest writes to the job port is never
   read.
 - Its unix sockets live in a run directory whose socket paths fit `sun_path`
-  (SUN_PATH_MAX): under TMPDIR when that is short enough, else under /tmp; a long
-  TMPDIR made the bind fail with an OSError (exit 4).
+  (SUN_PATH_MAX): under TMPDIR when that is short enough, else under /tmp (a long
+  TMPDIR would make the bind fail with an OSError, exit 4).
 - The deadline is the process layer's (`process.stream.spawn`): qemu leads its own
   process group and the group is SIGKILLed when the deadline passes or when we stop
   reading, so neither qemu nor a helper outlives the run; what arrived before is kept.
@@ -49,13 +49,10 @@ Guarantees, and what each prevents:
   So: the worktree is a read-only ext4 image built per run (share_image.py; at least ~5x
   faster end to end even counting the build). The cargo registry stays 9p with
   cache=loose, the fastest 9p mode by 3-10x (safe: the share is read-only and the VM
-  lives for one run, so no host change needs to be seen mid-run). An image of the
-  registry would read ~6x faster, but the registry is shared by every lint and is often
-  gigabytes, mostly `.crate` archives cargo only opens; an image of it is a copy of all
-  of it, rebuilt whenever any crate is added, and keying a cache needs a walk of the whole
-  tree per run. The better design is an image of only the crates the lockfile names
-  (their unpacked sources are immutable once `.cargo-ok` is written, so the key is the
-  lockfile's checksums); it needs the lint to grant those paths, and is not built yet.
+  lives for one run, so no host change needs to be seen mid-run). An image of it would
+  read ~6x faster, but would be a copy of it made again on every run.
+
+Why the registry is not an image: docs/DESIGN_NOTES.md, section `roteiro_py/vm/qemu/machine.py`.
 """
 
 from __future__ import annotations
@@ -278,7 +275,7 @@ def tied_to_caller(argv: list[str]) -> list[str]:
     QEMU 7.2 has no `-run-with exit-with-parent` of its own.
 
     Without setpriv this refuses (errors.HostToolMissing) rather than start qemu untied:
-    it used to run qemu as is, and a killed lint then left its guest running unseen.
+    run as is, qemu would outlive a killed lint, its guest running unseen.
     """
     setpriv = shutil.which("setpriv")
     if setpriv is None:
