@@ -4,9 +4,8 @@ This is the one place a process is started and watched: qemu (vm/qemu/machine.py
 `Unconfined`, and every host tool (mkfs.ext4, zstd, `qemu --version`, through
 `tool.run_tool`, which turns a deadline or a failed read into a refusal) sit on it.
 tests/unit/process/test_process_contract.py fails when any other module of the package
-starts a process (`subprocess`, `os.system`, `os.exec*`, `pty`, ...); the one module it
-still lists is `deps.py` (rustup, for `fetch-deps`), which the move of cargo's host side
-deletes. What this module guarantees, and the failure each guarantee prevents:
+starts a process (`subprocess`, `os.system`, `os.exec*`, `pty`, ...), and it lists no
+exception. What this module guarantees, and the failure each guarantee prevents:
 
 * One sequence counter across stdout and stderr, so the order of production can be
   rebuilt. A read dropped for being over `max_bytes` still takes a number, so a gap in
