@@ -162,8 +162,9 @@ class HostSources:
 
 
 def fetch_directory() -> Path:
-    """The directory at and above which host cargo looks for configuration in `fetch-deps`
-    (deps.py makes its clean copy below it and creates nothing else on the way)."""
+    """The directory at and above which `fetch-deps` looks for the host's cargo
+    configuration, as cargo run there would: a place of the user's ($ROTEIRO_HOME), not
+    the tree. Nothing runs in it or creates it."""
     return paths.roteiro_home() / "tmp"
 
 

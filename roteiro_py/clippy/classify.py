@@ -20,8 +20,9 @@ a clean tree. So the stream is trusted only when cargo's exit status, its closin
   truncated stream could have lost its errors and its build-finished.
 
 The stderr wordings matched are those of real cargo 1.95, captured in
-tests/data/cargo-stderr/ and reproduced live by tests/unit/clippy/test_classify.py, plus
-the older lockfile wording ("needs to be updated but --locked was passed").
+tests/data/cargo-stderr/ and reproduced live by
+tests/unit/clippy/test_clippy_classify.py, plus the older lockfile wording ("needs to be
+updated but --locked was passed").
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ image, the toolchain the guest said it has, and the isolation the backend that r
 job had (hardware-isolated or not), so a job's page says what vouched for its findings
 without opening the log. It takes one of the step's notice annotations.
 
-GitHub's limits (actions/toolkit docs/problem-matchers.md, actions/runner
-ExecutionContext.cs), and what happens past them:
+GitHub's limits (actions/runner's ExecutionContext.cs, and
+https://github.com/actions/toolkit/blob/main/docs/problem-matchers.md), and what happens
+past them:
 - ANNOTATION_LIMIT annotations of each type (error, warning, notice) per step, and 50
   per job over all its steps; the runner drops the rest without a word. Past the limit
   no more commands of that type are printed; a plain line says how many were not

@@ -1,5 +1,6 @@
-"""The decisions lint.py makes on its own: exit status, the guest environment, the grant,
-the order of preflight refusals, and what a VM job that fell short means."""
+"""The decisions the conductor (lint/__init__.py) makes on its own: exit status, the
+guest environment, the grant, the order of preflight refusals, and what a VM job that
+fell short means."""
 
 from __future__ import annotations
 

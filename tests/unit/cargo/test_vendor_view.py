@@ -2,9 +2,9 @@
 package store, shared alone, bounded, kept small (roteiro_py/cargo/vendor.py, through the
 lint's preflight lint/caches.py and the mount table vm/mounts.py).
 
-Ported from the tests of the copy of $CARGO_HOME it replaces (cargo_view.py): a view is
-made by putting `.crate` files in the store, as fetch-deps does. test_vendor.py has the
-unpacking itself (real cargo reading the view, hostile archives, the seal)."""
+Ported from the tests of the copy of $CARGO_HOME it replaces (the cargo_view module): a
+view is made by putting `.crate` files in the store, as fetch-deps does. test_vendor.py
+has the unpacking itself (real cargo reading the view, hostile archives, the seal)."""
 
 from __future__ import annotations
 
