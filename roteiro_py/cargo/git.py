@@ -791,7 +791,9 @@ def _relative(checkout: Path, path: Path) -> str:
 
 def _candidates(checkout: Path) -> Iterator[Path]:
     """Every directory of the checkout holding a Cargo.toml, root first (cargo's search:
-    `target` and hidden directories skipped), at most MAX_WALK_DIRS visited."""
+    `target` and hidden directories skipped), at most MAX_WALK_DIRS visited. Not the guest's
+    copy's rules (vm/disks/share_image.py `excluded`): this finds a package as cargo does in a
+    dependency's checkout, not what the guest sees of the worktree."""
     for visited, (directory, subdirs, files) in enumerate(os.walk(checkout), 1):
         if visited > MAX_WALK_DIRS:
             raise ArchiveRefused(f"it holds more than {MAX_WALK_DIRS} directories")

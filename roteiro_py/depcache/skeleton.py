@@ -55,7 +55,7 @@ from roteiro_py import errors
 from roteiro_py.cargo.lockfile import path_packages_in
 from roteiro_py.cargo.workspace import LOCKFILE_MAX_BYTES, MANIFEST_MAX_BYTES, parse_tree_toml, read_tree_file
 from roteiro_py.guidance import printable
-from roteiro_py.vm.disks.share_image import holds_target_marker
+from roteiro_py.vm.disks.share_image import excluded, other_filesystem
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -373,9 +373,9 @@ def _walk_tree(walk: _Walk, root_fd: int) -> None:
     It follows no link: every directory is opened O_NOFOLLOW through its parent's
     descriptor, and every file it reads goes through `cargo/workspace.read_tree_file`
     (untrusted.read_bounded: O_NOFOLLOW, regular files only, bounded). It walks what the
-    guest's copy of the worktree holds (vm/disks/share_image.py): no `.git`, no cargo target
-    directory (a `target` holding CACHEDIR.TAG or .rustc_info.json), no directory on
-    another filesystem; a directory it cannot read is left out, as there. Nothing else is
+    guest's copy of the worktree holds, by the copy's own rules (vm/disks/share_image.py
+    `excluded` and `other_filesystem`: no `.git`, no cargo target directory, nothing on
+    another filesystem); a directory it cannot read is left out, as there. Nothing else is
     copied: no rust-toolchain file (the image pins the toolchain), no
     `.cargo/credentials`, no build output, no data files. Bounded by SkeletonLimits."""
     limits = walk.limits
@@ -417,11 +417,12 @@ def _visit(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
     a name, a candidate stub (`_stubs`); FIFOs, sockets and devices are left out."""
     rel = top.rel + name
     try:
-        mode = os.stat(name, dir_fd=top.fd, follow_symlinks=False).st_mode
+        st = os.stat(name, dir_fd=top.fd, follow_symlinks=False)
     except OSError:
         return None  # gone since the listing, or unreadable: the guest's copy lacks it too
-    if name == ".git":
-        return None
+    if excluded(top.fd, name, st) or other_filesystem(st, device):
+        return None  # the guest's copy leaves it out
+    mode = st.st_mode
     is_config = top.rel == ".cargo/" and name in CONFIG_NAMES  # only the root's is read (_take_config)
     if (name == "Cargo.toml" or is_config) and not stat.S_ISDIR(mode):
         # A link, a FIFO or a device is refused by the reader, naming it (docstring above).
@@ -451,10 +452,10 @@ def _enter(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
     except OSError:
         return None  # unreadable, or swapped for a link since the stat: left out
     try:
-        left_out = os.fstat(fd).st_dev != device or _is_cargo_target(fd, name)
+        left_out = os.fstat(fd).st_dev != device  # swapped for a mount point since the lstat
     except OSError:
         left_out = True
-    if left_out:  # another filesystem, or a cargo target directory: staging leaves it out
+    if left_out:
         os.close(fd)
         return None
     if top.depth + 1 > walk.limits.max_depth:
@@ -466,12 +467,6 @@ def _enter(walk: _Walk, top: _Dir, name: str, device: int) -> _Dir | None:
         return _open_frame(fd, f"{top.rel}{name}/", top.depth + 1)
     except OSError:
         return None  # _open_frame closed it: an unreadable directory is left out
-
-
-def _is_cargo_target(fd: int, name: str) -> bool:
-    """A cargo target directory, as staging decides (share_image.CARGO_TARGET_MARKERS): a
-    source directory merely named `target` (src/target/) holds neither marker."""
-    return name == "target" and holds_target_marker(fd)
 
 
 def _take_manifest(walk: _Walk, directory: str, data: bytes) -> None:

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -516,6 +517,50 @@ def test_git_and_cargo_target_directories_are_not_walked_but_a_source_dir_named_
     held = files_under(skeleton_of(tree, tmp_path / "skel").root)
     assert "crates/app/src/target/Cargo.toml" in held
     assert not [rel for rel in held if rel.startswith((".git/", "target/", "crates/app/target/"))]
+
+
+#: Run inside a mount namespace by the test below: the guest's copy of the tree
+#: (share_image.stage_tree) and the skeleton of the same tree, as JSON.
+_BOTH_WALKS = """
+import json, sys
+from pathlib import Path
+from roteiro_py.depcache.skeleton import SkeletonLimits, build_skeleton
+from roteiro_py.vm.disks.share_image import stage_tree
+tree, out = Path(sys.argv[1]), Path(sys.argv[2])
+(out / "copy").mkdir()
+(out / "skel").mkdir()
+report = stage_tree(tree, out / "copy")
+build_skeleton(tree, out / "skel", SkeletonLimits(max_files=10_000, max_depth=64))
+print(json.dumps({"left_out": report.left_out(),
+                  "skeleton": sorted(str(p.relative_to(out / "skel"))
+                                     for p in (out / "skel").rglob("*") if p.is_file())}))
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="a mount inside the tree needs unshare as root")
+def test_a_file_on_another_filesystem_is_left_out_as_the_guests_copy_leaves_it_out(
+        tree: Path, tmp_path: Path) -> None:
+    """The skeleton walks what the guest's copy holds: an example bind-mounted from another
+    filesystem is left out of the copy ("other filesystem"), so the skeleton has no target
+    for it either (else its key covers, and its build has, a target the guest's cargo never
+    sees). Control: the copy does leave it out, and an example beside it is a stub."""
+    other, out = tmp_path / "other", tmp_path / "out"
+    other.mkdir()
+    out.mkdir()
+    demo = tree / "crates/app/examples/demo.rs"
+    (tmp_path / "walks.py").write_text(_BOTH_WALKS)
+    script = (f"mount -t tmpfs none {other} && echo 'fn main() {{}}' > {other}/demo.rs && "
+              f"mount --bind {other}/demo.rs {demo} && "
+              f"exec {sys.executable} {tmp_path}/walks.py {tree} {out}")
+    worktree = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                          check=False, env={**os.environ, "PYTHONPATH": worktree})
+    assert done.returncode == 0, done.stderr
+    both = json.loads(done.stdout)
+    assert ["crates/app/examples/demo.rs", "other filesystem"] in both["left_out"]
+    assert "crates/app/examples/multi/main.rs" in both["skeleton"]
+    assert "crates/app/examples/demo.rs" not in both["skeleton"]
 
 
 def test_odd_names_and_odd_manifests_are_handled_not_crashed_on(tree: Path, tmp_path: Path) -> None:

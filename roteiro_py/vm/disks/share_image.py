@@ -148,8 +148,10 @@ class _TooLarge(Exception):
     pass
 
 
-def _excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
-    """Whether `name` in `dir_fd` is `.git` or a cargo target directory.
+def excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
+    """Whether the copy leaves out `name` in `dir_fd` (its lstat `st`) on purpose: `.git`
+    of any kind, or a cargo target directory (module docstring). Stated once here for
+    every walk that must see what the guest sees (depcache/skeleton.py `_visit`).
 
     The markers are looked up from `target` opened O_NOFOLLOW: a `target` swapped for a
     link since the lstat would otherwise be followed (a path through /proc/self/fd
@@ -166,6 +168,14 @@ def _excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
         return holds_target_marker(target)
     finally:
         os.close(target)
+
+
+def other_filesystem(st: os.stat_result, device: int) -> bool:
+    """Whether the copy leaves out an entry (its lstat `st`) as on another filesystem than
+    the root's `device`: a mount point inside the tree is never crossed. A link is copied
+    as its text, wherever it points. The same rule for every walk that must see what the
+    guest sees (depcache/skeleton.py `_visit`)."""
+    return not stat.S_ISLNK(st.st_mode) and st.st_dev != device
 
 
 def holds_target_marker(directory_fd: int) -> bool:
@@ -405,10 +415,10 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
         report.skipped.append((where, "unreadable"))
         return None
     mode = st.st_mode
+    if excluded(src, name, st):
+        report.skipped.append((where + "/" if stat.S_ISDIR(mode) else where, "excluded"))
+        return None
     if stat.S_ISLNK(mode):
-        if name == ".git":
-            report.skipped.append((where, "excluded"))
-            return None
         try:
             target = os.readlink(name, dir_fd=src)
         except OSError:
@@ -420,10 +430,7 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
             os.utime(name, (stamp, stamp), dir_fd=dst, follow_symlinks=False)
         report.symlinks += 1
     elif stat.S_ISDIR(mode):
-        if _excluded(src, name, st):
-            report.skipped.append((where + "/", "excluded"))
-            return None
-        if st.st_dev != device:
+        if other_filesystem(st, device):
             report.skipped.append((where + "/", "other filesystem"))
             return None
         if top.depth + 1 > limits.max_depth:
@@ -455,10 +462,7 @@ def _stage_entry(top: _Dir, name: str, report: StageReport, limits: StageLimits,
                 os.utime(name, (stamp, stamp), dir_fd=dst)
             return None
     elif stat.S_ISREG(mode):
-        if name == ".git":
-            report.skipped.append((where, "excluded"))
-            return None
-        if st.st_dev != device:
+        if other_filesystem(st, device):
             report.skipped.append((where, "other filesystem"))
             return None
         perm = 0o755 if mode & stat.S_IXUSR else 0o644

@@ -293,10 +293,10 @@ def test_a_target_swapped_for_a_link_is_not_judged_by_where_the_link_points(tmp_
     as_listed = os.stat(tree / "real-target")  # what the lstat saw: a directory
     fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        assert not share_image._excluded(fd, "target", as_listed)
+        assert not share_image.excluded(fd, "target", as_listed)
         os.rename(tree / "target", tree / "link")
         os.rename(tree / "real-target", tree / "target")
         (tree / "target" / "CACHEDIR.TAG").write_text("Signature\n")
-        assert share_image._excluded(fd, "target", as_listed)  # control: a real target is
+        assert share_image.excluded(fd, "target", as_listed)  # control: a real target is
     finally:
         os.close(fd)
