@@ -27,13 +27,14 @@ What the guest sees, and what it never sees:
   has its own /dev), files and directories the host user cannot read (they would make
   `mkfs.ext4 -d` fail as a whole; in the guest they are absent rather than EACCES), and
   the excluded directories below.
-- Excluded directories: `.git` (a directory, or a `.git` file pointing at one) at any
-  depth: cargo needs no git metadata to build a path package (it falls back to walking
-  the directory), and it is often the largest part of a checkout; a build script that
-  runs `git` sees "not a git repository", as in a source tarball. A cargo `target`
-  directory (named `target` and holding cargo's `CACHEDIR.TAG` or `.rustc_info.json`):
-  the lint's CARGO_TARGET_DIR is on the scratch disk, and a source directory merely
-  named `target` (e.g. `src/target/`) is kept because it holds neither file.
+- Excluded (`excluded`, the one rule every walk of the worktree uses): `.git` of any kind
+  (a directory, a `.git` file pointing at one, a link, anything) at any depth: cargo needs
+  no git metadata to build a path package (it falls back to walking the directory), and it
+  is often the largest part of a checkout; a build script that runs `git` sees "not a git
+  repository", as in a source tarball. A cargo `target` directory (named `target` and
+  holding cargo's `CACHEDIR.TAG` or `.rustc_info.json`): the lint's CARGO_TARGET_DIR is on
+  the scratch disk, and a source directory merely named `target` (e.g. `src/target/`) is
+  kept because it holds neither file.
 
 Bounded, and honest about what it left out:
 - Caps on logical bytes (a sparse file counts at its size: a 3 GiB sparse file became
@@ -165,7 +166,7 @@ def excluded(dir_fd: int, name: str, st: os.stat_result) -> bool:
     except OSError:
         return False  # not a directory now: the copy below sees what it is
     try:
-        return holds_target_marker(target)
+        return _holds_target_marker(target)
     finally:
         os.close(target)
 
@@ -178,7 +179,7 @@ def other_filesystem(st: os.stat_result, device: int) -> bool:
     return not stat.S_ISLNK(st.st_mode) and st.st_dev != device
 
 
-def holds_target_marker(directory_fd: int) -> bool:
+def _holds_target_marker(directory_fd: int) -> bool:
     """Whether the open directory holds one of CARGO_TARGET_MARKERS (never following a
     link): what makes a directory named `target` cargo's, not a source directory."""
     for marker in CARGO_TARGET_MARKERS:
