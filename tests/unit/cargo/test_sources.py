@@ -20,7 +20,7 @@ MIRROR = "sparse+https://mirror.example/index/"
 
 @pytest.fixture
 def cargo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "cargo-home"
+    home = tmp_path / "host-cargo-home"
     home.mkdir()
     monkeypatch.setenv("CARGO_HOME", str(home))
     monkeypatch.delenv("CARGO_REGISTRIES_CRATES_IO_PROTOCOL", raising=False)
@@ -84,7 +84,7 @@ def test_crates_io_read_over_git_is_refused(cargo: Path, monkeypatch: pytest.Mon
 def test_the_files_read_are_cargos_deeper_first_and_config_before_config_toml(tmp_path: Path) -> None:
     start = tmp_path / "roteiro" / "tmp"
     start.mkdir(parents=True)
-    home = tmp_path / "cargo-home"
+    home = tmp_path / "host-cargo-home"
     home.mkdir()
     (home / "config.toml").write_text('[source.crates-io]\nreplace-with = "home"\n'
                                       '[source.home]\nregistry = "sparse+https://home.example/"\n')
@@ -101,7 +101,7 @@ def test_the_files_read_are_cargos_deeper_first_and_config_before_config_toml(tm
 
 
 def test_a_host_config_that_is_not_toml_or_too_large_is_refused(tmp_path: Path) -> None:
-    home = tmp_path / "cargo-home"
+    home = tmp_path / "host-cargo-home"
     home.mkdir()
     (home / "config.toml").write_bytes(b"[source\n")
     with pytest.raises(errors.SourceReplacementRefused, match="not valid TOML"):
