@@ -21,7 +21,7 @@ a clean tree. So the stream is trusted only when cargo's exit status, its closin
 
 The stderr wordings matched are those of real cargo 1.95, captured in
 tests/data/cargo-stderr/ and reproduced live by
-tests/unit/clippy/test_clippy_classify.py, plus the older lockfile wording ("needs to be
+tests/unit/clippy/test_classify.py, plus the older lockfile wording ("needs to be
 updated but --locked was passed").
 """
 

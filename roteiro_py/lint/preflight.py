@@ -147,7 +147,7 @@ def images_in_store(store_root: Path) -> list[str]:
     that no image is configured: its way forward is then the exact `config set` command.
 
     Read without the store package, which this refusal's fast path never imports
-    (test_cli checks it): index.json through the bounded reader, at most MAX_INDEX_ENTRIES entries,
+    (tests/unit/cli/test_app.py checks it): index.json through the bounded reader, at most MAX_INDEX_ENTRIES entries,
     and only names the reference grammar accepts as pinned, so nothing but a reference
     reaches the command line shown. Whether each is intact is `doctor --verify`'s
     business; an unreadable index lists nothing rather than refusing differently."""

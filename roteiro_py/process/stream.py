@@ -3,7 +3,7 @@
 This is the one place a process is started and watched: qemu (vm/qemu/machine.py),
 `Unconfined`, and every host tool (mkfs.ext4, zstd, `qemu --version`, through
 `tool.run_tool`, which turns a deadline or a failed read into a refusal) sit on it.
-tests/unit/process/test_process_contract.py fails when any other module of the package
+tests/unit/process/test_contract.py fails when any other module of the package
 starts a process (`subprocess`, `os.system`, `os.exec*`, `pty`, ...), and it lists no
 exception. What this module guarantees, and the failure each guarantee prevents:
 

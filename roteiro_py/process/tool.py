@@ -16,7 +16,7 @@ An exit status, 0 or not, is returned: what it means is the caller's to say.
 
 `subprocess.run`/`Popen` would capture output without a bound, kill nothing but the tool
 itself, and end a timeout as an unhandled `subprocess.TimeoutExpired`;
-tests/unit/process/test_process_contract.py keeps them out: no module of the package but
+tests/unit/process/test_contract.py keeps them out: no module of the package but
 `stream.py` imports `subprocess`. (How tools ran before: docs/DESIGN_NOTES.md, section
 `roteiro_py/process/tool.py`.)
 """

@@ -25,7 +25,7 @@ Guarantees:
   (`http://[::1`), a URL http.client cannot put on the wire, a token that cannot go into
   a header, a body cut short. urllib and http.client raise ValueError for the first
   three, which would reach the CLI as an internal error (exit 4); `_answer_unusable` turns
-  each into a refusal, and tests/unit/store/test_store_registry_fuzz.py fuzzes the
+  each into a refusal, and tests/unit/store/test_registry_fuzz.py fuzzes the
   headers, token JSON and redirects against a real loopback server.
 - Every request (manifest, blob, token; headers and body, redirects included) ends
   within DEADLINE seconds: a watchdog shuts the connection's socket down when it

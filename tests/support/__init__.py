@@ -1,5 +1,6 @@
-"""Helpers shared by unit and integration tests (`tests/` is on sys.path: pytest puts the
-directory of tests/conftest.py there), imported as `from support.https_server import ...`.
+"""Helpers shared by unit and integration tests, imported as a package
+(`from tests.support.https_server import ...`: `tests/` and its folders are packages, and
+pytest puts the repository root on sys.path).
 
 - `https_server`: a self-signed CA and a loopback HTTPS server with a request log and a
   hook for extra routes (a git smart-HTTP CGI, a misbehaving registry).

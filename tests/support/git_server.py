@@ -25,7 +25,7 @@ import subprocess
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from support.https_server import Route
+from tests.support.https_server import Route
 
 #: The most bytes a client may send in one request (a fetch negotiation is a few KiB).
 MAX_BODY_BYTES = 16 * 1024 * 1024

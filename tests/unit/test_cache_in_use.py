@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cargo_support import crate_bytes, stored
 from filelock import FileLock
 
 from roteiro_py import locks, paths
@@ -40,6 +39,7 @@ from roteiro_py.errors import CacheContended, DeadlineExceeded
 from roteiro_py.vm.disks import rootfs_record
 from roteiro_py.vm.mounts import cargo_views_root
 from roteiro_py.vm.qemu import template
+from tests.unit.cargo_support import crate_bytes, stored
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
@@ -444,7 +444,7 @@ def test_a_lint_holds_its_cargo_view_and_root_filesystem_until_its_vm_is_done(
             return ceiling
 
         def check(self, steps: object, grant: object) -> None:
-            pass  # the mount table's own refusals: tests/unit/test_lint_decisions.py
+            pass  # the mount table's own refusals: tests/unit/lint/test_decisions.py
 
         def run_steps(self, *args: object, **options: object) -> None:
             during.append(prune_all())

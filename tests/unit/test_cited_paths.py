@@ -270,7 +270,7 @@ def test_a_comment_starts_at_a_hash_that_starts_a_word() -> None:
 
 @pytest.mark.parametrize(("word", "cited"), [
     ("`roteiro_py/vm/qemu/rootfs.py`,", "roteiro_py/vm/qemu/rootfs.py"),
-    ("tests/unit/vm/test_vm_pure.py::test_x", "tests/unit/vm/test_vm_pure.py"),
+    ("tests/unit/vm/test_pure.py::test_x", "tests/unit/vm/test_pure.py"),
     ("roteiro_py/errors.py:42", "roteiro_py/errors.py"),
     ("scripts/test.", "scripts/test"),
     (".ci/run", ".ci/run"),

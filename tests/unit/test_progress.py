@@ -18,11 +18,11 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from pty_support import drain
 from rich.console import Console
 
 from roteiro_py import progress as P
 from roteiro_py.vm.qemu.watch import MAX_LINE_BYTES, SEARCH_LINES, JobWatch, LastLine, crate_note
+from tests.unit.pty_support import drain
 
 STAGE_LINE = re.compile(r"^(?P<name>\S(?:.*\S)?) +(?P<seconds>\d+\.\d) s$")
 HOSTILE = "\x1b[2J\x1b]8;;http://evil\x07::error::forged ##[set-output name=x]\u202e" + "A" * 1_000_000

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_errors import FACTORIES
 
 from roteiro_py import errors, shipped
 from roteiro_py.cli import app as cli
+from tests.unit.test_errors import FACTORIES
 
 ROOT = Path(__file__).resolve().parents[2]
 

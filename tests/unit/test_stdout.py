@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cargo_support import workspace
 from realcargo import DATA
-from test_doctor import provisioned
 
 from roteiro_py import errors
+from tests.unit.cargo_support import workspace
+from tests.unit.commands.test_doctor import provisioned
 
 READER_LEFT = 128 + signal.SIGPIPE
 SAVED = DATA / "reports" / "demo-before-baseline.json"

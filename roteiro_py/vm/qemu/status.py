@@ -3,7 +3,7 @@
 guest_init.sh writes one line an event on a virtio-serial port the job's commands cannot
 reach: `ready`, `start I`, `oom I N`, `exit I RC T`, `clock EPOCH`, `error ...`, `done`.
 Every number is bounded by its digits before int() sees it, so a hostile guest can neither
-make a huge integer nor a verdict out of a malformed line (tests/unit/vm/test_vm_hostile_host_side.py).
+make a huge integer nor a verdict out of a malformed line (tests/unit/vm/qemu/test_hostile_host_side.py).
 """
 
 from __future__ import annotations

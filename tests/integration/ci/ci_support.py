@@ -1,4 +1,4 @@
-"""Helpers for the CI script tests (importable by them; conftest.py puts this directory on sys.path)."""
+"""Helpers for the CI script tests (imported as `tests.integration.ci.ci_support`)."""
 
 from __future__ import annotations
 

@@ -5,17 +5,13 @@ workspace made a git repository with an `origin`, as a CI checkout is."""
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lint"))
-sys.path.insert(0, str(Path(__file__).parent))
-
-from ci_support import git  # noqa: E402
-from lint_support import HOME, ROOT, Image, build_image, provision, provision_vm_assets  # noqa: E402
+from tests.integration.ci.ci_support import git
+from tests.integration.lint.lint_support import HOME, ROOT, Image, build_image, provision, provision_vm_assets
 
 
 @pytest.fixture(scope="session")

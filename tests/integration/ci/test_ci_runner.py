@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import jsonschema  # type: ignore[import-untyped]
-from ci_support import GIT_ENV, git
-from lint_support import HOME, ROOT, Image
 
 from roteiro_py.report.github import PROVENANCE_PREFIX
+from tests.integration.ci.ci_support import GIT_ENV, git
+from tests.integration.lint.lint_support import HOME, ROOT, Image
 
 CI = ROOT / "ci"
 DATA = ROOT / "tests" / "data"

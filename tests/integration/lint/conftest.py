@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from lint_support import (  # noqa: E402
+from tests.integration.lint.lint_support import (
     HOME,
     ROOT,
     Image,
@@ -20,7 +17,7 @@ from lint_support import (  # noqa: E402
     provision,
     provision_vm_assets,
 )
-from support.https_server import make_tls, serve  # noqa: E402
+from tests.support.https_server import make_tls, serve
 
 
 @pytest.fixture(scope="session")

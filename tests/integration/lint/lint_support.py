@@ -20,13 +20,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.git_server import git_route
+from tests.support.https_server import HttpsServer, Tls
+from tests.support.registry import build_registry, make_crate
+
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from support.git_server import git_route  # noqa: E402
-from support.https_server import HttpsServer, Tls  # noqa: E402
-from support.registry import build_registry, make_crate  # noqa: E402
-
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 HOME = Path(os.environ.get("ROTEIRO_TEST_HOME", "/var/tmp/roteiro-test-home"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lint_support import Image, cli
+from tests.integration.lint.lint_support import Image, cli
 
 
 def test_a_member_path_with_levels_lints_that_member_at_deny(demo: Path, clippy_image: Image) -> None:

@@ -22,7 +22,6 @@ import os
 from pathlib import Path
 
 import pytest
-from lint_support import FMT_LIB, USES_FMT, Image, LocalRegistry, cli, crate_tree, git_lock_entry
 
 from roteiro_py import lint
 from roteiro_py.process.sandbox import Command
@@ -32,6 +31,7 @@ from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.disks.rootfs import rootfs_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES
 from roteiro_py.vm.qemu.backend import QemuBackend
+from tests.integration.lint.lint_support import FMT_LIB, USES_FMT, Image, LocalRegistry, cli, crate_tree, git_lock_entry
 
 PRIVATE = "PRIVATE-CHECKOUT-MARKER-71"
 TOKEN = "HOST-CARGO-TOKEN-SECRET-9"

@@ -16,7 +16,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, cli, crate_tree
+
+from tests.integration.lint.lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, cli, crate_tree
 
 #: A member's build script that overwrites every artifact of the dependency it can reach
 #: in the target directory, and plants a file there; it says how many it overwrote.

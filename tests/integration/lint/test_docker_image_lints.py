@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lint_support import Image, cli
+
+from tests.integration.lint.lint_support import Image, cli
 
 DOCKERFILE = """FROM scratch
 ADD base.tar /

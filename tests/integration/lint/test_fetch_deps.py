@@ -29,9 +29,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lint_support import EXE, LocalRegistry, git_lock_entry, write_lockfile
 
 from roteiro_py.process.stream import DEFAULT_PATH
+from tests.integration.lint.lint_support import EXE, LocalRegistry, git_lock_entry, write_lockfile
 
 #: A successful execve in strace's log: the program's path.
 _EXECVE = re.compile(r'^\d+\s+execve(?:at)?\((?:\d+, )?"(?P<path>[^"]*)"', re.MULTILINE)

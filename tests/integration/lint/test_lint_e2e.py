@@ -12,12 +12,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 import jsonschema
-from lint_support import HOME, ROOT, USES_FMT, Image, LocalRegistry, cli, crate_tree, write_lockfile
 
 from roteiro_py.clippy.command import ClippyOptions, clippy_argv
 from roteiro_py.clippy.parse import PathLayout, parse_messages
 from roteiro_py.vm.assets import assets
 from roteiro_py.vm.qemu import probe
+from tests.integration.lint.lint_support import (
+    HOME,
+    ROOT,
+    USES_FMT,
+    Image,
+    LocalRegistry,
+    cli,
+    crate_tree,
+    write_lockfile,
+)
 
 SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json"
 
@@ -231,7 +240,7 @@ def test_auto_lints_under_kvm_where_it_boots_and_never_falls_back_to_tcg(demo: P
     name). The real KVM probe, run fresh here, says what the host is; the CLI reads the
     verdict it stored. Where KVM boots, the lint runs and its report says KVM, hardware
     isolated; where it does not, the lint refuses before booting, names the opt-in, and
-    writes no report. tests/unit/vm/test_vm_accel_choice.py drives every other verdict."""
+    writes no report. tests/unit/vm/qemu/test_accel_choice.py drives every other verdict."""
     kvm = probe.probe("kvm", assets.load_assets(), use_cache=False)
     started = time.monotonic()
     done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--accel", "auto",

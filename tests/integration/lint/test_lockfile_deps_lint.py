@@ -19,21 +19,17 @@ import json
 import os
 import ssl
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import pytest
-from lint_support import ROOT, Image, cli
 
-sys.path.insert(0, str(ROOT / "tests"))
-
-from support.git_server import git_route  # noqa: E402
-from support.https_server import Tls, make_tls, serve  # noqa: E402
-from support.registry import build_registry, make_crate  # noqa: E402
-
-from roteiro_py.clippy.command import ClippyOptions, clippy_argv  # noqa: E402
-from roteiro_py.clippy.parse import PathLayout, parse_messages  # noqa: E402
+from roteiro_py.clippy.command import ClippyOptions, clippy_argv
+from roteiro_py.clippy.parse import PathLayout, parse_messages
+from tests.integration.lint.lint_support import Image, cli
+from tests.support.git_server import git_route
+from tests.support.https_server import Tls, make_tls, serve
+from tests.support.registry import build_registry, make_crate
 
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "t",
            "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}

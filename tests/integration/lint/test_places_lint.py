@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, crate_tree
 
 from roteiro_py import lint
 from roteiro_py.config import Settings
@@ -34,6 +33,7 @@ from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.disks.rootfs import rootfs_image
 from roteiro_py.vm.mounts import GUEST_TREES
 from roteiro_py.vm.qemu.backend import QemuBackend
+from tests.integration.lint.lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, crate_tree
 
 LIB = "pub fn one() -> u32 {\n    return 1;\n}\n"
 

@@ -15,10 +15,9 @@ import subprocess
 import threading
 from pathlib import Path
 
-from lint_support import EXE, HOME, Image, cli
-
 from roteiro_py import progress as P
 from roteiro_py.errors import EXIT_INTERRUPTED
+from tests.integration.lint.lint_support import EXE, HOME, Image, cli
 
 STAGE_LINE = re.compile(r"^(?P<name>\S(?:.*\S)?) +\d+\.\d s$")
 RUN_STAGES = [P.HYPERVISOR, P.IMAGE, P.CARGO_VIEW, P.ROOTFS, P.DEP_CACHE, P.WORKTREE, P.BOOT, P.TOOLCHAIN,

@@ -32,14 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from lint_support import Image, LocalRegistry, cli
-from support.https_server import HttpsServer, serve
-from support.registry import build_registry, make_crate
 
 from roteiro_py import lint
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE
 from roteiro_py.cargo.vendor import GUEST_SOURCES
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+from tests.integration.lint.lint_support import Image, LocalRegistry, cli
+from tests.support.https_server import HttpsServer, serve
+from tests.support.registry import build_registry, make_crate
 
 CRATE = "roteiro-mirror-probe"
 PLANTED = '[source.crates-io]\nreplace-with = "planted"\n[source.planted]\ndirectory = "/nonexistent"\n'

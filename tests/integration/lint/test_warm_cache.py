@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lint_support import HOME, Image
 
 import roteiro_py.lint
 from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.disks import share_image
+from tests.integration.lint.lint_support import HOME, Image
 
 MEMBERS = {"demo_core", "demo-app"}  # cargo target names: a lib, a bin
 EDIT = (b"return x * 2;", b"return x * 1;")  # same size; adds clippy::identity_op

@@ -245,8 +245,3 @@ def subprocess_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
     return env
 
-
-# The image builders are shared with the unit tests (tests/unit/store/store_images.py).
-import sys as _sys  # noqa: E402
-
-_sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "store"))

@@ -5,18 +5,14 @@ does not download or build again; a busybox OCI image flattened into a root file
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from oci_fixture import busybox_image  # noqa: E402
-
-from roteiro_py.vm.assets import assets  # noqa: E402
-from roteiro_py.vm.disks import rootfs  # noqa: E402
+from roteiro_py.vm.assets import assets
+from roteiro_py.vm.disks import rootfs
+from tests.integration.vm.oci_fixture import busybox_image
 
 HOME = Path(os.environ.get("ROTEIRO_TEST_HOME", "/var/tmp/roteiro-test-home"))
 

@@ -1,7 +1,7 @@
 """The assets `prefetch --vm-assets` provisions from Debian's archive, with no apt tool on
 PATH, boot a job that uses every module the guest loads: the root filesystem (virtio_blk,
 ext4, overlay), the cargo registry share (9p over virtio), and the output ports
-(virtio_console). tests/integration/archive/ checks what is fetched and refused; this checks
+(virtio_console). tests/integration/vm/assets/ checks what is fetched and refused; this checks
 that what is fetched runs. Needs the network (http://deb.debian.org)."""
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ def test_auto_runs_under_kvm_where_its_probe_boots_and_refuses_elsewhere(world: 
     with no /dev/kvm), `auto` refuses before booting the job, offers TCG by name, and never
     runs the job under it. Either way each probe answers within its own deadline. The
     verdicts this host cannot give are driven through the same decision in
-    tests/unit/vm/test_vm_accel_choice.py.
+    tests/unit/vm/qemu/test_accel_choice.py.
     """
     tree, _, disk, grant, tcg_backend = world
     found = assets.load_assets()
@@ -357,9 +357,8 @@ def test_an_image_whose_tmp_is_a_link_cannot_redirect_init_mounts(world: World, 
     and the worktree share outside the chroot; init refuses before any step runs."""
     import tarfile
 
-    from oci_fixture import _add, _blob, busybox_image
-
     from roteiro_py.vm.disks import rootfs
+    from tests.integration.vm.oci_fixture import _add, _blob, busybox_image
 
     tree, _, disk, grant, _ = world
     layers, digest = busybox_image(tmp_path / "oci")

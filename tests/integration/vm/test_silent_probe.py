@@ -15,7 +15,6 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from oci_fixture import _add, _blob, busybox_image
 
 from roteiro_py import lint
 from roteiro_py.clippy.command import SILENT_PROBE_STATUS
@@ -25,6 +24,7 @@ from roteiro_py.errors import ImageLacksLinter
 from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.disks import rootfs, scratch
 from roteiro_py.vm.qemu.backend import QemuBackend
+from tests.integration.vm.oci_fixture import _add, _blob, busybox_image
 
 STUBS = {
     "usr/bin/rustc": '#!/bin/sh\n[ "$1" = --print ] && { echo /stub; exit 0; }\n'

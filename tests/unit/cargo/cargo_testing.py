@@ -1,13 +1,12 @@
-"""What the cargo fetcher's tests share (importable: tests/unit/cargo is on sys.path)."""
+"""What the cargo fetcher's tests share (imported as `tests.unit.cargo.cargo_testing`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.https_server import HttpsServer
-
 from roteiro_py.cargo.lockfile import Pin, pin_of
+from tests.support.https_server import HttpsServer
 
 LOCKFILE = Path("/src/tree/Cargo.lock")
 TREE = LOCKFILE.parent

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cargo_testing import Registry
-from support.https_server import Tls, make_tls, serve
-from support.registry import build_registry, make_crate
+
+from tests.support.https_server import Tls, make_tls, serve
+from tests.support.registry import build_registry, make_crate
+from tests.unit.cargo.cargo_testing import Registry
 
 _CLEARED = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
             "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "CARGO_HTTP_CAINFO",

@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.git_server import git_route
-from support.https_server import Tls, serve
-from support.registry import build_registry, make_crate
 
 from roteiro_py.cargo import vendor
 from roteiro_py.cargo.lockfile import read_pins
+from tests.support.git_server import git_route
+from tests.support.https_server import Tls, serve
+from tests.support.registry import build_registry, make_crate
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 MARKER = "PRIVATE-BRANCH-7f3a9c"

@@ -14,12 +14,12 @@ import types
 from pathlib import Path
 
 import pytest
-from cargo_support import MEMBER, lockfile, workspace
 
 import roteiro_py.cargo
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, read_pins
 from roteiro_py.commands.fetch_deps import fetch_deps
 from roteiro_py.errors import LockfileWouldBeWritten, PackageRefused, TreeFileRefused
+from tests.unit.cargo_support import MEMBER, lockfile, workspace
 
 COMMIT = "2fcedca101685667c80995a10cefc3dad2c78566"
 

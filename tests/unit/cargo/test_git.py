@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.git_server import auth_route, git_route
-from support.https_server import HttpsServer, make_tls, serve
 
 from roteiro_py import errors
 from roteiro_py.cargo import git, store
 from roteiro_py.cargo.lockfile import Pin, pin_of
+from tests.support.git_server import auth_route, git_route
+from tests.support.https_server import HttpsServer, make_tls, serve
 
 MARKER = "PRIVATE-BRANCH-MARKER-5c1e0"
 

@@ -15,16 +15,16 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from cargo_testing import LOCKFILE, TREE, Registry
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.https_server import Tls, free_port
-from support.registry import build_registry, make_crate
 
 from roteiro_py import errors
 from roteiro_py.cargo import registry as reg
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, Pin, pin_of
+from tests.support.https_server import Tls, free_port
+from tests.support.registry import build_registry, make_crate
+from tests.unit.cargo.cargo_testing import LOCKFILE, TREE, Registry
 
 SECRET = "cio-SECRET-token-4711"
 

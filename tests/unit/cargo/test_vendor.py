@@ -17,12 +17,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from cargo_support import crate_bytes, stored, tree_with  # tests/unit/cargo_support.py
 
 from roteiro_py import errors
 from roteiro_py.cargo import store, vendor
 from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, Pin, read_pins
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
+from tests.unit.cargo_support import crate_bytes, stored, tree_with  # tests/unit/cargo_support.py
 
 
 def host_cargo(tree: Path, view: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

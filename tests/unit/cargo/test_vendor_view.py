@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cargo_support import crate_bytes, lockfile, stored
 
 from roteiro_py import errors, lint
 from roteiro_py.cargo import store, vendor
@@ -26,6 +25,7 @@ from roteiro_py.cargo.lockfile import CRATES_IO_SOURCE, read_pins
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root, derive_mounts
+from tests.unit.cargo_support import crate_bytes, lockfile, stored
 
 REV = "2f47bcb905c7393e7194e3d445ca71bf35c3af0d"
 

@@ -1,0 +1,163 @@
+"""The host reads the tree's manifests and lockfile as data (roteiro_py/cargo/workspace.py):
+regular files only, no links, each bounded, and no parse of hostile TOML ends in a
+traceback. What reads them: the lockfile's pins (cargo/lockfile.py, for fetch-deps and
+the lint's preflight), a member's manifest (lint/preflight.py), the workspace root's walk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roteiro_py.cargo import workspace as readers
+from roteiro_py.cargo.lockfile import read_pins
+from roteiro_py.errors import TreeFileRefused
+from tests.unit.cargo_support import MEMBER, workspace
+
+ROOT = Path(__file__).resolve().parents[3]
+NESTED = "a = " + "[" * 5000 + "]" * 5000 + "\n"
+
+
+def refusal_text(caught: pytest.ExceptionInfo[TreeFileRefused]) -> str:
+    return caught.value.guidance().render_text()
+
+
+def plant(path: Path, kind: str, tmp_path: Path, bound: int) -> None:
+    """`path` made a link, a FIFO or a device in place of the regular file it was."""
+    path.unlink()
+    if kind == "big-file":  # a link to a regular file larger than the bound
+        big = tmp_path / "big.toml"
+        big.write_bytes(b"#" * (bound + 10) + b"\n")
+        path.symlink_to(big)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        host_file = tmp_path / "host-secret"
+        host_file.write_text('[package]\nname = "HOST-SECRET"\nversion = "0.1.0"\n')
+        path.symlink_to(host_file)
+
+
+@pytest.mark.parametrize("kind", ["big-file", "fifo", "dev-zero", "host-file"])
+def test_a_manifest_or_lockfile_that_is_a_link_or_not_a_file_is_refused_naming_it(
+        tmp_path: Path, kind: str) -> None:
+    root = workspace(tmp_path, "a", "b")
+    member = root / "b" / "Cargo.toml"
+    assert readers.read_manifest(member)["package"]["name"] == "b"  # control: a regular file
+    assert read_pins(root / "Cargo.lock").path_packages == ("a",)
+    plant(member, kind, tmp_path, readers.MANIFEST_MAX_BYTES)
+    with pytest.raises(TreeFileRefused) as caught:
+        readers.read_manifest(member)
+    assert str(member) in refusal_text(caught) and "HOST-SECRET" not in refusal_text(caught)
+    plant(root / "Cargo.lock", kind, tmp_path, readers.LOCKFILE_MAX_BYTES)
+    with pytest.raises(TreeFileRefused) as caught:
+        read_pins(root / "Cargo.lock")
+    assert str(root / "Cargo.lock") in refusal_text(caught) and "HOST-SECRET" not in refusal_text(caught)
+
+
+def test_an_oversized_manifest_is_refused_naming_the_bound(tmp_path: Path) -> None:
+    root = workspace(tmp_path, "a")
+    manifest = root / "a" / "Cargo.toml"
+    manifest.write_text(MEMBER.format("a") + "#" * (readers.MANIFEST_MAX_BYTES - len(MEMBER.format("a"))))
+    assert readers.read_manifest(manifest)["package"]["name"] == "a"  # control: at the bound
+    manifest.write_text(manifest.read_text() + "#")
+    with pytest.raises(TreeFileRefused) as caught:
+        readers.read_manifest(manifest)
+    assert f"larger than {readers.MANIFEST_MAX_BYTES} bytes" in refusal_text(caught)
+
+
+def test_an_oversized_lockfile_is_refused_naming_the_bound(tmp_path: Path) -> None:
+    lock = tmp_path / "Cargo.lock"
+    with lock.open("wb") as out:
+        out.write(b'version = 4\n')
+        out.truncate(readers.LOCKFILE_MAX_BYTES + 1)  # sparse: no 16 MiB written
+    for parse in (readers.read_lockfile, read_pins):
+        with pytest.raises(TreeFileRefused) as caught:
+            parse(lock)
+        assert f"larger than {readers.LOCKFILE_MAX_BYTES} bytes" in refusal_text(caught)
+    lock.write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
+    assert read_pins(lock).pins == ()  # control: the same file, within the bound
+
+
+def test_deeply_nested_toml_is_refused_naming_the_file_wherever_it_is_parsed(tmp_path: Path) -> None:
+    """tomllib recursed into a RecursionError (exit 4) for `a = [[[[...` 5,000 deep."""
+    root = workspace(tmp_path, "a")
+    (root / "a" / "Cargo.toml").write_text(MEMBER.format("a") + NESTED)
+    with pytest.raises(TreeFileRefused) as caught:
+        readers.read_manifest(root / "a" / "Cargo.toml")
+    assert str(root / "a" / "Cargo.toml") in refusal_text(caught) and "nested" in refusal_text(caught)
+    (root / "Cargo.lock").write_text(NESTED)
+    for parse in (readers.read_lockfile, read_pins):
+        with pytest.raises(TreeFileRefused) as caught:
+            parse(root / "Cargo.lock")
+        assert str(root / "Cargo.lock") in refusal_text(caught) and "nested" in refusal_text(caught)
+    # an ancestor manifest only consulted for a [workspace] table: nested is "none"
+    (root / "Cargo.toml").write_text("[workspace]\n" + NESTED)
+    assert readers.find_workspace_root(root / "a") == root  # via the lockfile
+    (root / "Cargo.lock").unlink()
+    assert readers.find_workspace_root(root / "a") == root / "a"
+
+
+def test_a_number_too_long_for_python_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """tomllib raised a bare ValueError for a 5,000-digit integer: exit 4 from a tree."""
+    root = workspace(tmp_path, "a")
+    manifest = root / "a" / "Cargo.toml"
+    manifest.write_text(MEMBER.format("a") + "[package.metadata]\nn = " + "9" * 5000 + "\n")
+    with pytest.raises(TreeFileRefused) as caught:
+        readers.read_manifest(manifest)
+    assert str(manifest) in refusal_text(caught) and "too long" in refusal_text(caught)
+    (root / "Cargo.lock").write_text('version = 4\n[[package]]\nname = "a"\nversion = "0.1.0"\n'
+                                     "n = " + "9" * 5000 + "\n")
+    with pytest.raises(TreeFileRefused, match="too long"):
+        read_pins(root / "Cargo.lock")
+    manifest.write_text(MEMBER.format("a") + "[package.metadata]\nn = " + "9" * 4000 + "\n")
+    assert readers.read_manifest(manifest)["package"]["metadata"]["n"] > 0  # control
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+@pytest.mark.parametrize("which", ["member", "lockfile"])
+def test_an_unreadable_file_is_refused_naming_it_not_a_traceback(which: str) -> None:
+    """As root every file is readable, so the reader runs as `nobody` (setpriv) for real
+    EACCES (in a directory under /tmp that `nobody` can traverse: pytest's own tmp is 0700)."""
+    import shutil
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="readers-unreadable-", dir="/tmp"))
+    try:
+        _unreadable_case(tmp_path, which)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _unreadable_case(tmp_path: Path, which: str) -> None:
+    tmp_path.chmod(0o755)
+    root = workspace(tmp_path, "a")
+    unreadable = root / "a" / "Cargo.toml" if which == "member" else root / "Cargo.lock"
+    read = ("from roteiro_py.cargo.workspace import read_manifest as read\n" if which == "member"
+            else "from roteiro_py.cargo.lockfile import read_pins as read\n")
+    code = ("import sys\nfrom pathlib import Path\nfrom roteiro_py.errors import RoteiroError\n"
+            + read + "try:\n    read(Path(sys.argv[1]))\nexcept RoteiroError as e:\n"
+            "    print(type(e).__name__); print(e.guidance().render_text())\nelse:\n    print('READ')\n")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o777)
+    home.chmod(0o777)
+
+    def as_nobody() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               sys.executable, "-c", code, str(unreadable)], capture_output=True,
+                              text=True, env={"PYTHONPATH": str(ROOT), "ROTEIRO_HOME": str(home),
+                                              "PATH": "/nonexistent", "HOME": str(home)},
+                              timeout=60, check=False)
+
+    done = as_nobody()
+    assert done.returncode == 0 and done.stdout == "READ\n", done.stderr  # control: readable
+    unreadable.chmod(0o000)
+    done = as_nobody()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("TreeFileRefused"), done.stdout
+    assert str(unreadable) in done.stdout and "permission denied" in done.stdout
+    assert "run the same command again" in done.stdout.replace("\n", " ")
