@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.mounts import derive_mounts
-from roteiro_py.vm.qemu import backend, job, machine, status
+from roteiro_py.vm.qemu import backend, job, machine
+from roteiro_py.vm.qemu import status as status_port
 
 
 def archive_for(tree: Path, env: dict[str, str] | None = None) -> bytes:
@@ -119,10 +120,10 @@ def test_any_status_lines_give_a_job_outcome(status: list[tuple[float, str]],
     assert isinstance(outcome, JobOutcome)
     assert len(outcome.steps) <= len(steps)
     assert outcome.completed == any(line.split() == ["done"] for _, line in status)
-    assert outcome.guest_clock is None or 0 <= outcome.guest_clock < 10 ** status.CLOCK_DIGITS
+    assert outcome.guest_clock is None or 0 <= outcome.guest_clock < 10 ** status_port.CLOCK_DIGITS
     for index, step in enumerate(outcome.steps):
-        assert step.exit is None or 0 <= step.exit < 10 ** status.EXIT_DIGITS
-        assert 0 <= step.oom_kills < 10 ** status.OOM_DIGITS
+        assert step.exit is None or 0 <= step.exit < 10 ** status_port.EXIT_DIGITS
+        assert 0 <= step.oom_kills < 10 ** status_port.OOM_DIGITS
         assert step.exit is None or not step.timed_out
         # the stream that passed the cap is named (errors.OutputTooLarge says which)
         assert step.truncated_streams == tuple(kind for kind in ("stdout", "stderr")
@@ -148,7 +149,7 @@ def test_the_oom_kills_init_counted_reach_the_step_they_happened_in() -> None:
     """guest_init.sh's "oom I N" is the only evidence a SIGKILL was for memory; a line of
     another shape (too many digits, not digits) is no evidence. Control: step 0 had none."""
     lines = ["ready", "start 0", "exit 0 0 0", "start 1", "oom 1 2", "exit 1 137 0",
-             "start 2", "oom 2 " + "9" * (status.OOM_DIGITS + 1), "oom 2 x", "exit 2 137 0", "done"]
+             "start 2", "oom 2 " + "9" * (status_port.OOM_DIGITS + 1), "oom 2 x", "exit 2 137 0", "done"]
     result = machine.MachineResult(
         channels={"console": b"", "status": b""}, truncated=set(),
         status=[(float(n), line) for n, line in enumerate(lines)], console=b"", qemu_output=b"",
@@ -175,7 +176,7 @@ def test_an_exit_status_no_shell_gives_is_no_verdict() -> None:
         return [step.exit for step in backend._outcome(steps, result, backend.isolation_for("tcg")).steps]
 
     assert exits("137") == [137]
-    for hostile in ("9" * 4000, "1" + "0" * status.EXIT_DIGITS, "-9", "+1", "\u0663"):
+    for hostile in ("9" * 4000, "1" + "0" * status_port.EXIT_DIGITS, "-9", "+1", "\u0663"):
         assert exits(hostile) == [None], hostile
 
 
