@@ -21,6 +21,7 @@ from oci_fixture import busybox_image  # noqa: E402
 
 from roteiro_py.process import Command, GrantSet  # noqa: E402
 from roteiro_py.vm.disks import rootfs  # noqa: E402
+from roteiro_py.vm.options import VmOptions  # noqa: E402
 from roteiro_py.vm.qemu.backend import QemuBackend  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def main() -> None:
         d = tree / f"d{i // 100}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"f{i}.rs").write_text(f"// file {i}\n" + "fn f() {}\n" * 20)
-    backend = QemuBackend(rootfs=image, accel="tcg")
+    backend = QemuBackend(VmOptions(rootfs=image, accel="tcg"))
     grant = GrantSet.of(f"fs:read:{tree}/**", "proc:exec:true")
     boots, guest_cmd = [], []
     for _ in range(args.boots):

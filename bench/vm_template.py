@@ -39,11 +39,12 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 
 def backend_runs(tree: Path, reference: str, runs: int) -> None:
     from roteiro_py import config
-    from roteiro_py.lint import GUEST_SCRATCH, clippy_command, grant_for, guest_env, locate, package_cache, steps_for
+    from roteiro_py.lint import clippy_command, grant_for, guest_env, locate, package_cache, steps_for
     from roteiro_py.reference import parse
     from roteiro_py.store import Store
     from roteiro_py.vm.disks import scratch
     from roteiro_py.vm.disks.rootfs import rootfs_image
+    from roteiro_py.vm.options import VmOptions
     from roteiro_py.vm.qemu.backend import QemuBackend
 
     settings = config.Settings()
@@ -59,10 +60,9 @@ def backend_runs(tree: Path, reference: str, runs: int) -> None:
         for index in range(runs + 1):
             for kind in ("cold", "restored"):
                 disk = scratch.create_scratch(Path(work) / f"scratch-{kind}-{index}.img", 8192)
-                backend = QemuBackend(rootfs=rootfs.path, scratch=disk, scratch_guest=GUEST_SCRATCH,
-                                      accel="tcg", memory_mib=settings.vm.memory_mib,
-                                      template=kind == "restored", template_root=templates,
-                                      rootfs_identity=rootfs.digest)
+                backend = QemuBackend(VmOptions(
+                    rootfs=rootfs.path, scratch=disk, accel="tcg", memory_mib=settings.vm.memory_mib,
+                    template=kind == "restored", template_root=templates, rootfs_identity=rootfs.digest))
                 backend.isolation()
                 called = time.time()
                 job = backend.run_steps(steps, grant, deadline=600, template_steps=len(steps) - 1)

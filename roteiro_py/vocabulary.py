@@ -1,7 +1,8 @@
 """The words and bounds every layer shares, stated once: the choice lists (accelerators,
-exit-status thresholds, report formats, colours), the limits of a run's resources, and the
-Debian archive the VM assets come from by default. A leaf: it imports nothing of ours, so
-the settings model, the errors and the backends can all read it without a cycle.
+exit-status thresholds, report formats, colours), the limits of a run's resources, the
+guest path of the scratch disk, and the Debian archive the VM assets come from by
+default. A leaf: it imports nothing of ours, so the settings model, the errors and the
+backends can all read it without a cycle.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ FORMATS: tuple[str, ...] = get_args(Format)
 #: cargo's own values for `--color` and CARGO_TERM_COLOR.
 Color = Literal["auto", "always", "never"]
 COLORS: tuple[str, ...] = get_args(Color)
+
+
+#: Where the guest mounts the scratch disk (vm/mounts.py, the guest's places, names it
+#: there): a path no host tree uses, since a tree under it would name two places in the
+#: guest (`/scratch` would collide with a worktree under /scratch/$USER). Stated here, in
+#: a leaf, because lint names it before the first refusals, when nothing of roteiro_py.vm
+#: may load yet (tests/unit/cli/test_app.py: a refusal loads no VM code).
+GUEST_SCRATCH = "/.roteiro-scratch"
 
 
 #: The longest deadline a run may be given (`[vm] timeout_s`, --timeout): a week.

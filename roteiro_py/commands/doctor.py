@@ -87,18 +87,17 @@ def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
 def _sandbox(resolved: config.Resolved | None) -> Check:
     """The accelerator a lint of this configuration would run under, decided by the VM
     backend exactly as a lint decides it (SandboxUnavailable, VmAssetsMissing)."""
+    from roteiro_py.config import VmSettings
     from roteiro_py.vm import BACKENDS
+    from roteiro_py.vm.options import VmOptions
 
-    accel, source, kernel, initrd, backend = "auto", "default", None, None, "qemu"
+    vm, source, backend = VmSettings(), "default", "qemu"
     if resolved is not None:
-        vm = resolved.settings.vm
-        accel, source = vm.accel, str(resolved.source_of("vm.accel"))
-        kernel, initrd, backend = vm.kernel, vm.initrd, resolved.settings.lint.backend
+        vm, backend = resolved.settings.vm, resolved.settings.lint.backend
+        source = str(resolved.source_of("vm.accel"))
+    accel = vm.accel
     try:
-        isolation = BACKENDS[backend](
-            rootfs=Path(os.devnull), scratch=None, accel=accel,
-            kernel=Path(kernel) if kernel else None, initrd=Path(initrd) if initrd else None,
-        ).isolation()
+        isolation = BACKENDS[backend](VmOptions.of(vm, rootfs=Path(os.devnull))).isolation()
     except SandboxUnavailable as refused:
         if refused.tcg_possible:
             return Check("sandbox", False, f"vm.accel = {accel} ({source}): {refused.guidance().summary} "

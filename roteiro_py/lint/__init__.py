@@ -70,7 +70,6 @@ from roteiro_py.lint.preflight import (
 )
 from roteiro_py.lint.run import (
     DEFAULT_GUEST_PATH,
-    GUEST_SCRATCH,
     GUEST_TARGET_DIR,
     IMAGE_ENV_KEPT,
     IMAGE_ENV_VALUE_LIMIT,
@@ -98,6 +97,7 @@ from roteiro_py.progress import (
     Progress,
     for_stderr,
 )
+from roteiro_py.vocabulary import GUEST_SCRATCH
 
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
@@ -160,7 +160,8 @@ def _lint(request: LintRequest, progress: Progress,
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
-    from roteiro_py.vm.disks.share_image import StageLimits, staging_area
+    from roteiro_py.vm.disks.share_image import staging_area
+    from roteiro_py.vm.options import VmOptions
 
     tree = locate(request.path)
     argv = clippy_command(settings, member_of(tree))
@@ -168,14 +169,9 @@ def _lint(request: LintRequest, progress: Progress,
 
     def backend(rootfs: Path, scratch: Path | None, identity: str = "",
                 dep_cache: Path | None = None, shown: Progress = progress) -> VmBackend:
-        return BACKENDS[settings.lint.backend](
-            rootfs=rootfs, scratch=scratch, scratch_guest=GUEST_SCRATCH, accel=vm.accel,
-            cpus=vm.cpus, memory_mib=vm.memory_mib,
-            kernel=Path(vm.kernel) if vm.kernel else None,
-            initrd=Path(vm.initrd) if vm.initrd else None,
-            output_limit=vm.output_limit_mib * 1024 * 1024, stage=StageLimits.of(vm),
-            progress=shown, template=vm.template, rootfs_identity=identity,
-            dep_cache=dep_cache, dep_cache_guest=GUEST_TARGET_DIR if dep_cache else None)
+        return BACKENDS[settings.lint.backend](VmOptions.of(
+            vm, rootfs=rootfs, rootfs_identity=identity, scratch=scratch, dep_cache=dep_cache,
+            dep_cache_guest=GUEST_TARGET_DIR if dep_cache else None, progress=shown))
 
     # The probe needs no root filesystem; its verdict is cached, so the backend that runs
     # the job below asks again for free. This is a preflight: it refuses early and tells

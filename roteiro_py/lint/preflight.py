@@ -22,9 +22,9 @@ from roteiro_py.errors import (
     ScratchUnavailable,
     UsageError,
 )
-from roteiro_py.lint.run import GUEST_SCRATCH
 from roteiro_py.lint.tree import Tree
 from roteiro_py.reference import ImageReference, parse_pinned
+from roteiro_py.vocabulary import GUEST_SCRATCH
 
 
 def locate(path: Path) -> Tree:

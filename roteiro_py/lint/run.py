@@ -18,6 +18,7 @@ from roteiro_py.errors import (
     Unenforceable,
     UsageError,
 )
+from roteiro_py.vocabulary import GUEST_SCRATCH
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
@@ -33,12 +34,7 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT_S = 120.0
 
 
-#: Where the scratch disk is mounted in the guest; CARGO_TARGET_DIR lives under it. A step
-#: names a tree by its host path (vm/mounts.py), so this is a path no host tree uses: with
-#: `/scratch` a worktree under /scratch/$USER (a common HPC layout) would name two places.
-GUEST_SCRATCH = "/.roteiro-scratch"
-
-
+#: CARGO_TARGET_DIR and HOME live on the scratch disk (GUEST_SCRATCH), the one writable place.
 GUEST_TARGET_DIR = f"{GUEST_SCRATCH}/target"
 
 

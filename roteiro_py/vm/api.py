@@ -1,5 +1,6 @@
 """The VM backend protocol, and the values every backend hands back (the registry of
-backends is vm/__init__.py `BACKENDS`).
+backends is vm/__init__.py `BACKENDS`; the one options object every backend is built
+from is vm/options.py `VmOptions`).
 
 A backend is a `Sandbox` (`run(command, grant) -> Outcome`) that boots a disposable
 virtual machine per run. On top of the single-command protocol it offers `run_steps`:
@@ -36,7 +37,6 @@ from roteiro_py.process.sandbox import Command, Outcome
 
 if TYPE_CHECKING:
     from roteiro_py.vm.stamps import StampBook
-
 
 @dataclass(frozen=True)
 class Isolation:

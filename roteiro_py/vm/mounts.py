@@ -50,10 +50,12 @@ from roteiro_py import errors, paths
 from roteiro_py.process.grants import GrantAtom, GrantSet
 from roteiro_py.process.sandbox import Command
 
+# Where the scratch disk is mounted, for every backend and caller; stated in the leaf
+# vocabulary.py because lint names it before anything of roteiro_py.vm may load.
+from roteiro_py.vocabulary import GUEST_SCRATCH as GUEST_SCRATCH
+
 #: Where the guest's CARGO_HOME is assembled; set CARGO_HOME to this in a step's env.
 GUEST_CARGO_HOME = "/cargo-home"
-#: Where the scratch disk is mounted unless the caller says otherwise.
-GUEST_SCRATCH = "/scratch"
 #: Guest paths the VM itself provides: a tree share may not be one of them or hold one
 #: (a step's path there would name both); under them it is fine (it is mounted under
 #: GUEST_TREES).

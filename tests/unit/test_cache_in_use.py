@@ -427,14 +427,14 @@ def test_a_lint_holds_its_cargo_view_and_root_filesystem_until_its_vm_is_done(
     from roteiro_py import lint
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.api import Isolation
+    from roteiro_py.vm.options import VmOptions
 
     made, arguments = lay_out(tmp_path, monkeypatch)
-    ceiling = BACKENDS["qemu"](rootfs=Path(os.devnull), scratch=None,
-                               scratch_guest=lint.GUEST_SCRATCH).ceiling()
+    ceiling = BACKENDS["qemu"](VmOptions(rootfs=Path(os.devnull))).ceiling()
     during: list[subprocess.CompletedProcess[str]] = []
 
     class Backend:
-        def __init__(self, **options: object) -> None:
+        def __init__(self, options: object) -> None:
             pass
 
         def isolation(self) -> Isolation:

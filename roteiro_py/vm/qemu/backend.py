@@ -26,20 +26,19 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from roteiro_py import errors, paths
-from roteiro_py.config import VmSettings
 from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command, Outcome
-from roteiro_py.progress import BOOT, RESTORE, SILENT, WORKTREE, Progress
+from roteiro_py.progress import BOOT, RESTORE, WORKTREE
 from roteiro_py.vm.api import Isolation, JobOutcome, StagedShare, VmOutcome
 from roteiro_py.vm.assets.assets import Assets, load_assets
 from roteiro_py.vm.disks import share_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import job, probe, template
-from roteiro_py.vm.qemu.machine import OUTPUT_LIMIT, QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
+from roteiro_py.vm.qemu.machine import QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
 from roteiro_py.vm.qemu.status import StepRecord, read_status
 from roteiro_py.vm.qemu.watch import JobWatch
 from roteiro_py.vm.stamps import StampBook
-from roteiro_py.vocabulary import ACCELS
 
 #: Seconds a run may take beyond its steps' own timeouts: booting (~2-5 s under TCG on a
 #: loaded 2-core host) and powering off.
@@ -72,49 +71,11 @@ def share_transport(share: Share) -> str:
 class QemuBackend:
     name = "qemu"
 
-    def __init__(self, *, rootfs: Path, scratch: Path | None = None,
-                 scratch_guest: str = GUEST_SCRATCH, accel: str = "auto", cpus: int = 2,
-                 memory_mib: int = 256, kernel: Path | None = None,
-                 initrd: Path | None = None, output_limit: int = OUTPUT_LIMIT,
-                 qemu: str = QEMU, stage: share_image.StageLimits | None = None,
-                 progress: Progress = SILENT, template: bool = True,
-                 template_root: Path | None = None, rootfs_identity: str = "",
-                 dep_cache: Path | None = None, dep_cache_guest: str | None = None) -> None:
-        if accel not in ACCELS:
-            raise errors.UsageError(f"[vm] accel must be one of {', '.join(ACCELS)}, "
-                                    f"not {accel!r}")
-        self.rootfs = rootfs
-        self.scratch = scratch
-        self.scratch_guest = scratch_guest
-        self.accel = accel
-        self.cpus = cpus
-        self.memory_mib = memory_mib
-        self.kernel = kernel
-        self.initrd = initrd
-        self.output_limit = output_limit
+    def __init__(self, options: VmOptions, *, qemu: str = QEMU) -> None:
+        """A backend building each run's VM from `options` (vm/options.py); `qemu` is
+        the hypervisor's program (tests put a fake one in its place)."""
+        self.options = options
         self.qemu = qemu
-        self.stage = stage or share_image.StageLimits.of(VmSettings())
-        #: Told WORKTREE, BOOT or RESTORE, then (from the guest, vm/qemu/watch.py)
-        #: TOOLCHAIN, CLIPPY.
-        self.progress = progress
-        #: Whether runs given `template_steps` restore from a VM template (template.py).
-        self.template = template
-        self.template_root = template_root
-        #: What the caller verified the root filesystem as (lint: the sealed digest of
-        #: the cached root filesystem); part of the template key with the file's identity.
-        self.rootfs_identity = rootfs_identity
-        #: A dependency cache (roteiro_py/depcache/: a read-only ext4 image) the guest
-        #: layers under `dep_cache_guest`, a directory on the scratch, with the scratch
-        #: taking every write (guest_init.sh mount_depcache).
-        if (dep_cache is None) != (dep_cache_guest is None):
-            raise ValueError("a dependency cache needs both its image and its guest directory")
-        if dep_cache_guest is not None and not (
-                scratch is not None
-                and PurePosixPath(scratch_guest) in PurePosixPath(dep_cache_guest).parents):
-            raise ValueError(f"the dependency cache's directory {dep_cache_guest} is not "
-                             f"under the scratch disk's {scratch_guest}")
-        self.dep_cache = dep_cache
-        self.dep_cache_guest = dep_cache_guest
         self._assets: Assets | None = None
         self._resolved: str | None = None
 
@@ -122,7 +83,7 @@ class QemuBackend:
 
     def assets(self) -> Assets:
         if self._assets is None:
-            self._assets = load_assets(self.kernel, self.initrd)
+            self._assets = load_assets(self.options.kernel, self.options.initrd)
         return self._assets
 
     def isolation(self) -> Isolation:
@@ -132,14 +93,14 @@ class QemuBackend:
 
     def _resolve_accel(self) -> str:
         assets = self.assets()
-        if self.accel == "tcg":
+        if self.options.accel == "tcg":
             verdict = probe.probe("tcg", assets, qemu=self.qemu)
             if not verdict.usable:
                 raise errors.SandboxUnavailable(verdict.reason, accel="tcg",
                                                 findings=(f"tcg: {verdict.reason}",))
             return "tcg"
         # auto means the host's own hardware accelerator: KVM (the host is Linux x86_64).
-        wanted = ("kvm",) if self.accel == "auto" else (self.accel,)
+        wanted = ("kvm",) if self.options.accel == "auto" else (self.options.accel,)
         findings = []
         for accel in wanted:
             verdict = probe.probe(accel, assets, qemu=self.qemu)
@@ -148,7 +109,7 @@ class QemuBackend:
             findings.append(f"{accel}: {verdict.reason}")
         tcg = probe.probe("tcg", assets, qemu=self.qemu)
         raise errors.SandboxUnavailable(
-            "no hardware acceleration that boots a guest", accel=self.accel,
+            "no hardware acceleration that boots a guest", accel=self.options.accel,
             findings=tuple(findings), tcg_possible=tcg.usable)
 
     def ceiling(self) -> GrantSet:
@@ -161,11 +122,11 @@ class QemuBackend:
         Never the network (there is no network device), a secret or an ambient variable
         (the guest's environment is set, never inherited).
         """
-        return GrantSet.of("fs:read:/**", "fs:list:/**", f"fs:write:{self.scratch_guest}/**",
+        return GrantSet.of("fs:read:/**", "fs:list:/**", f"fs:write:{GUEST_SCRATCH}/**",
                            "proc:exec:*")
 
     def mounts(self, steps: Sequence[Command], grant: GrantSet) -> MountTable:
-        return _table(steps, grant, self.scratch_guest if self.scratch else None)
+        return _table(steps, grant, GUEST_SCRATCH if self.options.scratch else None)
 
     def check(self, steps: Sequence[Command], grant: GrantSet) -> None:
         """errors.Unenforceable exactly where `run_steps` would refuse `grant` (the mount
@@ -176,10 +137,10 @@ class QemuBackend:
         refused only after the root filesystem and the dependency cache were built.
         Then the refusals of each tree's copy (errors.TreeTooLarge, errors.TreeIncomplete),
         by a walk that copies nothing (share_image.check_tree), for the same reason."""
-        table = _table(steps, grant, self.scratch_guest)
+        table = _table(steps, grant, GUEST_SCRATCH)
         for share in table.shares:
             if share_transport(share) == "image":
-                share_image.check_tree(share.host, self.stage)
+                share_image.check_tree(share.host, self.options.stage)
 
     # -- running --------------------------------------------------------------------
 
@@ -205,7 +166,7 @@ class QemuBackend:
         process group is killed and what arrived is kept, or, if it passes before the
         boot, errors.DeadlineExceeded. `staging`, `clock`, `stamps`: see
         `VmBackend.run_steps`.
-        `template_steps`: with `self.template`, the run is a clone of the template that
+        `template_steps`: with `options.template`, the run is a clone of the template that
         ran the first that many steps (template.py), unless a share image does not fit
         its slot or a template step failed: then it boots cold, with the same isolation.
         """
@@ -216,31 +177,31 @@ class QemuBackend:
         stamps = stamps if stamps is not None else StampBook.fresh()
         clock = stamps.clock if clock is None else clock
         archive = job.job_archive(table, steps, stop_on_failure=stop_on_failure, images=images,
-                                  clock=clock, dep_cache=self.dep_cache_guest)
+                                  clock=clock, dep_cache=self.options.dep_cache_guest)
         assets = self.assets()
         isolation = self.isolation()
-        if not self.rootfs.is_file():
-            raise errors.VmAssetsMissing("root filesystem image", self.rootfs)
-        disks = [Disk(job.ROOT_SERIAL, self.rootfs, readonly=True)]
+        if not self.options.rootfs.is_file():
+            raise errors.VmAssetsMissing("root filesystem image", self.options.rootfs)
+        disks = [Disk(job.ROOT_SERIAL, self.options.rootfs, readonly=True)]
         if table.scratch is not None:
-            assert self.scratch is not None
-            if not self.scratch.is_file():
-                raise errors.ScratchUnavailable(self.scratch, "the scratch image does not "
-                                                "exist (create it with create_scratch)")
-            disks.append(Disk(job.SCRATCH_SERIAL, self.scratch,
+            assert self.options.scratch is not None
+            if not self.options.scratch.is_file():
+                raise errors.ScratchUnavailable(self.options.scratch, "the scratch image does "
+                                                "not exist (create it with create_scratch)")
+            disks.append(Disk(job.SCRATCH_SERIAL, self.options.scratch,
                               readonly=table.scratch_mode != "rw"))
-        if self.dep_cache is not None:
-            if not self.dep_cache.is_file():
-                raise errors.VmAssetsMissing("dependency cache image", self.dep_cache)
-            disks.append(Disk(job.DEPS_SERIAL, self.dep_cache, readonly=True))
+        if self.options.dep_cache is not None:
+            if not self.options.dep_cache.is_file():
+                raise errors.VmAssetsMissing("dependency cache image", self.options.dep_cache)
+            disks.append(Disk(job.DEPS_SERIAL, self.options.dep_cache, readonly=True))
         ports = tuple(f"{kind}{i}" for i in range(len(steps)) for kind in ("stdout", "stderr"))
         limit = deadline or sum(s.timeout for s in steps) + BOOT_ALLOWANCE
         until = started + limit
-        limits = dataclasses.replace(self.stage, deadline=until, deadline_s=limit)
+        limits = dataclasses.replace(self.options.stage, deadline=until, deadline_s=limit)
         staged: list[StagedShare] = []
         with contextlib.ExitStack() as built:
             if images:
-                self.progress.stage(WORKTREE)
+                self.options.progress.stage(WORKTREE)
             for index in sorted(images):
                 host = table.shares[index].host
                 keep = staging / job.share_serial(index) if staging is not None else None
@@ -253,20 +214,20 @@ class QemuBackend:
                                               stopped="the VM was not started")
             spec = MachineSpec(
                 assets=assets, accel=isolation.accelerator,
-                cpu=probe.CPU[isolation.accelerator], cpus=self.cpus,
-                memory_mib=self.memory_mib, disks=tuple(disks),
+                cpu=probe.CPU[isolation.accelerator], cpus=self.options.cpus,
+                memory_mib=self.options.memory_mib, disks=tuple(disks),
                 shares=tuple((job.share_tag(i), s.host) for i, s in enumerate(table.shares)
                              if i not in images),
                 ports=ports, job=archive, qemu=self.qemu)
-            if self.template and 0 < template_steps < len(steps) and template.fits(spec):
+            if self.options.template and 0 < template_steps < len(steps) and template.fits(spec):
                 cloned = self._from_template(spec, steps, template_steps, table, images,
                                              stop_on_failure, until, limit, isolation, clock)
                 if cloned is not None:
                     return dataclasses.replace(cloned, staged=tuple(staged))
-            self.progress.stage(BOOT)
+            self.options.progress.stage(BOOT)
             result = boot(spec, deadline=until - time.monotonic(),
-                          output_limit=self.output_limit,
-                          watch=JobWatch(self.progress, len(steps)).feed)
+                          output_limit=self.options.output_limit,
+                          watch=JobWatch(self.options.progress, len(steps)).feed)
         return dataclasses.replace(_outcome(steps, result, isolation, table), staged=tuple(staged))
 
     def _from_template(self, spec: MachineSpec, steps: list[Command], first: int,
@@ -278,7 +239,7 @@ class QemuBackend:
         as it always did). The template is held shared from its check until the clone is
         done (template.in_use). A template that fails to restore is rebuilt once, when no
         other run holds it (else this run boots cold); a second failure is the run's."""
-        key = template.template_key(spec, steps[:first], self.rootfs_identity,
+        key = template.template_key(spec, steps[:first], self.options.rootfs_identity,
                                     kernel_cmdline())
         archive = job.template_archive(steps[:first], template.reseed_program())
         for disk in spec.disks:  # share images, padded (sparse) to their slot's size
@@ -286,20 +247,20 @@ class QemuBackend:
                 os.truncate(disk.path, template.IMAGE_SLOT_BYTES)
         failure = ""
         result: MachineResult | None = None
-        root = self.template_root or template.templates_root()
+        root = self.options.template_root or template.templates_root()
         for _attempt in range(2):
             try:
                 # held (shared) until the clone is done: no prune or sweep removes it meanwhile
                 with template.in_use(spec, steps[:first], key, archive, until=until,
                                      deadline_s=limit, root=root,
-                                     building=lambda: self.progress.stage(BOOT)) as found:
-                    self.progress.stage(RESTORE)
+                                     building=lambda: self.options.progress.stage(BOOT)) as found:
+                    self.options.progress.stage(RESTORE)
                     clone = job.clone_archive(table, steps, first, stop_on_failure=stop_on_failure,
                                               images=images, clock=clock, seed=template.seed(),
-                                              dep_cache=self.dep_cache_guest)
+                                              dep_cache=self.options.dep_cache_guest)
                     restored = template.restore(found, spec, clone, until=until,
-                                                output_limit=self.output_limit,
-                                                watch=JobWatch(self.progress, len(steps)).feed)
+                                                output_limit=self.options.output_limit,
+                                                watch=JobWatch(self.options.progress, len(steps)).feed)
                     result = restored.result
                     if any(line == "ready" for _, line in result.status) or result.timed_out:
                         outcome = _outcome(steps, result, isolation, table, cached=found.steps)

@@ -30,6 +30,7 @@ from roteiro_py.store import Store
 from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.disks.rootfs import rootfs_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu.backend import QemuBackend
 from tests.integration.lint.lint_support import FMT_LIB, USES_FMT, Image, LocalRegistry, cli, crate_tree, git_lock_entry
 
@@ -96,7 +97,7 @@ def test_the_guest_finds_only_the_pinned_packages_under_its_cargo_home(
     image = Store.default().resolve(parse_pinned(clippy_image.reference, source="test"))
     rootfs = rootfs_image(image.layers, image.manifest_digest).path
     disk = scratch.create_scratch(tmp_path / "scratch.ext4", 64)
-    backend = QemuBackend(rootfs=rootfs, scratch=disk, scratch_guest=lint.GUEST_SCRATCH, accel="tcg")
+    backend = QemuBackend(VmOptions(rootfs=rootfs, scratch=disk, accel="tcg"))
     host_cargo = os.environ["CARGO_HOME"]
     script = (f"find {GUEST_CARGO_HOME} -type f | sort; echo ==; "
               f"find {GUEST_CARGO_HOME} -name .git -o -name '*.crate'; echo ==; "

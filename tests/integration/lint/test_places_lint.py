@@ -32,6 +32,7 @@ from roteiro_py.store import Store
 from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.disks.rootfs import rootfs_image
 from roteiro_py.vm.mounts import GUEST_TREES
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu.backend import QemuBackend
 from tests.integration.lint.lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, crate_tree
 
@@ -107,7 +108,7 @@ def test_a_tree_lints_wherever_it_is_on_the_host(places: list[Path], clippy_imag
         steps = steps or found[:2]  # the probes, once
         steps.append(found[2])
         atoms |= lint.grant_for(shaped, None, None).atoms
-    backend = QemuBackend(rootfs=rootfs, scratch=disk, scratch_guest=lint.GUEST_SCRATCH, accel="tcg")
+    backend = QemuBackend(VmOptions(rootfs=rootfs, scratch=disk, accel="tcg"))
     job = backend.run_steps(steps, GrantSet(frozenset(atoms)), stop_on_failure=False,
                             template_steps=2)
     assert job.completed, (job.failure, job.console[-2000:])

@@ -16,7 +16,8 @@ import pytest
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.assets import assets
 from roteiro_py.vm.disks import scratch
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, cargo_views_root
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu.backend import QemuBackend
 
 NO_APT = ("apt-get", "apt-cache", "dpkg-deb", "dpkg", "depmod")
@@ -40,12 +41,12 @@ def test_assets_from_the_archive_boot_a_job_with_every_mount(
     (registry / "cache" / "pinned.crate").write_text("crate bytes\n")
     monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
     grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
-                        f"fs:read:{registry}/**", "fs:write:/scratch/**", "proc:exec:sh")
-    backend = QemuBackend(rootfs=rootfs_image, scratch=scratch.create_scratch(tmp_path / "s.img", 64),
-                          accel="tcg")
+                        f"fs:read:{registry}/**", f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:sh")
+    backend = QemuBackend(VmOptions(rootfs=rootfs_image, accel="tcg",
+                                    scratch=scratch.create_scratch(tmp_path / "s.img", 64)))
     assert backend.assets().kernel == home / "vm" / assets.KERNEL_FILE  # the new ones, not the suite's
     script = (f"uname -r; cat Cargo.toml; cat {GUEST_CARGO_HOME}/registry/cache/pinned.crate; "
-              "echo w > /scratch/w && cat /scratch/w; cut -d' ' -f3 /proc/mounts | sort -u")
+              f"echo w > {GUEST_SCRATCH}/w && cat {GUEST_SCRATCH}/w; cut -d' ' -f3 /proc/mounts | sort -u")
     outcome = backend.run(Command("sh", ("-c", script), tree, {"PATH": "/bin"}, timeout=60), grant)
     assert outcome.exit == 0, outcome
     lines = outcome.stdout.decode().splitlines()

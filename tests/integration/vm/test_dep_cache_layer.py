@@ -15,7 +15,12 @@ import pytest
 
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.disks import scratch
+from roteiro_py.vm.mounts import GUEST_SCRATCH
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu.backend import QemuBackend
+
+#: Where the runs below layer the cache: a directory on the scratch, as a lint's target dir.
+TARGET = f"{GUEST_SCRATCH}/target"
 
 
 def sh(script: str, cwd: str = "/tmp", timeout: float = 60) -> Command:
@@ -26,20 +31,20 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-WRITE_CACHE = r"""
-mkdir -p /scratch/target/debug/deps /scratch/target/debug/.fingerprint/itoa-1
-echo cached-rmeta > /scratch/target/debug/deps/libitoa-1.rmeta
-echo fingerprint > /scratch/target/debug/.fingerprint/itoa-1/lib-itoa
+WRITE_CACHE = f"""
+mkdir -p {TARGET}/debug/deps {TARGET}/debug/.fingerprint/itoa-1
+echo cached-rmeta > {TARGET}/debug/deps/libitoa-1.rmeta
+echo fingerprint > {TARGET}/debug/.fingerprint/itoa-1/lib-itoa
 echo written
 """
 
-HOSTILE_RUN = r"""
-cat /scratch/target/debug/deps/libitoa-1.rmeta
-echo poisoned > /scratch/target/debug/deps/libitoa-1.rmeta && echo "overwrote in the merged view"
-rm -rf /scratch/target/debug/.fingerprint/itoa-1 && echo "removed in the merged view"
-echo new > /scratch/target/member.rmeta && echo "wrote a new file"
-cat /scratch/target/debug/deps/libitoa-1.rmeta
-mount -o remount,rw /scratch/target 2>&1 | head -1
+HOSTILE_RUN = f"""
+cat {TARGET}/debug/deps/libitoa-1.rmeta
+echo poisoned > {TARGET}/debug/deps/libitoa-1.rmeta && echo "overwrote in the merged view"
+rm -rf {TARGET}/debug/.fingerprint/itoa-1 && echo "removed in the merged view"
+echo new > {TARGET}/member.rmeta && echo "wrote a new file"
+cat {TARGET}/debug/deps/libitoa-1.rmeta
+mount -o remount,rw {TARGET} 2>&1 | head -1
 for d in /dev/vd*; do [ -e "$d" ] && echo "device visible: $d"; done
 [ -e /depcache ] && echo "cache mount reachable" || echo "cache mount out of reach"
 """
@@ -49,8 +54,8 @@ for d in /dev/vd*; do [ -e "$d" ] && echo "device visible: $d"; done
 def test_a_run_writes_above_the_cache_and_the_cache_is_untouched(tmp_path: Path,
                                                                  rootfs_image: Path) -> None:
     cache = scratch.create_scratch(tmp_path / "cache.ext4", 64)
-    writer = QemuBackend(rootfs=rootfs_image, scratch=cache, accel="tcg", template=False)
-    grant = GrantSet.of("fs:write:/scratch/**", "proc:exec:sh")
+    writer = QemuBackend(VmOptions(rootfs=rootfs_image, scratch=cache, accel="tcg", template=False))
+    grant = GrantSet.of(f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:sh")
     built = writer.run_steps([sh(WRITE_CACHE)], grant)
     assert built.completed and built.steps[0].exit == 0, (built.failure, built.steps[0].stderr)
     cache.chmod(0o444)
@@ -58,8 +63,8 @@ def test_a_run_writes_above_the_cache_and_the_cache_is_untouched(tmp_path: Path,
 
     def layered_run(script: str) -> tuple[str, str]:
         disk = scratch.create_scratch(tmp_path / f"scratch-{len(list(tmp_path.iterdir()))}.ext4", 64)
-        backend = QemuBackend(rootfs=rootfs_image, scratch=disk, accel="tcg", template=False,
-                              dep_cache=cache, dep_cache_guest="/scratch/target")
+        backend = QemuBackend(VmOptions(rootfs=rootfs_image, scratch=disk, accel="tcg", template=False,
+                                        dep_cache=cache, dep_cache_guest=TARGET))
         outcome = backend.run_steps([sh(script)], grant)
         assert outcome.completed, (outcome.failure, outcome.console[-2000:])
         return outcome.steps[0].stdout.decode(), outcome.steps[0].stderr.decode()
@@ -74,8 +79,8 @@ def test_a_run_writes_above_the_cache_and_the_cache_is_untouched(tmp_path: Path,
     assert lines[-1] == "cache mount out of reach", "the cache's own mount is outside the run's root"
     # ... and none of it reached the cache: its bytes are unchanged, and a new run sees it whole
     assert digest(cache) == before
-    again, _ = layered_run("cat /scratch/target/debug/deps/libitoa-1.rmeta; "
-                           "ls /scratch/target/debug/.fingerprint; ls /scratch/target")
+    again, _ = layered_run(f"cat {TARGET}/debug/deps/libitoa-1.rmeta; "
+                           f"ls {TARGET}/debug/.fingerprint; ls {TARGET}")
     assert again.splitlines() == ["cached-rmeta", "itoa-1", "debug"]
 
 
@@ -83,14 +88,14 @@ def test_a_run_writes_above_the_cache_and_the_cache_is_untouched(tmp_path: Path,
 def test_a_cache_whose_target_is_a_link_is_refused_by_the_guest(tmp_path: Path,
                                                                  rootfs_image: Path) -> None:
     cache = scratch.create_scratch(tmp_path / "cache.ext4", 64)
-    writer = QemuBackend(rootfs=rootfs_image, scratch=cache, accel="tcg", template=False)
-    grant = GrantSet.of("fs:write:/scratch/**", "proc:exec:sh")
-    built = writer.run_steps([sh("ln -s / /scratch/target && echo linked")], grant)
+    writer = QemuBackend(VmOptions(rootfs=rootfs_image, scratch=cache, accel="tcg", template=False))
+    grant = GrantSet.of(f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:sh")
+    built = writer.run_steps([sh(f"ln -s / {TARGET} && echo linked")], grant)
     assert built.steps[0].stdout == b"linked\n"
     disk = scratch.create_scratch(tmp_path / "scratch.ext4", 64)
-    backend = QemuBackend(rootfs=rootfs_image, scratch=disk, accel="tcg", template=False,
-                          dep_cache=cache, dep_cache_guest="/scratch/target")
-    outcome = backend.run_steps([sh("ls /scratch/target")], grant)
+    backend = QemuBackend(VmOptions(rootfs=rootfs_image, scratch=disk, accel="tcg", template=False,
+                                    dep_cache=cache, dep_cache_guest=TARGET))
+    outcome = backend.run_steps([sh(f"ls {TARGET}")], grant)
     assert not outcome.completed and not outcome.steps
     assert "no plain target directory" in (outcome.failure or "")
 
@@ -99,4 +104,4 @@ def test_a_cache_directory_outside_the_scratch_is_refused_before_anything(tmp_pa
                                                                           rootfs_image: Path) -> None:
     disk = scratch.create_scratch(tmp_path / "scratch.ext4", 64)
     with pytest.raises(ValueError, match="not under the scratch"):
-        QemuBackend(rootfs=rootfs_image, scratch=disk, dep_cache=disk, dep_cache_guest="/target")
+        VmOptions(rootfs=rootfs_image, scratch=disk, dep_cache=disk, dep_cache_guest="/target")

@@ -13,6 +13,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.api import VmOutcome
 from roteiro_py.vm.assets import assets
 from roteiro_py.vm.disks import scratch
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES, cargo_views_root
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, GUEST_TREES, cargo_views_root
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import probe
 from roteiro_py.vm.qemu.backend import QemuBackend, isolation_for
 
@@ -76,9 +78,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rootfs_image: Path) -
     monkeypatch.setenv("ROTEIRO_HOST_ONLY_SECRET", "leaked")
     disk = scratch.create_scratch(tmp_path / "scratch.img", 64)
     grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
-                        f"fs:read:{registry}/**", "fs:write:/scratch/**",
+                        f"fs:read:{registry}/**", f"fs:write:{GUEST_SCRATCH}/**",
                         "proc:exec:sh")
-    backend = QemuBackend(rootfs=rootfs_image, scratch=disk, accel="tcg")
+    backend = QemuBackend(VmOptions(rootfs=rootfs_image, scratch=disk, accel="tcg"))
     try:
         yield tree, registry, disk, grant, backend
     finally:
@@ -100,8 +102,8 @@ attempt() {
 attempt
 mount -o remount,rw "$1" 2>&1; mount -o remount,rw / 2>&1
 attempt
-echo scratch-control > /scratch/control && echo "scratch ok"
-"""
+echo scratch-control > $SCRATCH/control && echo "scratch ok"
+""".replace("$SCRATCH", GUEST_SCRATCH)
 
 #: Lines that, if they reached the status port, would change what the host reads: step 3's
 #: status, and OOM evidence for this step (5) and the next (6).
@@ -118,7 +120,7 @@ for p in /sys/class/virtio-ports/*; do
   read -r name < "$p/name"; [ "$name" = status ] && read -r dev < "$p/dev"
 done
 echo "status port $dev"
-for d in /tmp /dev/shm /scratch /cargo-home; do
+for d in /tmp /dev/shm $SCRATCH /cargo-home; do
   if mknod "$d/port" c "${dev%%:*}" "${dev#*:}" 2>/dev/null; then
     echo "made $d/port"
     printf '%s' "$FORGED" > "$d/port" 2>/dev/null && echo "wrote $d/port"
@@ -127,13 +129,13 @@ for d in /tmp /dev/shm /scratch /cargo-home; do
 done
 ls /dev
 exit 7
-""".replace("$FORGED", "'" + FORGED.replace("\\n", "\n") + "'")
+""".replace("$FORGED", "'" + FORGED.replace("\\n", "\n") + "'").replace("$SCRATCH", GUEST_SCRATCH)
 
-PLANT = r"""
-echo warm-data > /scratch/warm.txt
-cp /bin/busybox /scratch/suid && chmod 4755 /scratch/suid && stat -c '%a' /scratch/suid
-mknod /scratch/node c 1 3 2>&1 || echo "mknod refused"
-ln -s /etc/shadow /scratch/link && readlink /scratch/link
+PLANT = f"""
+echo warm-data > {GUEST_SCRATCH}/warm.txt
+cp /bin/busybox {GUEST_SCRATCH}/suid && chmod 4755 {GUEST_SCRATCH}/suid && stat -c '%a' {GUEST_SCRATCH}/suid
+mknod {GUEST_SCRATCH}/node c 1 3 2>&1 || echo "mknod refused"
+ln -s /etc/shadow {GUEST_SCRATCH}/link && readlink {GUEST_SCRATCH}/link
 """
 
 
@@ -191,7 +193,7 @@ def test_one_boot_enforces_read_only_env_network_status_and_credentials(world: W
     assert disk.is_file() and not disk.is_symlink()  # ... and on the host it is one file
 
     # Warm run: a second boot sees what the first wrote to the scratch.
-    again = backend.run(sh("cat /scratch/warm.txt; ls /scratch", tree), grant)
+    again = backend.run(sh(f"cat {GUEST_SCRATCH}/warm.txt; ls {GUEST_SCRATCH}", tree), grant)
     assert again.exit == 0 and again.stdout.startswith(b"warm-data\n"), again
 
 
@@ -221,7 +223,7 @@ def test_deadlines_kill_on_time_keep_partial_output_and_leave_nothing(world: Wor
     assert second.timed_out and second.exit is None and second.stdout == b"second\n"
     assert not job.completed and "deadline" in (job.failure or "")
     assert 19.5 < elapsed < 23.0, elapsed
-    assert qemu_processes(str(backend.scratch)) == []
+    assert qemu_processes(str(backend.options.scratch)) == []
 
 
 #: Every way the probe words "this accelerator cannot run our guest" (probe.py).
@@ -255,7 +257,7 @@ def test_auto_runs_under_kvm_where_its_probe_boots_and_refuses_elsewhere(world: 
     kvm = verdicts[0]
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):  # a host with no KVM at all: known without a boot
         assert not kvm.usable, kvm
-    auto = QemuBackend(rootfs=tcg_backend.rootfs, scratch=disk, accel="auto")
+    auto = QemuBackend(VmOptions(rootfs=tcg_backend.options.rootfs, scratch=disk, accel="auto"))
     if kvm.usable:
         outcome = auto.run(sh("echo ran", tree), grant)
         assert outcome.exit == 0 and outcome.stdout == b"ran\n", outcome
@@ -278,8 +280,7 @@ def test_auto_runs_under_kvm_where_its_probe_boots_and_refuses_elsewhere(world: 
 def test_a_step_past_the_output_cap_is_truncated_and_stops_the_vm(world: World) -> None:
     tree, _, _, grant, backend = world
     limit = 1 << 20
-    capped = QemuBackend(rootfs=backend.rootfs, scratch=backend.scratch, accel="tcg",
-                         output_limit=limit)
+    capped = QemuBackend(replace(backend.options, output_limit=limit))
     steps = [sh("echo started >&2; yes flood", tree, timeout=100),  # never ends by itself
              sh("echo never", tree)]
     started = time.monotonic()
@@ -295,7 +296,7 @@ def test_a_step_past_the_output_cap_is_truncated_and_stops_the_vm(world: World) 
     assert flood.stdout.startswith(b"flood\nflood\n")
     assert not job.completed and f"passed the limit of {limit} bytes" in (job.failure or "")
     assert elapsed < 40, elapsed  # stopped at the cap, not at the 60 s deadline
-    assert qemu_processes(str(capped.scratch)) == []
+    assert qemu_processes(str(capped.options.scratch)) == []
 
 
 @pytest.mark.timeout(120)
@@ -304,13 +305,11 @@ def test_a_kernel_override_boots_and_a_wrong_one_is_refused_before_booting(
     tree, _, _, grant, backend = world
     mine = tmp_path / "my-vmlinux"
     mine.write_bytes(assets.load_assets().kernel.read_bytes())
-    custom = QemuBackend(rootfs=backend.rootfs, scratch=backend.scratch, accel="tcg",
-                         kernel=mine)
+    custom = QemuBackend(replace(backend.options, kernel=mine))
     outcome = custom.run(sh("echo booted; uname -r", tree), grant)
     assert outcome.exit == 0 and outcome.stdout.startswith(b"booted\n"), outcome
     assert custom.assets().kernel == mine and custom.assets().source == "config"
-    wrong = QemuBackend(rootfs=backend.rootfs, scratch=backend.scratch, accel="tcg",
-                        kernel=Path("/bin/busybox").resolve())
+    wrong = QemuBackend(replace(backend.options, kernel=Path("/bin/busybox").resolve()))
     started = time.monotonic()
     with pytest.raises(errors.VmAssetsMissing) as refused:
         wrong.run(sh("echo booted", tree), grant)
@@ -366,7 +365,7 @@ def test_an_image_whose_tmp_is_a_link_cannot_redirect_init_mounts(world: World, 
                  "application/vnd.oci.image.layer.v1.tar")
     image = rootfs.rootfs_image([*layers, evil], "sha256:" + hashlib.sha256(
         (digest + evil.digest).encode()).hexdigest()).path
-    backend = QemuBackend(rootfs=image, scratch=disk, accel="tcg")
+    backend = QemuBackend(VmOptions(rootfs=image, scratch=disk, accel="tcg"))
     job = backend.run_steps([sh("echo RAN", tree)], grant)
     assert not job.steps and not job.completed
     assert "path /tmp passes through a symbolic link" in (job.failure or ""), job.failure

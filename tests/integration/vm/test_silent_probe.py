@@ -23,6 +23,7 @@ from roteiro_py.config import Settings
 from roteiro_py.errors import ImageLacksLinter
 from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.disks import rootfs, scratch
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu.backend import QemuBackend
 from tests.integration.vm.oci_fixture import _add, _blob, busybox_image
 
@@ -63,8 +64,8 @@ def run_lint_steps(tmp_path: Path, image: Path, says: str, template: bool) -> Jo
     shaped = lint.Tree(asked=tree, workspace=tree, repo_root=tree)
     steps = lint.steps_for(shaped, settings, env, lint.clippy_command(settings))
     disk = scratch.create_scratch(tmp_path / "scratch.img", 64)
-    backend = QemuBackend(rootfs=image, scratch=disk, scratch_guest=lint.GUEST_SCRATCH,
-                          accel="tcg", template=template, template_root=tmp_path / "templates")
+    backend = QemuBackend(VmOptions(rootfs=image, scratch=disk, accel="tcg", template=template,
+                                    template_root=tmp_path / "templates"))
     return backend.run_steps(steps, lint.grant_for(shaped, None, None), stop_on_failure=True,
                              deadline=300, template_steps=2 if template else 0)
 

@@ -13,6 +13,8 @@ import pytest
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.disks import scratch
+from roteiro_py.vm.mounts import GUEST_SCRATCH
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import template
 from roteiro_py.vm.qemu.backend import QemuBackend
 
@@ -21,7 +23,7 @@ RANDOM = "taskset 1 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo"
 #: The template's step: prints random bytes the clones must never repeat.
 PROBE = f"echo probe-ran; {RANDOM}"
 #: The clone's step: its worktree, its scratch, fresh random bytes, its clock.
-JOB = (f"cat file; ls /scratch; echo mine > /scratch/mark-$(cat file); {RANDOM}; "
+JOB = (f"cat file; ls {GUEST_SCRATCH}; echo mine > {GUEST_SCRATCH}/mark-$(cat file); {RANDOM}; "
        "date +%s")
 
 
@@ -37,10 +39,10 @@ class Run:
         (self.tree / "file").write_text(f"content-{name}\n")
         self.disk = scratch.create_scratch(tmp / f"scratch-{name}.img", scratch_mib)
         self.grant = GrantSet.of(f"fs:read:{self.tree}/**", f"fs:list:{self.tree}/**",
-                                 "fs:write:/scratch/**", "proc:exec:sh")
-        self.backend = QemuBackend(rootfs=rootfs, scratch=self.disk, accel="tcg",
-                                   memory_mib=256, cpus=CPUS, template=enabled, template_root=templates,
-                                   rootfs_identity="test-rootfs")
+                                 f"fs:write:{GUEST_SCRATCH}/**", "proc:exec:sh")
+        self.backend = QemuBackend(VmOptions(
+            rootfs=rootfs, scratch=self.disk, accel="tcg", memory_mib=256, cpus=CPUS, template=enabled,
+            template_root=templates, rootfs_identity="test-rootfs"))
         self.outcome: JobOutcome | None = None
 
     def run(self, probe: str = PROBE) -> JobOutcome:

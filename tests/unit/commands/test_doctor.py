@@ -70,7 +70,7 @@ def test_doctor_exits_0_only_when_every_required_check_passes(
     from roteiro_py.vm.qemu import probe
 
     class Usable:  # the backend's probe, as on a host where KVM runs guests
-        def __init__(self, **options: object) -> None:
+        def __init__(self, options: object) -> None:
             pass
 
         def isolation(self) -> Isolation:

@@ -31,6 +31,7 @@ from roteiro_py.process.grants import GrantSet
 from roteiro_py.process.sandbox import Command
 from roteiro_py.report.model import Finding
 from roteiro_py.vm.api import Isolation, JobOutcome, VmBackend, VmOutcome
+from roteiro_py.vm.options import VmOptions
 
 PIN = "localhost/x/clippy@sha256:" + "c" * 64
 LOCK_WITH_REGISTRY = (
@@ -133,7 +134,7 @@ def test_preflight_order_cheapest_first(tmp_path: Path, monkeypatch: pytest.Monk
     calls: list[str] = []
 
     class Backend:
-        def __init__(self, **options: object) -> None:
+        def __init__(self, options: object) -> None:
             pass
 
         def isolation(self) -> Isolation:
@@ -342,7 +343,7 @@ def test_verbose_details_say_what_chose_the_accelerator_and_the_image(
     _workspace(tmp_path)
 
     class Backend:
-        def __init__(self, **options: object) -> None:
+        def __init__(self, options: object) -> None:
             pass
 
         def isolation(self) -> Isolation:
@@ -388,7 +389,7 @@ def _qemu_sandbox() -> VmBackend:
     """The backend lint() asks before it prepares anything, built as lint() builds it."""
     from roteiro_py.vm import BACKENDS
 
-    return BACKENDS["qemu"](rootfs=Path(os.devnull), scratch=None, scratch_guest=lint.GUEST_SCRATCH)
+    return BACKENDS["qemu"](VmOptions(rootfs=Path(os.devnull)))
 
 
 def _steps(tree: lint.Tree) -> list[Command]:
@@ -512,8 +513,7 @@ def test_a_workspace_the_backend_never_shares_is_refused_before_anything_is_buil
         "credentials.toml; no part of the host's cargo home is shared with the VM "
         "(the qemu backend's mount table); nothing was prepared or booted.\n"
         f"  note: Move CARGO_HOME out of {ws} (in CI: to a directory outside the checkout).\n")
-    run = QemuBackend(rootfs=Path(os.devnull), scratch=tmp_path / "scratch.img",
-                      scratch_guest=lint.GUEST_SCRATCH)
+    run = QemuBackend(VmOptions(rootfs=Path(os.devnull), scratch=tmp_path / "scratch.img"))
     with pytest.raises(Unenforceable) as at_run:
         run.mounts(steps, grant)  # what run_steps asks, once everything was built
     assert at_run.value.atom == refused.value.atom

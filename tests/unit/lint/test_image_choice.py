@@ -43,7 +43,7 @@ class Backend:
 
     calls: list[str] = []
 
-    def __init__(self, **options: object) -> None:
+    def __init__(self, options: object) -> None:
         pass
 
     def isolation(self) -> Isolation:

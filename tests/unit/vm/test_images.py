@@ -24,7 +24,8 @@ from roteiro_py import config, errors, paths, vocabulary
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.assets.assets import Assets, kernel_format, load_assets
 from roteiro_py.vm.disks import rootfs, rootfs_record, share_image
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, cargo_views_root
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import job, machine
 from tests.integration.vm.oci_fixture import Layer, busybox_image
@@ -307,7 +308,7 @@ def argv_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grant_extra: str) -
         return machine.MachineResult({}, set(), [], b"", b"", 0, False, None, 0.0, 0.0)
 
     monkeypatch.setattr(qemu_backend, "boot", fake_boot)
-    backend = qemu_backend.QemuBackend(rootfs=root_image, scratch=disk, accel="tcg")
+    backend = qemu_backend.QemuBackend(VmOptions(rootfs=root_image, scratch=disk, accel="tcg"))
     backend._assets = Assets(tmp_path / "k", tmp_path / "i", "0", "0", "test", "config")
     backend._resolved = "tcg"
     grant = GrantSet.of(f"fs:read:{tree}/**", f"fs:list:{tree}/**",
@@ -319,7 +320,7 @@ def argv_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grant_extra: str) -
 
 def test_every_share_and_the_root_are_attached_read_only_by_qemu(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = argv_of(tmp_path, monkeypatch, "fs:write:/scratch/**")
+    argv = argv_of(tmp_path, monkeypatch, f"fs:write:{GUEST_SCRATCH}/**")
     drives = {options(argv[i + 1])["id"]: options(argv[i + 1])
               for i, word in enumerate(argv) if word == "-drive"}
     fsdevs = [options(argv[i + 1]) for i, word in enumerate(argv) if word == "-fsdev"]
@@ -339,7 +340,7 @@ def test_every_share_and_the_root_are_attached_read_only_by_qemu(
 
 def test_a_scratch_only_read_is_attached_read_only_too(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = argv_of(tmp_path, monkeypatch, "fs:read:/scratch/**")
+    argv = argv_of(tmp_path, monkeypatch, f"fs:read:{GUEST_SCRATCH}/**")
     drives = [options(argv[i + 1]) for i, word in enumerate(argv) if word == "-drive"]
     assert len(drives) == 3 and all(d.get("readonly") == "on" for d in drives), drives
 

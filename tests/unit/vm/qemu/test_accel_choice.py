@@ -20,6 +20,7 @@ import pytest
 from roteiro_py import errors, vocabulary
 from roteiro_py.vm.api import Isolation
 from roteiro_py.vm.assets.assets import Assets
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import probe
 
@@ -50,7 +51,7 @@ class Host:
 
 
 def backend_for(tmp_path: Path, accel: str) -> qemu_backend.QemuBackend:
-    return qemu_backend.QemuBackend(rootfs=tmp_path / "rootfs.ext4", accel=accel,
+    return qemu_backend.QemuBackend(VmOptions(rootfs=tmp_path / "rootfs.ext4", accel=accel),
                                     qemu=str(tmp_path / "bin" / "qemu-system-x86_64"))
 
 

@@ -23,7 +23,8 @@ import pytest
 
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.assets.assets import Assets
-from roteiro_py.vm.mounts import cargo_views_root
+from roteiro_py.vm.mounts import GUEST_SCRATCH, cargo_views_root
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import job, probe, template
 
@@ -124,21 +125,20 @@ class World:
     def run(self, shares: str, disks: str, *, templated: bool) -> None:
         scratch = "rw" in DISKS[disks] or "ro" in DISKS[disks]
         deps = "deps" in DISKS[disks]
-        backend = qemu_backend.QemuBackend(
+        backend = qemu_backend.QemuBackend(VmOptions(
             rootfs=self.tmp / "rootfs.ext4", scratch=self.tmp / "scratch.ext4" if scratch else None,
-            accel=self.accel, qemu=str(self.qemu), template=templated,
-            template_root=self.tmp / "templates",
+            accel=self.accel, template=templated, template_root=self.tmp / "templates",
             dep_cache=self.tmp / "deps.ext4" if deps else None,
-            dep_cache_guest="/scratch/deps" if deps else None)
+            dep_cache_guest=f"{GUEST_SCRATCH}/deps" if deps else None), qemu=str(self.qemu))
         atoms = ["proc:exec:cargo"]
         if "tree" in SHARES[shares]:
             atoms += [f"fs:read:{self.tree}/**", f"fs:list:{self.tree}/**"]
         if "registry" in SHARES[shares]:
             atoms.append(f"fs:read:{self.view}/registry/**")
         if "rw" in DISKS[disks]:
-            atoms.append("fs:write:/scratch/**")
+            atoms.append(f"fs:write:{GUEST_SCRATCH}/**")
         if "ro" in DISKS[disks]:
-            atoms.append("fs:read:/scratch/**")
+            atoms.append(f"fs:read:{GUEST_SCRATCH}/**")
         cwd = self.tree if "tree" in SHARES[shares] else Path("/tmp")
         steps = [Command("cargo", ("--version",), cwd, {}), Command("cargo", ("clippy",), cwd, {})]
         backend.run_steps(steps, GrantSet.of(*atoms), template_steps=1 if templated else 0)

@@ -39,6 +39,7 @@ from roteiro_py.lint.judgement import judge_job
 from roteiro_py.process import Command, GrantSet
 from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.assets.assets import Assets
+from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import backend as qemu_backend
 from roteiro_py.vm.qemu import machine, probe
 
@@ -108,8 +109,8 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     step = Command("cargo", ("clippy", "--message-format=json"), Path("/tmp"), {}, timeout=30)
 
     def one() -> JobOutcome:
-        backend = qemu_backend.QemuBackend(rootfs=tmp_path / "rootfs.ext4", accel="tcg",
-                                           qemu=str(qemu), template=False)
+        backend = qemu_backend.QemuBackend(VmOptions(rootfs=tmp_path / "rootfs.ext4", accel="tcg",
+                                                     template=False), qemu=str(qemu))
         return backend.run_steps([step], GrantSet.of("proc:exec:cargo"), deadline=30)
 
     yield one, step
