@@ -636,7 +636,6 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
                          headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
         why = _not_https(newurl)
         if why:
-            fp.close()
             try:
                 where = urllib.parse.urlsplit(newurl)
                 shown = f"{where.scheme}://{where.netloc}"
@@ -648,6 +647,17 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         if new is not None and token is not None and _origin(req.full_url) == _origin(new.full_url):
             new.add_unredirected_header("Authorization", token)
         return new
+
+    def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                       headers: http.client.HTTPMessage) -> IO[bytes] | None:
+        """The stdlib's, the redirect's body closed unread first: the stdlib drains it whole
+        into memory (a Content-Length of 100 GB is allocated) and, when that read or the
+        Location's parse raises, leaves the response and its TLS socket to the garbage
+        collector. Every request says `Connection: close`, so nothing is lost unread."""
+        fp.close()
+        return cast("IO[bytes] | None", super().http_error_302(req, fp, code, msg, headers))
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 def _opener(host: HostCargo, watch: _Watch) -> urllib.request.OpenerDirector:

@@ -4,12 +4,14 @@ bytes, whatever the registry, the network or the host's cargo cache does."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -559,6 +561,47 @@ def test_any_response_ends_in_a_download_or_a_refusal(registry: Registry) -> Non
             text(error)
 
     one()
+
+
+def _raw(response: bytes) -> Callable[[BaseHTTPRequestHandler], bool]:
+    def answer(handler: BaseHTTPRequestHandler) -> bool:
+        handler.wfile.write(response)
+        handler.close_connection = True
+        return True
+    return answer
+
+
+@contextlib.contextmanager
+def _no_unclosed_socket() -> Iterator[None]:
+    """Fails when the block leaves a socket for the garbage collector to close."""
+    gc.collect()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        yield
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_redirect_whose_location_does_not_parse_closes_its_connection(registry: Registry) -> None:
+    """A shape the fuzz above found: the stdlib's redirect handler raised ValueError with
+    the response (and its TLS socket) still open, for the garbage collector to close."""
+    registry.server.route("/crates/", _raw(b"HTTP/1.1 302 Found\r\nLocation: https://[::1/\r\n\r\n"))
+    with _no_unclosed_socket(), pytest.raises(errors.PackageSourceUnreachable):
+        fetch(registry.pin("itoa", "1.0.15"))
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 99999999999\r\n\r\n",
+                                     b"Transfer-Encoding: chunked\r\n\r\n5\r\nab"],
+                         ids=["100-GB", "broken-chunk"])
+def test_a_redirects_body_is_never_read(registry: Registry, framing: bytes) -> None:
+    """Shapes the fuzz above found: the stdlib drained a redirect's body whole (a 100 GB
+    allocation: MemoryError, or a broken read that left the socket open); it is closed
+    unread and the redirect followed."""
+    (registry.root / "real").mkdir()
+    (registry.root / "real" / "itoa.crate").write_bytes(registry.crates[("itoa", "1.0.15")])
+    registry.server.route("/crates/", _raw(b"HTTP/1.1 302 Found\r\nLocation: /real/itoa.crate\r\n" + framing))
+    with _no_unclosed_socket():
+        assert fetch(registry.pin("itoa", "1.0.15")) == "download"
 
 
 # -- what the user reads --------------------------------------------------------------------
