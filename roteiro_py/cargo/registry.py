@@ -63,6 +63,7 @@ from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Pin
 from roteiro_py.cargo.sources import HostSources, host_sources
 from roteiro_py.guidance import printable
+from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.socket_deadline import SocketDeadline
 from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
@@ -629,8 +630,9 @@ def _origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or 443
 
 
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Redirects to https only; a token follows one only to the same origin."""
+class _Redirects(UnreadRedirectHandler):
+    """Redirects to https only; a token follows one only to the same origin. The
+    redirect's body is closed unread before this runs (redirects.py)."""
 
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
                          headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
@@ -647,17 +649,6 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         if new is not None and token is not None and _origin(req.full_url) == _origin(new.full_url):
             new.add_unredirected_header("Authorization", token)
         return new
-
-    def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                       headers: http.client.HTTPMessage) -> IO[bytes] | None:
-        """The stdlib's, the redirect's body closed unread first: the stdlib drains it whole
-        into memory (a Content-Length of 100 GB is allocated) and, when that read or the
-        Location's parse raises, leaves the response and its TLS socket to the garbage
-        collector. Every request says `Connection: close`, so nothing is lost unread."""
-        fp.close()
-        return cast("IO[bytes] | None", super().http_error_302(req, fp, code, msg, headers))
-
-    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 def _opener(host: HostCargo, watch: _Watch) -> urllib.request.OpenerDirector:

@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from http.client import HTTPResponse
 from typing import IO, cast
 
+from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.reference import ImageReference, is_loopback_host
 from roteiro_py.socket_deadline import SocketDeadline
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
@@ -115,13 +116,13 @@ def _redirect_allowed(source: str, target: str) -> bool:
             and is_loopback_host(to.hostname or ""))
 
 
-class _RedirectHandler(urllib.request.HTTPRedirectHandler):
+class _RedirectHandler(UnreadRedirectHandler):
     """urllib's redirect handling, refusing a target `_redirect_allowed` does not allow,
-    and a Location that is no URL (urllib parses it before `redirect_request` sees it)."""
+    and a Location that is no URL (urllib parses it before `redirect_request` sees it).
+    The redirect's body is closed unread (redirects.py), or with the refusal of its Location."""
 
     def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int,
-                       msg: str, headers: http.client.HTTPMessage,
-                       ) -> urllib.request.Request | None:
+                       msg: str, headers: http.client.HTTPMessage) -> IO[bytes] | None:
         location = headers.get("location") or headers.get("uri")
         if location is not None:
             origin = urllib.parse.urlsplit(req.full_url).netloc
@@ -138,13 +139,8 @@ class _RedirectHandler(urllib.request.HTTPRedirectHandler):
                          msg: str, headers: http.client.HTTPMessage, newurl: str,
                          ) -> urllib.request.Request | None:
         origin = urllib.parse.urlsplit(req.full_url).netloc
-        try:
-            where = _split_url(newurl, lambda url: f"the Location {url} that {origin} redirected to")
-        except SourceError:
-            fp.close()
-            raise
+        where = _split_url(newurl, lambda url: f"the Location {url} that {origin} redirected to")
         if not _redirect_allowed(req.full_url, newurl):
-            fp.close()
             raise SourceError(
                 f"{origin} redirected to {where.scheme}://{where.netloc}, which is not an "
                 "HTTPS URL (plain HTTP is followed only from a loopback registry to loopback)")

@@ -63,6 +63,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.vm.assets import openpgp
 from roteiro_py.vocabulary import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
 
@@ -187,16 +188,16 @@ def local_root(archive: str) -> Path | None:
     return Path(archive).expanduser()
 
 
-class _HttpRedirectsOnly(urllib.request.HTTPRedirectHandler):
+class _HttpRedirectsOnly(UnreadRedirectHandler):
     """Redirects to http(s) only: urllib's own handler follows one to ftp://, whose login
     no read of `fetch` sees, so MIN_BYTES_PER_S would not bound it (a trickling FTP greeting
-    held a registry pull: store/registry.py). Plain HTTP is fine here: content is signed."""
+    held a registry pull: store/registry.py). Plain HTTP is fine here: content is signed.
+    The redirect's body is closed unread before this runs (redirects.py)."""
 
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
                          headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
         scheme = urllib.parse.urlsplit(newurl).scheme
         if scheme not in ("http", "https"):
-            fp.close()
             raise ArchiveError(f"{urllib.parse.urlsplit(req.full_url).path}: redirected to "
                                f"{scheme[:20]}://, neither http nor https", refused=False)
         return super().redirect_request(req, fp, code, msg, headers, newurl)

@@ -189,6 +189,65 @@ def test_a_redirect_from_loopback_to_plain_http_elsewhere_is_refused(tmp_path: P
     assert inside_asked == [], "the host was sent to a non-loopback address over plain HTTP"
 
 
+def raw_redirect(image: Image, head: bytes, closed: threading.Event) -> Route:
+    """Every blob but the config answered with `head` (a redirect's status line, headers and
+    what follows them) as raw bytes; `closed` is set once the client closes that connection.
+
+    The server sees the close: a plain-HTTP socket left to the garbage collector gives no
+    ResourceWarning (its makefile() closes it quietly), so the client side cannot tell."""
+    def route(handler: BaseHTTPRequestHandler) -> bool:
+        if "/blobs/" not in handler.path or handler.path.endswith(sha(image.config)):
+            return False
+        handler.wfile.write(head)
+        handler.wfile.flush()
+        handler.close_connection = True
+        handler.connection.settimeout(10)
+        try:
+            if handler.connection.recv(1) == b"":
+                closed.set()
+        except OSError:
+            pass
+        return True
+    return route
+
+
+def test_a_redirect_whose_location_does_not_parse_closes_its_connection(tmp_path: Path) -> None:
+    """urllib parses the Location before `redirect_request` sees it; a ValueError there left
+    the reply and its socket open for as long as the error was kept (here: held)."""
+    image = make_image({"a": b"L" * 4000})
+    closed = threading.Event()
+    head = b"HTTP/1.1 302 Found\r\nLocation: https://[::1/\r\nContent-Length: 5\r\n\r\nabcde"
+    with serve(image, raw_redirect(image, head, closed)) as (port, _):
+        outcome = pull_in_thread(Store(tmp_path / "store"),
+                                 f"127.0.0.1:{port}/team/clippy@{image.digest}", 10)
+        assert isinstance(outcome[0], PrefetchFailed), outcome
+        assert "is not a usable URL" in str(outcome[0])
+        assert closed.wait(5), "the redirect's connection is still open, its refusal held"
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 99999999999\r\n\r\n",
+                                     b"Transfer-Encoding: chunked\r\n\r\n5\r\nab"],
+                         ids=["100-GB", "broken-chunk"])
+def test_a_redirects_body_is_never_read(tmp_path: Path, framing: bytes) -> None:
+    """urllib read a redirect's body whole before following it: a 100 GB Content-Length was
+    a 100 GB allocation (MemoryError, an internal error), a chunk that broke off failed the
+    pull. The body is closed unread (the connection with it) and the redirect followed."""
+    image = make_image({"a": b"L" * 4000})
+    closed = threading.Event()
+
+    def elsewhere(handler: BaseHTTPRequestHandler) -> bool:
+        location = b"/v2/team/clippy/cdn/" + handler.path.rsplit("/", 1)[-1].encode()
+        head = b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\n" + framing
+        return raw_redirect(image, head, closed)(handler)
+
+    with serve(image, elsewhere) as (port, asked):
+        outcome = pull_in_thread(Store(tmp_path / "store"),
+                                 f"127.0.0.1:{port}/team/clippy@{image.digest}", 20)
+        assert outcome == ["provisioned"], outcome
+        assert any("/cdn/" in path for path in asked), "the redirect was followed"
+        assert closed.wait(5), "the redirect's connection was left open"
+
+
 def test_a_deeply_nested_token_response_is_a_refusal_not_a_crash(tmp_path: Path) -> None:
     """json.loads with ValueError caught raised RecursionError here (exit 4)."""
     image = make_image({"a": b"x"})

@@ -568,6 +568,47 @@ def test_a_redirect_is_followed_to_http_or_https_only(
     assert debian_archive.fetch(moved.url, "pool/k.deb", 1000) == b"ok"
 
 
+def replies_then_waits_for_close(reply: bytes, closed: threading.Event) -> Callable[[socket.socket], None]:
+    """Sends `reply`, then sets `closed` once the client closes the connection. The server
+    sees the close: a plain-HTTP socket left to the garbage collector gives no ResourceWarning
+    (its makefile() closes it quietly; measured), so the client side cannot tell."""
+    def answer(conn: socket.socket) -> None:
+        conn.sendall(reply)
+        conn.settimeout(10)
+        if conn.recv(1) == b"":
+            closed.set()
+    return answer
+
+
+def test_a_redirect_whose_location_does_not_parse_closes_its_connection(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer]) -> None:
+    """urllib parses the Location before `redirect_request` sees it; its ValueError left the
+    reply and its socket open for as long as the error was kept (here: held)."""
+    closed = threading.Event()
+    hostile = serve(replies_then_waits_for_close(
+        b"HTTP/1.1 302 Found\r\nLocation: https://[::1/\r\nContent-Length: 5\r\n\r\nabcde", closed))
+    with pytest.raises(debian_archive.ArchiveError, match="Invalid IPv6 URL") as failed:
+        debian_archive.fetch(hostile.url, "pool/k.deb", 1000)
+    assert not failed.value.refused
+    assert closed.wait(5), "the redirect's connection is still open, its error held"
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 99999999999\r\n\r\n",
+                                     b"Transfer-Encoding: chunked\r\n\r\n5\r\nab"],
+                         ids=["100-GB", "broken-chunk"])
+def test_a_redirects_body_is_never_read(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer], framing: bytes) -> None:
+    """urllib read a redirect's body whole before following it: a 100 GB Content-Length was
+    a 100 GB allocation (MemoryError, an internal error), a chunk that broke off failed the
+    download. The body is closed unread (the connection with it) and the redirect followed."""
+    closed = threading.Event()
+    good = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+    moved = serve(replies_then_waits_for_close(
+        f"HTTP/1.1 302 Found\r\nLocation: {good.url}/pool/k.deb\r\n".encode() + framing, closed))
+    assert debian_archive.fetch(moved.url, "pool/k.deb", 1000) == b"ok"
+    assert closed.wait(5), "the redirect's connection was left open"
+
+
 # -- two archives: the main suite and the security archive, each signed (here by the test's
 # own key, pinned in place of Debian's: the only fake, since no test can make Debian sign) --
 
