@@ -31,16 +31,30 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roteiro_py import paths
+from roteiro_py import config, paths
+from roteiro_py.cargo.lockfile import read_pins
+from roteiro_py.cargo.store import packages_root
+from roteiro_py.cargo.vendor import missing_from_store
+from roteiro_py.cargo.workspace import find_workspace_root
+from roteiro_py.depcache.store import cache_dir as store_dir
 from roteiro_py.errors import (
     EXIT_OK,
     EXIT_REFUSED,
+    ConfigError,
+    ImageNotProvisioned,
+    NoImageConfigured,
     RoteiroError,
     SandboxUnavailable,
     config_set_image_command,
     prefetch_command,
 )
 from roteiro_py.guidance import printable
+from roteiro_py.lint.preflight import pinned_image
+from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
+from roteiro_py.reference import parse
+from roteiro_py.store import Store
+from roteiro_py.untrusted import guard
+from roteiro_py.vm.disks.rootfs_record import hash_sparse, verify_all
 
 if TYPE_CHECKING:
     from roteiro_py import config
@@ -69,9 +83,6 @@ def can_lint(results: list[Check]) -> bool:
 
 
 def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
-    from roteiro_py import config
-    from roteiro_py.errors import ConfigError
-
     try:
         resolved = config.resolve(path)
     except ConfigError as error:
@@ -87,6 +98,8 @@ def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
 def _sandbox(resolved: config.Resolved | None) -> Check:
     """The accelerator a lint of this configuration would run under, decided by the VM
     backend exactly as a lint decides it (SandboxUnavailable, VmAssetsMissing)."""
+    # looked up when called, as the conductor does: tests replace the registry
+    # (tests/unit/test_doctor.py)
     from roteiro_py.vm import BACKENDS
 
     accel, source, kernel, initrd, backend = "auto", "default", None, None, "qemu"
@@ -118,9 +131,6 @@ def _sandbox(resolved: config.Resolved | None) -> Check:
 def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference | None, list[Check]]:
     """The image a lint of PATH would use: configured and pinned (the preflight's own
     refusals), then present in the store (the lookup every lint makes)."""
-    from roteiro_py.errors import NoImageConfigured
-    from roteiro_py.lint.preflight import pinned_image
-
     if resolved is None:
         return None, [Check("image", False, "not checked: the configuration cannot be read",
                             required=True)]
@@ -135,9 +145,6 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
         return None, [Check("image", False, error.guidance().summary, required=True)]
     configured = Check("image", True, f"{reference} ({resolved.source_of('lint.image')})",
                        required=True)
-    from roteiro_py.errors import ImageNotProvisioned
-    from roteiro_py.store import Store
-
     try:
         image = Store.default().resolve(reference)
     except ImageNotProvisioned as absent:
@@ -156,8 +163,6 @@ def checks(path: Path = Path(".")) -> list[Check]:
 
 
 def _platform() -> Check:
-    from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
-
     current = host()
     refused = refusal(current)
     if refused is not None:
@@ -172,6 +177,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     found: list[Check] = [host, configuration]
     if not host.ok:
         return found, None
+    # lazy: on a host no lint runs on, doctor loads nothing of the VM (cryptography, the qemu stack)
     from roteiro_py.vm.assets.assets import PROVISION_COMMAND, describe_assets, load_assets, source_of_assets
     from roteiro_py.vm.qemu import probe
 
@@ -219,8 +225,6 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     found.extend(image)
     store = paths.store_root()
     try:
-        from roteiro_py.store import Store
-
         references = Store(store).references() if store.exists() else []
         found.append(Check("image store", bool(references),
                            f"{store}: {len(references)} image(s)"
@@ -237,11 +241,6 @@ def _packages(path: Path) -> Check:
     """Whether the package store holds every package PATH's lockfile pins (a lint refuses
     otherwise, naming them; `fetch-deps` fills it). Informational: fetch-deps is the fix,
     and a tree without a lockfile or with only path dependencies needs none."""
-    from roteiro_py.cargo.lockfile import read_pins
-    from roteiro_py.cargo.store import packages_root
-    from roteiro_py.cargo.vendor import missing_from_store
-    from roteiro_py.cargo.workspace import find_workspace_root
-
     store = packages_root()
     try:
         root = find_workspace_root(path)
@@ -270,11 +269,6 @@ def verified(configured: str | None = None) -> list[Check]:
     (vm/disks/rootfs_record.py says what that does not catch: this does).
     `configured`: the image PATH's configuration names; its re-hash failing is required
     (a lint of it would fail), another image's is not, and a rebuilt cache never is."""
-    from roteiro_py.depcache.store import cache_dir as store_dir
-    from roteiro_py.reference import parse
-    from roteiro_py.store import Store
-    from roteiro_py.vm.disks.rootfs_record import hash_sparse, verify_all
-
     wanted = None
     if configured is not None:
         parsed = parse(configured)
@@ -329,8 +323,6 @@ def _verdict_line(results: list[Check], path: Path) -> str:
 
 def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human") -> int:
     """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not."""
-    from roteiro_py.untrusted import guard
-
     results, reference = _checks(path)
     if verify:
         results += verified(str(reference) if reference is not None else None)
@@ -341,6 +333,7 @@ def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "h
     marks = {True: "ok  ", False: "MISS", None: "info"}
     verdict = _verdict_line(results, path)
     if sys.stdout.isatty():
+        # lazy: rich only on a terminal
         from rich.console import Console
         from rich.text import Text
 
