@@ -43,15 +43,9 @@ from pathlib import Path
 from typing import Protocol
 
 from roteiro_py import paths
-from roteiro_py.cargo import vendor
-from roteiro_py.depcache import store
 from roteiro_py.errors import UsageError
 from roteiro_py.eviction import evict
-from roteiro_py.locks import taken_if_free
 from roteiro_py.untrusted import guard, sanitise
-from roteiro_py.vm.disks import rootfs_record
-from roteiro_py.vm.mounts import cargo_views_root
-from roteiro_py.vm.qemu import template
 
 #: The most names of one kind's directory looked at.
 MAX_NAMES = 100_000
@@ -155,14 +149,24 @@ class _DependencyCaches:
     label = "dependency cache"
 
     def entries(self) -> list[CacheEntry]:
+        # lazy: a kind's module (the qemu stack, ssl, filelock) loads only when that kind is used:
+        # `cache prune`'s usage refusal loads none of them
+        from roteiro_py.depcache import store
+
         return [CacheEntry("deps", entry.key, entry.path, entry.size, entry.last_used,
                            None if entry.failed is None else f"build failed: {entry.failed}")
                 for entry in store.entries()]
 
     def lock_path(self, entry: CacheEntry) -> Path:
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.depcache import store
+
         return store.lock_path(entry.key)
 
     def delete(self, entry: CacheEntry) -> None:
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.depcache import store
+
         store.discard(entry.key)
 
 
@@ -173,7 +177,10 @@ class _Templates:
     _NAME = re.compile(r"([0-9a-f]{32})")
 
     def _root(self) -> Path:
-        return template.templates_root()
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.vm.qemu.template import templates_root
+
+        return templates_root()
 
     def entries(self) -> list[CacheEntry]:
         return _directory_entries("template", self._root(), self._NAME)
@@ -182,7 +189,10 @@ class _Templates:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
-        template.discard(entry.path)
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.vm.qemu.template import discard
+
+        discard(entry.path)
 
 
 class _RootFilesystems:
@@ -200,10 +210,16 @@ class _RootFilesystems:
                                            directories=False)]
 
     def lock_path(self, entry: CacheEntry) -> Path:
-        return rootfs_record.lock_path(entry.path)
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.vm.disks.rootfs_record import lock_path
+
+        return lock_path(entry.path)
 
     def delete(self, entry: CacheEntry) -> None:
-        rootfs_record.discard(entry.path)
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.vm.disks.rootfs_record import discard
+
+        discard(entry.path)
 
 
 class _KeptBuilds:
@@ -240,13 +256,19 @@ class _CargoViews:
     _NAME = re.compile(r"([0-9a-f]{32})")
 
     def entries(self) -> list[CacheEntry]:
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.vm.mounts import cargo_views_root
+
         return _directory_entries("cargo-view", cargo_views_root(), self._NAME)
 
     def lock_path(self, entry: CacheEntry) -> Path:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
-        vendor.discard(entry.path)
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.cargo.vendor import discard
+
+        discard(entry.path)
 
 
 #: Every kind `cache` knows, by the name `--kind` takes, in the order they are listed.
@@ -285,6 +307,9 @@ def prune(*, older_than_days: float | None = None, max_size_mib: int | None = No
     `older_than_days` ago, then the least recently used until the rest fit in
     `max_size_mib`, or with `everything` all of them; never one whose lock is held.
     UsageError when no criterion is given or `everything` comes with one."""
+    # lazy: see _DependencyCaches.entries
+    from roteiro_py.locks import taken_if_free
+
     criteria = older_than_days is not None or max_size_mib is not None
     if not (criteria or everything):
         raise UsageError("`cache prune` needs a criterion: --older-than DAYS, --max-size MIB, "

@@ -32,11 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roteiro_py import config, paths
-from roteiro_py.cargo.lockfile import read_pins
-from roteiro_py.cargo.store import packages_root
-from roteiro_py.cargo.vendor import missing_from_store
-from roteiro_py.cargo.workspace import find_workspace_root
-from roteiro_py.depcache.store import cache_dir as store_dir
 from roteiro_py.errors import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -49,15 +44,11 @@ from roteiro_py.errors import (
     prefetch_command,
 )
 from roteiro_py.guidance import printable
-from roteiro_py.lint.preflight import pinned_image
 from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
 from roteiro_py.reference import parse
-from roteiro_py.store import Store
 from roteiro_py.untrusted import guard
-from roteiro_py.vm.disks.rootfs_record import hash_sparse, verify_all
 
 if TYPE_CHECKING:
-    from roteiro_py import config
     from roteiro_py.reference import ImageReference
 
 #: `doctor --format json`'s schema: bumped on any incompatible change. Version 1:
@@ -131,6 +122,11 @@ def _sandbox(resolved: config.Resolved | None) -> Check:
 def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference | None, list[Check]]:
     """The image a lint of PATH would use: configured and pinned (the preflight's own
     refusals), then present in the store (the lookup every lint makes)."""
+    # lazy: on a host no lint runs on, doctor checks the platform and the configuration only
+    # and loads no more (tests/unit/test_platform_support.py)
+    from roteiro_py.lint.preflight import pinned_image
+    from roteiro_py.store import Store
+
     if resolved is None:
         return None, [Check("image", False, "not checked: the configuration cannot be read",
                             required=True)]
@@ -225,6 +221,8 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     found.extend(image)
     store = paths.store_root()
     try:
+        from roteiro_py.store import Store  # lazy: see _image
+
         references = Store(store).references() if store.exists() else []
         found.append(Check("image store", bool(references),
                            f"{store}: {len(references)} image(s)"
@@ -241,6 +239,12 @@ def _packages(path: Path) -> Check:
     """Whether the package store holds every package PATH's lockfile pins (a lint refuses
     otherwise, naming them; `fetch-deps` fills it). Informational: fetch-deps is the fix,
     and a tree without a lockfile or with only path dependencies needs none."""
+    # lazy: see _image
+    from roteiro_py.cargo.lockfile import read_pins
+    from roteiro_py.cargo.store import packages_root
+    from roteiro_py.cargo.vendor import missing_from_store
+    from roteiro_py.cargo.workspace import find_workspace_root
+
     store = packages_root()
     try:
         root = find_workspace_root(path)
@@ -269,6 +273,11 @@ def verified(configured: str | None = None) -> list[Check]:
     (vm/disks/rootfs_record.py says what that does not catch: this does).
     `configured`: the image PATH's configuration names; its re-hash failing is required
     (a lint of it would fail), another image's is not, and a rebuilt cache never is."""
+    # lazy: only with --verify
+    from roteiro_py.depcache.store import cache_dir as store_dir
+    from roteiro_py.store import Store
+    from roteiro_py.vm.disks.rootfs_record import hash_sparse, verify_all
+
     wanted = None
     if configured is not None:
         parsed = parse(configured)
