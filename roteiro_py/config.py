@@ -25,8 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import tomli_w
+
 from roteiro_py import paths
 from roteiro_py.errors import ConfigError
+from roteiro_py.reference import parse_pinned
 from roteiro_py.untrusted import FileRefused, read_bounded
 
 if TYPE_CHECKING:
@@ -41,7 +44,7 @@ _MODEL_NAMES = frozenset({"SECTIONS", "LintSettings", "Settings", "VmSettings"})
 
 def __getattr__(name: str) -> Any:
     if name in _MODEL_NAMES:
-        from roteiro_py import config_model
+        from roteiro_py import config_model  # lazy: pydantic (config_model.py says why)
 
         return getattr(config_model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -228,6 +231,8 @@ def _flatten(path: Path | str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _validate(where: Path | str, flat: Mapping[str, Any]) -> Settings:
+    # lazy: pydantic only where the settings are validated, never on --help or the refusals
+    # before validation (tests/unit/cli/test_app.py)
     from pydantic import ValidationError
 
     from roteiro_py.config_model import Settings
@@ -383,8 +388,6 @@ def set_value(file: Path, key: str, raw: str) -> Any:
     section, name = split_key(key)
     value = _parse_cli_value(raw, key)
     if key == "lint.image":
-        from roteiro_py.reference import parse_pinned
-
         parse_pinned(str(value), source=f"config set {key}")
     data = read_toml(file)
     _flatten(file, data)
@@ -413,8 +416,6 @@ def unset_value(file: Path, key: str) -> bool:
 
 
 def _dumps(file: Path, data: dict[str, Any]) -> bytes:
-    import tomli_w
-
     try:
         return tomli_w.dumps(data).encode()
     except RecursionError:

@@ -48,6 +48,7 @@ from roteiro_py.shipped import (
     docs_command,
     prefetch_from_docker_command,
 )
+from roteiro_py.vocabulary import MAX_MEMORY_MIB, MAX_TIMEOUT_S
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -1076,8 +1077,6 @@ class KilledBySignal(Refusal):
         self.oom_kills = oom_kills
 
     def guidance(self) -> Guidance:
-        from roteiro_py.vocabulary import MAX_MEMORY_MIB
-
         killed = f"`{_p(self.command)}` was killed by {_p(self.signal_name)} in the guest"
         if self.oom_kills <= 0:
             return Guidance(
@@ -1131,8 +1130,6 @@ class DeadlineExceeded(Refusal):
         self.stopped = stopped
 
     def guidance(self) -> Guidance:
-        from roteiro_py.vocabulary import MAX_TIMEOUT_S
-
         notes, commands = _rerun(self, "--timeout", int(self.seconds), MAX_TIMEOUT_S)
         return Guidance(
             summary=f"`{_p(self.command)}` did not finish within its deadline of "

@@ -117,6 +117,7 @@ class Guidance:
 
     def render_rich(self) -> RenderableType:
         """The same content for a terminal; text is never parsed as markup."""
+        # lazy: rich only when a refusal is rendered on a terminal; --help must not import it
         from rich.console import Group
         from rich.text import Text
 

@@ -6,7 +6,9 @@ build caches are by name, and tests relocate all of them with one variable.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -48,9 +50,6 @@ def replace_file(target: Path, data: bytes, mode: int) -> None:
     `target`, so an interrupted or failed write (ENOSPC) never leaves half a file; a link
     at `target` is replaced, never followed. Used for reports (`--output`) and config files.
     """
-    import contextlib
-    import tempfile
-
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

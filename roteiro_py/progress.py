@@ -294,6 +294,7 @@ class Terminal(_Stages):
 
     def _started(self, name: str) -> None:
         if self._live is None:
+            # lazy: rich only for a spinner on a terminal (a log, -q and the refusals never need it)
             from rich.live import Live
             from rich.spinner import Spinner
 
@@ -313,6 +314,7 @@ class Terminal(_Stages):
             self._live.refresh()
 
     def _render(self) -> RenderableType:
+        # lazy: rich (see _started)
         from rich.text import Text
 
         assert self._spinner is not None
@@ -325,12 +327,14 @@ class Terminal(_Stages):
         return self._spinner
 
     def _ended(self, name: str, seconds: float, stopped: bool) -> None:
+        # lazy: rich (see _started)
         from rich.text import Text
 
         assert self._live is not None
         self._live.console.print(Text(stage_line(name, seconds, stopped)), highlight=False)
 
     def _line(self, line: str) -> None:
+        # lazy: rich (see _started)
         from rich.text import Text
 
         # printed above the spinner (Live keeps it below); before the first stage there is
@@ -359,6 +363,7 @@ FALLBACK_WIDTH = 80
 def stderr_console() -> Console:
     """A rich Console for stderr as rich detects it, at rich's default width when the
     terminal says 0 columns (otherwise a refusal or a stage line would print as nothing)."""
+    # lazy: rich only when something is printed to a terminal
     from rich.console import Console
 
     console = Console(file=sys.stderr, highlight=False, markup=False, emoji=False)

@@ -12,6 +12,7 @@ otherwise the image is on Docker Hub, and one-component names live under `librar
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -65,8 +66,6 @@ class ImageReference:
 
 def is_loopback_host(host: str) -> bool:
     """True for `localhost` and loopback IP addresses only (`127.evil.example` is a name)."""
-    import ipaddress
-
     if host == "localhost":
         return True
     try:

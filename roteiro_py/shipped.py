@@ -18,6 +18,7 @@ differs, and `scripts/sync-docs-data` makes them equal again.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from importlib import resources
 
@@ -116,8 +117,6 @@ def _emit(data: bytes) -> int:
     These commands exist to be piped (`| docker build -`, `| less`): a reader that leaves
     first, or a stdout that is closed or full, ends the command as roteiro_py/stdout.py
     says for every command (141, silent; exit 2), raised from here."""
-    import sys
-
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()  # before the build hint on stderr: no hint after a failure
@@ -131,8 +130,6 @@ def run_docs(topic: str | None) -> int:
 
 
 def run_dockerfile(analyzer: str) -> int:
-    import sys
-
     _emit(DOCKERFILES[analyzer].read())
     sys.stderr.write(build_hint(analyzer))
     return 0

@@ -32,6 +32,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from roteiro_py.errors import StdoutUnwritable
+from roteiro_py.invocation import PROGRAM, command_line
+
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
@@ -64,9 +67,6 @@ class _Stdout(io.FileIO):
         """The refusal, naming the command line the user ran (`words`, quoted only now:
         the quoting's imports cost `--help` 11 ms); one too long to paste is named by its
         command's words (`pylint-sandbox lint clippy`)."""
-        from roteiro_py.errors import StdoutUnwritable
-        from roteiro_py.invocation import PROGRAM, command_line
-
         leading = tuple(word for word in self.words[:2] if not word.startswith("-"))
         return StdoutUnwritable(command_line(self.words) or command_line(leading) or PROGRAM, why)
 
@@ -147,8 +147,6 @@ def install(words: Sequence[str]) -> Callable[[], None]:
     _installed.append(raw)
 
     def restore() -> None:
-        from roteiro_py.errors import StdoutUnwritable
-
         mine = sys.stdout
         sys.stdout = before
         _installed.remove(raw)

@@ -60,6 +60,7 @@ import tomli_w
 from roteiro_py import errors
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Pin
+from roteiro_py.cargo.registry import HostCargo
 from roteiro_py.cargo.workspace import MANIFEST_MAX_BYTES, parse_tree_toml, read_tree_file
 from roteiro_py.process.stream import Exit, Failed, Output, Stream, collect, spawn_sandboxed
 
@@ -385,8 +386,6 @@ def _cainfo() -> str | None:
     path made absolute, since git runs in a directory of its own) or for TLS at large
     (SSL_CERT_FILE): a corporate proxy's or a self-hosted git's CA. Registry downloads and
     git fetches trust the same CA, or a git pin failed where a registry pin worked."""
-    from roteiro_py.cargo.registry import HostCargo
-
     named = HostCargo.read().cainfo
     if named is not None:
         return str(named[0])

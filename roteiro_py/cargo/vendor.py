@@ -55,8 +55,12 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from roteiro_py import errors
+from roteiro_py.cargo import git as cargo_git
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Lockfile, Pin
+from roteiro_py.cargo.registry import HostCargo
+from roteiro_py.locks import acquire_within, held_shared, taken_if_free
+from roteiro_py.paths import replace_file
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
 from roteiro_py.vocabulary import MAX_TIMEOUT_S
 
@@ -123,8 +127,6 @@ def registry_names(pins: tuple[Pin, ...]) -> dict[str, str]:
               if pin.kind == "registry" and pin.source != _CRATES_IO_SOURCE}
     if not others:
         return {}
-    from roteiro_py.cargo.registry import HostCargo
-
     host = HostCargo.read()
     found: dict[str, str] = {}
     for url in sorted(set(others.values())):
@@ -160,8 +162,6 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
     nothing from a registry or git gets no view. Pins the store lacks are
     errors.NoPackageCache naming them, before anything is unpacked or booted; a stored
     package that no longer hashes to its pin is dropped from the store and named alike."""
-    from roteiro_py.locks import held_shared
-
     if not lock.pins:
         yield GuestCargo(None, None)
         return
@@ -183,8 +183,6 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
         return view
 
     def build() -> None:
-        from roteiro_py.locks import acquire_within
-
         lock_file = acquire_within(root / f"{key}.lock", until=until, seconds=seconds,
                                    waiting_for="another run making or using the same vendored view")
         try:
@@ -442,8 +440,6 @@ def _copy_git(lock: Lockfile, pin: Pin, tree: Path, directory: Path, budget: _Bu
     """Copy `pin`'s package out of its sealed checkout, every file hashed against the
     seal; a manifest inheriting from the repository's workspace is replaced by the
     normalized one (the original kept as Cargo.toml.orig, as `cargo vendor` does)."""
-    from roteiro_py.cargo import git as cargo_git
-
     found = store.git_checkout(pin)
     if found is None:
         raise errors.NoPackageCache(store.packages_root(), tree, [pin.described()], 1)
@@ -524,8 +520,6 @@ def _seal_path(view: Path) -> Path:
 
 
 def _seal(view: Path, key: str) -> None:
-    from roteiro_py.paths import replace_file
-
     replace_file(_seal_path(view), json.dumps({"key": key, "entries": _entries(view)},
                                               sort_keys=True).encode(), 0o644)
 
@@ -545,8 +539,6 @@ def _seal_holds(view: Path, key: str) -> bool:
 
 def _sweep_unused(root: Path, keep: str, now: float | None = None) -> None:
     """Remove views unused for VIEW_STALE_SECONDS whose lock is free right now."""
-    from roteiro_py.locks import taken_if_free
-
     now = time.time() if now is None else now
     with os.scandir(root) as entries:
         names = [e.name for e in entries if _VIEW_KEY.fullmatch(e.name) and e.name != keep

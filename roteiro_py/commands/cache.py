@@ -44,6 +44,7 @@ from typing import Protocol
 
 from roteiro_py import paths
 from roteiro_py.errors import UsageError
+from roteiro_py.eviction import evict
 from roteiro_py.untrusted import guard, sanitise
 
 #: The most names of one kind's directory looked at.
@@ -148,6 +149,8 @@ class _DependencyCaches:
     label = "dependency cache"
 
     def entries(self) -> list[CacheEntry]:
+        # lazy: a kind's module (the qemu stack, ssl, filelock) loads only when that kind is used:
+        # `cache prune`'s usage refusal loads none of them
         from roteiro_py.depcache import store
 
         return [CacheEntry("deps", entry.key, entry.path, entry.size, entry.last_used,
@@ -155,11 +158,13 @@ class _DependencyCaches:
                 for entry in store.entries()]
 
     def lock_path(self, entry: CacheEntry) -> Path:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.depcache import store
 
         return store.lock_path(entry.key)
 
     def delete(self, entry: CacheEntry) -> None:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.depcache import store
 
         store.discard(entry.key)
@@ -172,6 +177,7 @@ class _Templates:
     _NAME = re.compile(r"([0-9a-f]{32})")
 
     def _root(self) -> Path:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.vm.qemu.template import templates_root
 
         return templates_root()
@@ -183,6 +189,7 @@ class _Templates:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.vm.qemu.template import discard
 
         discard(entry.path)
@@ -203,11 +210,13 @@ class _RootFilesystems:
                                            directories=False)]
 
     def lock_path(self, entry: CacheEntry) -> Path:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.vm.disks.rootfs_record import lock_path
 
         return lock_path(entry.path)
 
     def delete(self, entry: CacheEntry) -> None:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.vm.disks.rootfs_record import discard
 
         discard(entry.path)
@@ -229,6 +238,7 @@ class _KeptBuilds:
         return entry.path.with_suffix(".lock")
 
     def delete(self, entry: CacheEntry) -> None:
+        # lazy: importing lint/ runs the conductor's package, every stage, for one path
         from roteiro_py.lint.freshness import manifest_path
 
         # The manifest first: a disk without one is never trusted, only made afresh.
@@ -246,6 +256,7 @@ class _CargoViews:
     _NAME = re.compile(r"([0-9a-f]{32})")
 
     def entries(self) -> list[CacheEntry]:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.vm.mounts import cargo_views_root
 
         return _directory_entries("cargo-view", cargo_views_root(), self._NAME)
@@ -254,6 +265,7 @@ class _CargoViews:
         return entry.path.parent / f"{entry.key}.lock"
 
     def delete(self, entry: CacheEntry) -> None:
+        # lazy: see _DependencyCaches.entries
         from roteiro_py.cargo.vendor import discard
 
         discard(entry.path)
@@ -295,7 +307,7 @@ def prune(*, older_than_days: float | None = None, max_size_mib: int | None = No
     `older_than_days` ago, then the least recently used until the rest fit in
     `max_size_mib`, or with `everything` all of them; never one whose lock is held.
     UsageError when no criterion is given or `everything` comes with one."""
-    from roteiro_py.eviction import evict
+    # lazy: see _DependencyCaches.entries
     from roteiro_py.locks import taken_if_free
 
     criteria = older_than_days is not None or max_size_mib is not None

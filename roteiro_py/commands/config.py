@@ -31,6 +31,7 @@ def _write(text: str, *, stream: TextIO | None = None) -> None:
 
 def _table(rows: list[tuple[str, str, str]]) -> str:
     """The rows as a terminal table: rich styles of our own, the cells as plain Text."""
+    # lazy: rich only for `config show`'s table; get, set and unset print plain text
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

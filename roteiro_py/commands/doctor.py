@@ -31,19 +31,24 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roteiro_py import paths
+from roteiro_py import config, paths
 from roteiro_py.errors import (
     EXIT_OK,
     EXIT_REFUSED,
+    ConfigError,
+    ImageNotProvisioned,
+    NoImageConfigured,
     RoteiroError,
     SandboxUnavailable,
     config_set_image_command,
     prefetch_command,
 )
 from roteiro_py.guidance import printable
+from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
+from roteiro_py.reference import parse
+from roteiro_py.untrusted import guard
 
 if TYPE_CHECKING:
-    from roteiro_py import config
     from roteiro_py.reference import ImageReference
 
 #: `doctor --format json`'s schema: bumped on any incompatible change. Version 1:
@@ -69,9 +74,6 @@ def can_lint(results: list[Check]) -> bool:
 
 
 def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
-    from roteiro_py import config
-    from roteiro_py.errors import ConfigError
-
     try:
         resolved = config.resolve(path)
     except ConfigError as error:
@@ -87,6 +89,9 @@ def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
 def _sandbox(resolved: config.Resolved | None) -> Check:
     """The accelerator a lint of this configuration would run under, decided by the VM
     backend exactly as a lint decides it (SandboxUnavailable, VmAssetsMissing)."""
+    # lazy: pydantic (config_model) and the VM options load only when the sandbox is
+    # checked; the registry is looked up when called, as the conductor does: tests
+    # replace it (tests/unit/commands/test_doctor.py)
     from roteiro_py.config import VmSettings
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.options import VmOptions
@@ -117,8 +122,10 @@ def _sandbox(resolved: config.Resolved | None) -> Check:
 def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference | None, list[Check]]:
     """The image a lint of PATH would use: configured and pinned (the preflight's own
     refusals), then present in the store (the lookup every lint makes)."""
-    from roteiro_py.errors import NoImageConfigured
+    # lazy: on a host no lint runs on, doctor checks the platform and the configuration only
+    # and loads no more (tests/unit/test_platform_support.py)
     from roteiro_py.lint.preflight import pinned_image
+    from roteiro_py.store import Store
 
     if resolved is None:
         return None, [Check("image", False, "not checked: the configuration cannot be read",
@@ -134,9 +141,6 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
         return None, [Check("image", False, error.guidance().summary, required=True)]
     configured = Check("image", True, f"{reference} ({resolved.source_of('lint.image')})",
                        required=True)
-    from roteiro_py.errors import ImageNotProvisioned
-    from roteiro_py.store import Store
-
     try:
         image = Store.default().resolve(reference)
     except ImageNotProvisioned as absent:
@@ -155,8 +159,6 @@ def checks(path: Path = Path(".")) -> list[Check]:
 
 
 def _platform() -> Check:
-    from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
-
     current = host()
     refused = refusal(current)
     if refused is not None:
@@ -171,6 +173,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     found: list[Check] = [host, configuration]
     if not host.ok:
         return found, None
+    # lazy: on a host no lint runs on, doctor loads nothing of the VM (cryptography, the qemu stack)
     from roteiro_py.vm.assets.assets import PROVISION_COMMAND, describe_assets, load_assets, source_of_assets
     from roteiro_py.vm.qemu import probe
 
@@ -218,7 +221,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
     found.extend(image)
     store = paths.store_root()
     try:
-        from roteiro_py.store import Store
+        from roteiro_py.store import Store  # lazy: see _image
 
         references = Store(store).references() if store.exists() else []
         found.append(Check("image store", bool(references),
@@ -236,6 +239,7 @@ def _packages(path: Path) -> Check:
     """Whether the package store holds every package PATH's lockfile pins (a lint refuses
     otherwise, naming them; `fetch-deps` fills it). Informational: fetch-deps is the fix,
     and a tree without a lockfile or with only path dependencies needs none."""
+    # lazy: see _image
     from roteiro_py.cargo.lockfile import read_pins
     from roteiro_py.cargo.store import packages_root
     from roteiro_py.cargo.vendor import missing_from_store
@@ -269,8 +273,8 @@ def verified(configured: str | None = None) -> list[Check]:
     (vm/disks/rootfs_record.py says what that does not catch: this does).
     `configured`: the image PATH's configuration names; its re-hash failing is required
     (a lint of it would fail), another image's is not, and a rebuilt cache never is."""
+    # lazy: only with --verify
     from roteiro_py.depcache.store import cache_dir as store_dir
-    from roteiro_py.reference import parse
     from roteiro_py.store import Store
     from roteiro_py.vm.disks.rootfs_record import hash_sparse, verify_all
 
@@ -328,8 +332,6 @@ def _verdict_line(results: list[Check], path: Path) -> str:
 
 def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human") -> int:
     """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not."""
-    from roteiro_py.untrusted import guard
-
     results, reference = _checks(path)
     if verify:
         results += verified(str(reference) if reference is not None else None)
@@ -340,6 +342,7 @@ def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "h
     marks = {True: "ok  ", False: "MISS", None: "info"}
     verdict = _verdict_line(results, path)
     if sys.stdout.isatty():
+        # lazy: rich only on a terminal
         from rich.console import Console
         from rich.text import Text
 

@@ -52,6 +52,8 @@ class Fetched:
 def fetch_deps(path: Path, *, from_dir: Path | None = None) -> Fetched:
     """Fill the store with what `path`'s lockfile pins; refuses (naming the package and
     the fix) what it cannot fetch or will not keep."""
+    # looked up when called: tests/unit/cargo/test_fetch_deps_refusals.py replaces the
+    # fetchers to prove every refusal comes before a fetch
     from roteiro_py.cargo import git, registry
 
     root = find_workspace_root(path)

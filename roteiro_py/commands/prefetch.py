@@ -21,6 +21,9 @@ from pathlib import Path
 from roteiro_py import config
 from roteiro_py.errors import UsageError
 from roteiro_py.guidance import printable
+from roteiro_py.lint import pinned_image
+from roteiro_py.platform_support import require_supported
+from roteiro_py.store import Store, parse_source, prefetch
 
 
 def _interactive() -> bool:
@@ -40,6 +43,7 @@ def _byte_progress() -> Iterator[Callable[[str, int, int], None]]:
 
         yield plain
         return
+    # lazy: rich's bars only on a terminal
     from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     tasks: dict[str, TaskID] = {}
@@ -62,8 +66,6 @@ def _say(message: str) -> None:
 
 def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: bool, source: str,
                  vm_assets: bool, path: Path, prune: bool = False) -> int:
-    from roteiro_py.store import Store, parse_source, prefetch
-
     if analyzer is None and not vm_assets and not prune:
         if image is None:
             raise UsageError("Nothing to prefetch.",
@@ -71,11 +73,11 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
                                   "or a combination.")
         analyzer = "clippy"
     if vm_assets:
-        from roteiro_py.platform_support import require_supported
-
         # An x86_64 kernel and initramfs are of no use where no lint can boot them; refused
         # before the image below is fetched too, so the command does all or nothing.
         require_supported()
+        # lazy: another platform is refused before cryptography and the Debian archive
+        # code load (tests/unit/test_platform_support.py)
         from roteiro_py.vm.assets.assets import provision_assets
 
         vm = config.resolve(path).settings.vm
@@ -86,8 +88,6 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
     if analyzer is not None:
         reference = image
         if reference is None:
-            from roteiro_py.lint import pinned_image
-
             resolved = config.resolve(path)
             reference = str(pinned_image(resolved, path))
         spec = parse_source(source)

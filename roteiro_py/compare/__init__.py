@@ -68,6 +68,8 @@ class Against:
 def read_baseline(path: Path) -> Report:
     """The report in `path`, validated (report/load.py `load_report`, the one reader of a
     saved report), or BaselineUnusable naming the file and why."""
+    # lazy: report/ is pydantic; the conductor imports compare/ at its top, so it would load
+    # on the refusals before any VM (bench/cli_startup.py)
     from roteiro_py.report.load import load_report
 
     def unusable(path: Path, why: str, invalid: bool) -> Exception:
@@ -160,6 +162,7 @@ def compare(report: Report, against: Against | None) -> Report:
     counting the marks, and what it was compared with stated (`Report.comparison`)."""
     if against is None:
         return report
+    # lazy: report/ is pydantic (read_baseline says why)
     from roteiro_py.report.fingerprint import fingerprints
     from roteiro_py.report.model import Comparison, Summary
 

@@ -180,6 +180,8 @@ def _shown(raw: bytes) -> str:
 def _name(value: bytes, number: int, *, prefix: bytes | None, required: bool = False) -> str | None:
     """The path a header names, as a finding's path would be; None for /dev/null. With
     `required` (a `diff --git` section's `---`/`+++`), a name without `prefix` is refused."""
+    # lazy: report/ is pydantic; the conductor imports compare/ at its top
+    # (compare/__init__.py read_baseline)
     from roteiro_py.report.model import repo_path
 
     if value.startswith(b'"'):

@@ -46,6 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py import paths
+from roteiro_py.eviction import evict
+from roteiro_py.locks import acquire_within, shared_within, taken_if_free
+from roteiro_py.untrusted import FileRefused, read_bounded
 from roteiro_py.vm.disks import rootfs_record
 
 #: A key: the sha256 (hex) of everything that shapes the dependencies' build.
@@ -167,8 +170,6 @@ def intact(key: str) -> Path | None:
 def lock(key: str, until: float | None, seconds: float) -> Iterator[None]:
     """The key's build lock, held for the block: waited for within the run's deadline
     (`until`, time.monotonic(); None: for ever), then DeadlineExceeded (locks.py)."""
-    from roteiro_py.locks import acquire_within
-
     path = lock_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     held = acquire_within(path, until=until, seconds=seconds, waiting_for=WAITING_FOR)
@@ -187,8 +188,6 @@ def in_use(key: str, until: float, seconds: float) -> Iterator[Path | None]:
     released and this taken a pruner may have removed or replaced the image: it is checked
     again (one stat when nothing changed) and the block gets None when it is no longer the
     sealed one. Past `until` (time.monotonic()) waiting, DeadlineExceeded."""
-    from roteiro_py.locks import shared_within
-
     path = lock_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with shared_within(path, until=until, seconds=seconds,
@@ -213,8 +212,6 @@ def staging_disk(key: str) -> Path:
 
 
 def _sweep_staging(directory: Path, key: str) -> None:
-    from roteiro_py.locks import taken_if_free
-
     for name in _names(directory):
         match = _STAGING_NAME.fullmatch(name)
         if match is None or _regular(directory / name) is None:
@@ -269,8 +266,6 @@ def touch(key: str) -> None:
 
 def failed(key: str) -> str | None:
     """Why the key's last build failed (`mark_failed`), or None: no mark, or not ours."""
-    from roteiro_py.untrusted import FileRefused, read_bounded
-
     try:
         return read_bounded(_name(key, ".failed"), MAX_FAILED_BYTES).decode("utf-8", "replace")
     except (FileNotFoundError, FileRefused):
@@ -311,8 +306,6 @@ def entries() -> list[Entry]:
 
 def remove(key: str) -> bool:
     """`discard(key)` unless a run holds its lock (False: left as it is)."""
-    from roteiro_py.locks import taken_if_free
-
     with taken_if_free(lock_path(key)) as free:
         if free:
             discard(key)
@@ -325,7 +318,5 @@ def prune(*, older_than_s: float | None = None, max_bytes: int | None = None,
     ago, then more until the rest add up to `max_bytes` or less; never `keep`, never one
     whose lock is held (it still counts toward `max_bytes`). With neither criterion
     nothing is removed. Returns what was removed."""
-    from roteiro_py.eviction import evict
-
     return evict(entries(), lambda entry: remove(entry.key), older_than_s=older_than_s,
                  max_bytes=max_bytes, spare=lambda entry: entry.key == keep).removed

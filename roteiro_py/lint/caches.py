@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from roteiro_py import config, paths
 from roteiro_py.errors import (
+    ImageNotProvisioned,
     LockfileWouldBeWritten,
     ScratchUnavailable,
 )
@@ -62,6 +63,8 @@ def cargo_in_use(tree: Tree, deadline: Deadline | None = None) -> Iterator[Guest
     anything is unpacked or booted; a pin the host would not fetch (not https, no
     checksum) is errors.PackageRefused naming it.
     """
+    # lazy: lint/__init__.py imports this stage at its top, so cargo/vendor.py (ssl, git,
+    # tarfile) would load on the refusals before any VM (bench/cli_startup.py)
     from roteiro_py.cargo.lockfile import read_pins
     from roteiro_py.cargo.vendor import vendored_in_use
 
@@ -98,7 +101,7 @@ class Scratch:
     def settle(self, job: JobOutcome) -> None:
         """Remember this run's stamps beside a kept disk, if its job completed with a
         plausible clock (lint/freshness.py); otherwise the disk stays untrusted."""
-        from roteiro_py.lint import freshness
+        from roteiro_py.lint import freshness  # lazy: the VM layer (vm/stamps.py); see scratch_disk
 
         if self.manifest is None or not job.completed:
             return
@@ -119,7 +122,9 @@ def scratch_disk(settings: config.Settings, key: str,
     one is made afresh. Only making the disk is reported as the scratch being
     unavailable; what fails while it is in use propagates as itself.
     """
-
+    # lazy, as every VM-side import of this module: lint/__init__.py imports its stages at
+    # its top, so what they import at theirs is paid by the refusals before any VM (no image,
+    # a tag: bench/cli_startup.py); freshness pulls vm/ and process/, locks filelock
     from roteiro_py.lint import freshness
     from roteiro_py.locks import acquire_within
     from roteiro_py.vm.disks.scratch import create_scratch
@@ -168,8 +173,7 @@ def scratch_disk(settings: config.Settings, key: str,
 
 def _sweep(scratch_dir: Path) -> None:
     """Remove scratch disks left behind by runs killed without unwinding (SIGKILL, power loss)."""
-    import time
-
+    # lazy: the VM's disks (scratch_disk says why)
     from roteiro_py.vm.disks.share_image import STALE_SECONDS
 
     cutoff = time.time() - STALE_SECONDS
@@ -196,7 +200,7 @@ def root_filesystem_in_use(image: ResolvedImage, store_root: Path,
     A layer blob that does not hash to its digest is found here, not by the store (which
     checks layers by size per lint): it is the image not being provisioned, and prefetch
     (which re-hashes every blob and fetches the damaged one again) is the way forward."""
-    from roteiro_py.errors import ImageNotProvisioned
+    # lazy: the VM's disks (scratch_disk says why)
     from roteiro_py.vm.disks.rootfs import FlattenLimits, LayerDamaged, rootfs_in_use
 
     try:

@@ -39,6 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roteiro_py import paths
+from roteiro_py.untrusted import FileRefused, read_bounded
+from roteiro_py.vm.stamps import StampBook
+
 if TYPE_CHECKING:
     from roteiro_py.vm.stamps import Entry, StampBook
 
@@ -89,8 +93,6 @@ def _entries(value: Any, generation: int) -> dict[str, Entry] | None:
 
 def read_manifest(path: Path, now: float | None = None) -> Manifest | None:
     """The manifest at `path`, or None (absent, damaged, oversized or implausible)."""
-    from roteiro_py.untrusted import FileRefused, read_bounded
-
     now = time.time() if now is None else now
     try:
         data = read_bounded(path, MANIFEST_MAX_BYTES)
@@ -129,8 +131,6 @@ def next_generation(previous: Manifest | None, now: float) -> int:
 
 def book_for(previous: Manifest | None, now: float | None = None) -> StampBook:
     """The run's stamp book: the previous run's stamps to keep, and this run's T."""
-    from roteiro_py.vm.stamps import StampBook
-
     now = time.time() if now is None else now
     return StampBook(generation=next_generation(previous, now),
                      previous=previous.shares if previous is not None else {})
@@ -153,8 +153,6 @@ def forget(path: Path) -> None:
 
 def remember(path: Path, book: StampBook, guest_clock: int) -> None:
     """Write the manifest of a completed run, whole or not at all."""
-    from roteiro_py import paths
-
     document = {"version": MANIFEST_VERSION, "generation": book.generation,
                 "guest_clock": guest_clock,
                 "shares": {host: {key: [digest, stamp] for key, (digest, stamp) in entries.items()}

@@ -8,6 +8,7 @@ code follows the findings and `--fail-on`.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -52,8 +53,8 @@ def _signal_of(status: int) -> str | None:
 def shown(step: Command) -> str:
     """A step as a refusal names it: the toolchain program and its arguments, without the
     pinning wrapper (clippy/command.py) every step runs through."""
-    import shlex
-
+    # lazy: lint/__init__.py imports this stage at its top, so clippy/ and report/
+    # (pydantic) would load on the refusals before any VM (bench/cli_startup.py)
     from roteiro_py.clippy.command import unpinned
 
     return shlex.join(unpinned(step.argv))
@@ -82,6 +83,7 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
                  started: datetime, ended: datetime,
                  dependency_cache: dict[str, object] | None = None) -> Report:
     """Judge the job and make its report; snippets come from the staged workspace copy."""
+    # lazy: clippy/ and report/ (pydantic), as in shown() above
     from roteiro_py.clippy.classify import ClippyRun, classify
     from roteiro_py.clippy.command import unpinned
     from roteiro_py.clippy.parse import PathLayout

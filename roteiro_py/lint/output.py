@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING
 
 from roteiro_py import paths
 from roteiro_py.errors import UsageError
-from roteiro_py.lint.preflight import check_output
+from roteiro_py.lint.preflight import check_output, refuse_linked_directory
+from roteiro_py.untrusted import sanitise
 from roteiro_py.vocabulary import FORMATS, Format
 
 if TYPE_CHECKING:
@@ -153,6 +154,8 @@ def terminal_style(color: str | None = None) -> tuple[int, bool]:
     """The width and colour of the human report printed on stdout, as rich judges the
     console (report/human.py screen_for) for `--color`/`[lint] color` (None: cargo's
     CARGO_TERM_COLOR, else auto)."""
+    # lazy: lint/__init__.py imports this stage at its top, so report/'s renderers
+    # (pydantic, rich) would load on the refusals before any VM (bench/cli_startup.py)
     from roteiro_py.report.human import color_choice, screen_for
 
     screen = screen_for(sys.stdout, color_choice(color))
@@ -163,6 +166,7 @@ def render_all(report: Report, targets: Sequence[Target], *,
                category: str | None = None, color: str | None = None) -> list[tuple[Target, str]]:
     """Each target with its text; a format is rendered once, whatever number of files
     it goes to (the human report on a terminal once more, at its width and colour)."""
+    # lazy: report/ (pydantic, rich), as in screen() above
     from roteiro_py.report.render import render
 
     texts: dict[tuple[str, int, bool], str] = {}
@@ -205,10 +209,9 @@ def deliver(rendered: Sequence[tuple[Target, str]]) -> None:
 def append_step_summary(report: Report, environ: Mapping[str, str] | None = None) -> str | None:
     """Append the Markdown summary to `$GITHUB_STEP_SUMMARY` when it is set (module
     docstring); returns a line for stderr when it was set and not written, else None."""
+    # lazy: report/ (pydantic, rich), as in screen() above
     from roteiro_py.report.markdown import STEP_SUMMARY_LIMIT
     from roteiro_py.report.render import render_summary
-    from roteiro_py.untrusted import sanitise
-
     where = (os.environ if environ is None else environ).get(STEP_SUMMARY_ENV)
     if not where:
         return None
@@ -267,8 +270,6 @@ def write_output(output: Path, text: str, *, shown: str | None = None) -> None:
     through `clippy.sarif` into a copy of /dev/sda is not a report. A failure (a sticky
     directory's file of another user, ENOSPC) is reported as this path's problem, never
     as an OSError (exit 4) after a whole lint."""
-    from roteiro_py.lint.preflight import refuse_linked_directory
-
     shown = shown or f"--output {output}"
     refuse_linked_directory(output, shown)  # again: the lint ran in between
     try:

@@ -10,26 +10,32 @@ scratch disk's place (`check_scratch`) last, before the root filesystem.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from roteiro_py import config, paths
+from roteiro_py.cargo.workspace import find_workspace_root, read_manifest
 from roteiro_py.errors import (
     ImageNotAllowed,
+    MalformedReference,
     NoImageConfigured,
     ScratchUnavailable,
+    TagNotDigest,
+    TreeFileRefused,
     UsageError,
 )
 from roteiro_py.lint.tree import Tree
 from roteiro_py.reference import ImageReference, parse_pinned
+from roteiro_py.stdout import require_open
+from roteiro_py.untrusted import FileRefused, read_bounded
 from roteiro_py.vocabulary import GUEST_SCRATCH
 
 
 def locate(path: Path) -> Tree:
-    from roteiro_py.cargo.workspace import find_workspace_root
-
     link = linked_directory(path, itself=True)
     if link is not None:
         # `lint clippy crates/foo` in a checkout whose branch made crates/foo a link would
@@ -69,10 +75,6 @@ def member_of(tree: Tree) -> str | None:
     members, as cargo there) or a directory no member manifest holds. Read with the
     bounded, link-refusing reader (deps.read_manifest); a name that is not a package
     name is no member (cargo in the guest says what is wrong with it)."""
-    import re
-
-    from roteiro_py.cargo.workspace import read_manifest
-    from roteiro_py.errors import TreeFileRefused
 
     start = tree.asked if tree.asked.is_dir() else tree.asked.parent
     if start == tree.workspace or not start.is_relative_to(tree.workspace):
@@ -151,10 +153,6 @@ def images_in_store(store_root: Path) -> list[str]:
     and only names the reference grammar accepts as pinned, so nothing but a reference
     reaches the command line shown. Whether each is intact is `doctor --verify`'s
     business; an unreadable index lists nothing rather than refusing differently."""
-    import json
-
-    from roteiro_py.errors import MalformedReference, TagNotDigest
-    from roteiro_py.untrusted import FileRefused, read_bounded
 
     try:
         data = json.loads(read_bounded(store_root / "index.json", MAX_INDEX_BYTES))
@@ -231,8 +229,6 @@ def check_output(output: Path | None, *, shown: str | None = None) -> None:
     Found only after the lint, a directory or a missing parent cost the whole run and
     ended as an internal error (IsADirectoryError, exit 4)."""
     if output is None:
-        from roteiro_py.stdout import require_open
-
         require_open()
         return
     shown = shown or f"--output {output}"

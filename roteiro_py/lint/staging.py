@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 def report_left_out(job: JobOutcome, *, shown: int = 5) -> None:
     """One line on stderr per copied share that left something out (share_image.py)."""
+    # lazy: lint/__init__.py imports this stage at its top, so report/ (pydantic) would load
+    # on the refusals before any VM (bench/cli_startup.py)
     from roteiro_py.report.safe import clean
 
     for share in job.staged:

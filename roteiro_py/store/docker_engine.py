@@ -204,6 +204,7 @@ def engine_name(ref_text: str) -> str:
 def save_image(name: str) -> tuple[Iterable[bytes], str]:
     """The engine's export stream for `name`, and the image ID; SourceError if unavailable."""
     try:
+        # lazy: the docker SDK only for `prefetch --from docker`
         import docker
         import docker.errors
     except ImportError as exc:  # pragma: no cover - docker is a declared dependency

@@ -46,6 +46,7 @@ Guarantees, and why:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -484,8 +485,6 @@ def _same_name(stored: object, ref: ImageReference) -> bool:
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 

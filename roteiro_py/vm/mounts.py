@@ -54,6 +54,10 @@ from roteiro_py.process.sandbox import Command
 # vocabulary.py because lint names it before anything of roteiro_py.vm may load.
 from roteiro_py.vocabulary import GUEST_SCRATCH as GUEST_SCRATCH
 
+#: The unprivileged uid/gid commands run as in the guest (any backend); the scratch disk's
+#: root is created owned by it (vm/disks/scratch.py).
+GUEST_UID = 1000
+GUEST_GID = 1000
 #: Where the guest's CARGO_HOME is assembled; set CARGO_HOME to this in a step's env.
 GUEST_CARGO_HOME = "/cargo-home"
 #: Guest paths the VM itself provides: a tree share may not be one of them or hold one

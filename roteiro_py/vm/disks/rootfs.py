@@ -67,7 +67,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO, Protocol, cast
 
 from roteiro_py import errors, paths
-from roteiro_py.locks import acquire_within, taken_if_free
+from roteiro_py.locks import acquire_within, held_shared, taken_if_free
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, Late, reading_stdout, run_tool, write_all
 from roteiro_py.store.tarheaders import BoundedTarInfo
 from roteiro_py.vm.disks import rootfs_record
@@ -700,8 +700,6 @@ def rootfs_in_use(layers: Sequence[Layer], manifest_digest: str,
     later use checked against the record sealed at build: an image written since is
     rebuilt, never booted. The layers are read only to build it: a lint with the image
     cached reads none."""
-    from roteiro_py.locks import held_shared
-
     algo, _, hexd = manifest_digest.partition(":")
     if algo != "sha256" or len(hexd) != 64 or not all(c in "0123456789abcdef" for c in hexd):
         raise ValueError(f"not a sha256 manifest digest: {manifest_digest!r}")

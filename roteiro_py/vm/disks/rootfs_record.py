@@ -55,6 +55,10 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from roteiro_py.locks import taken_if_free
+from roteiro_py.paths import replace_file
+from roteiro_py.untrusted import FileRefused, read_bounded
+
 #: Bumped when the record's fields change: a record of another format is no record.
 RECORD_FORMAT = 1
 #: One tick of the coarsest clock Linux stamps file times with (HZ=100): a write within
@@ -198,8 +202,6 @@ def read_record(image: Path) -> Record | None:
 
     This is the rootfs identity a snapshot template keys on: `rootfs_image` returns it
     too, as `RootFilesystem.digest`."""
-    from roteiro_py.untrusted import FileRefused, read_bounded
-
     try:
         data = json.loads(read_bounded(record_path(image), MAX_RECORD_BYTES))
         if data.get("format") != RECORD_FORMAT:
@@ -276,8 +278,6 @@ def verify_all(cache: Path, hasher: Hasher = hash_image) -> list[tuple[Path, boo
     lock is held is being built (renamed into the cache and not yet sealed looks exactly
     like one without a record) or used by a lint right now and is left out, never removed
     under its builder (review: the builder's seal met a missing file, exit 4) or a VM."""
-    from roteiro_py.locks import taken_if_free
-
     found: list[tuple[Path, bool]] = []
     if not cache.is_dir():
         return found
@@ -323,7 +323,5 @@ def _past_tick(ctime_ns: int) -> None:
 
 
 def _write_record(image: Path, record: Record) -> None:
-    from roteiro_py.paths import replace_file
-
     body = {"format": RECORD_FORMAT, "digest": record.digest, "identity": asdict(record.identity)}
     replace_file(record_path(image), json.dumps(body, sort_keys=True).encode() + b"\n", 0o444)

@@ -15,7 +15,7 @@ from pathlib import Path
 from roteiro_py import errors
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
 from roteiro_py.vm.disks.rootfs import host_tool
-from roteiro_py.vm.qemu.job import GUEST_GID, GUEST_UID
+from roteiro_py.vm.mounts import GUEST_GID, GUEST_UID
 
 #: Seconds mkfs.ext4 may take to make an empty scratch image (it writes only metadata;
 #: past this it hangs, and the refusal is errors.HostToolFailed).

@@ -24,12 +24,8 @@ from importlib import resources
 
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.assets.initramfs import Entry, write_newc
-from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_TREES, MountTable
+from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_GID, GUEST_TREES, GUEST_UID, MountTable
 
-#: The unprivileged uid/gid commands run as in the guest; the scratch disk's root is
-#: created owned by it.
-GUEST_UID = 1000
-GUEST_GID = 1000
 #: Where the guest init assembles the command's root (read-only image + tmpfs overlay).
 NEWROOT = "/newroot"
 #: virtio-blk serial numbers the guest init finds its disks by.

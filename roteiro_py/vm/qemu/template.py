@@ -81,7 +81,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py import paths
-from roteiro_py.locks import acquire_within
+from roteiro_py.locks import acquire_within, held_shared, taken_if_free
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.qemu import job
 from roteiro_py.vm.qemu.machine import (
@@ -281,8 +281,6 @@ def sweep(root: Path, keep: str) -> None:
     """Remove templates unused for STALE_SECONDS whose lock is free (no run is restoring
     from one or building it), except `keep`, and builds left half-done as long ago (a
     live build's directory is younger than any run's deadline)."""
-    from roteiro_py.locks import taken_if_free
-
     cutoff = time.time() - STALE_SECONDS
     for entry in root.iterdir():
         with contextlib.suppress(OSError):
@@ -298,8 +296,6 @@ def sweep(root: Path, keep: str) -> None:
 
 def discard_if_free(root: Path, key: str) -> bool:
     """Remove the template `key` unless a run holds its lock (False: left as it is)."""
-    from roteiro_py.locks import taken_if_free
-
     with taken_if_free(lock_path(root, key)) as free:
         if free:
             discard(root / key)
@@ -348,8 +344,6 @@ def in_use(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
     reports that failure as a cold run would), DeadlineExceeded when the lock or the build
     outlasts the run's deadline.
     """
-    from roteiro_py.locks import held_shared
-
     root = root or templates_root()
     root.mkdir(parents=True, exist_ok=True)
     directory = root / key
