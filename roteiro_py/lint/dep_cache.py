@@ -44,12 +44,13 @@ from typing import TYPE_CHECKING
 
 from roteiro_py import paths
 from roteiro_py.errors import DeadlineExceeded, Refusal
+from roteiro_py.lint.run import ceiling_for, check_grant, grant_for, run_job, steps_for
+from roteiro_py.lint.tree import Tree
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.config import Settings
     from roteiro_py.depcache.skeleton import Skeleton
-    from roteiro_py.lint.tree import Tree
     from roteiro_py.store import ResolvedImage
     from roteiro_py.vm.api import JobOutcome, VmBackend, VmOutcome
 
@@ -103,6 +104,7 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                      backend: BackendFactory, deadline: Deadline) -> DepCacheUse:
     """The run's dependency cache (see the module doc). `backend(disk)` makes the VM
     backend that builds it onto the scratch disk `disk`."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import build_part
     from roteiro_py.depcache import skeleton, store
 
@@ -171,6 +173,7 @@ def attached(use: DepCacheUse, deadline: Deadline) -> Iterator[DepCacheUse]:
     """`use`, held for the run's VM: a used or built cache is held shared
     (store.in_use) so that no prune or size cap takes it before qemu has it open; one
     removed since it was checked (by a prune in between) is skipped, and said so."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.depcache import store
 
     if use.image is None or use.key is None:
@@ -185,8 +188,7 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
            registry: Path | None, git: Path | None, backend: BackendFactory,
            deadline: Deadline) -> Verdict:
     """Build the dependencies onto `disk` (judge_build says whether to publish it)."""
-    from roteiro_py.lint.run import ceiling_for, check_grant, grant_for, run_job, steps_for
-    from roteiro_py.lint.tree import Tree
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.process.sandbox import Command
     from roteiro_py.vm.disks.scratch import create_scratch
 
@@ -272,6 +274,7 @@ def _cargo_said(step: VmOutcome, marker: str = "error") -> str:
 def _skeleton_dir() -> Iterator[Path]:
     """A fresh directory for this run's skeleton, removed after (it is the host's copy;
     the guest sees it as a read-only image)."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.vm.disks.share_image import STALE_SECONDS
 
     root = paths.cache_root() / "skeletons"

@@ -55,6 +55,7 @@ DEFAULT_GUEST_PATH = "/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/s
 
 def guest_env(image: ResolvedImage) -> dict[str, str]:
     """The guest command's whole environment: set here, from the image's config and constants."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import PINNED_ENV
     from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 
@@ -97,6 +98,7 @@ CHECKER_PROGRAMS = ("cargo", "rustc")
 
 
 def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.process.grants import GrantSet
 
     # The workspace root, not the whole repository: cargo needs only the workspace (and a
@@ -112,6 +114,7 @@ def grant_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
 def ceiling_for(tree: Tree, registry: Path | None, git: Path | None) -> GrantSet:
     """The most a checker over `tree` may ever be granted (process/grants.py
     `checker_ceiling`), with the same tree, cargo view and scratch as `grant_for`."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.process.grants import checker_ceiling
 
     return checker_ceiling(tree.workspace, CHECKER_PROGRAMS, GUEST_SCRATCH,
@@ -156,6 +159,7 @@ def clippy_command(settings: config.Settings, member: str | None = None) -> list
     """The guest's clippy command line; bad names or flags are a usage error, raised early.
     `member`: the package a PATH inside the workspace names (preflight.member_of), linted
     alone as `cargo clippy` run in its directory would, unless packages are chosen."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import ClippyOptions, clippy_argv, lint_levels
 
     lint = settings.lint
@@ -181,6 +185,7 @@ def with_config(argv: list[str], config_args: tuple[str, ...]) -> list[str]:
 def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: list[str]) -> list[Command]:
     """The probes, run outside the tree (command.PROBE_CWD), then the lint in the workspace,
     each run by the toolchain the image pins, never one a tree toolchain file names."""
+    # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import PROBE_CLIPPY, PROBE_CWD, PROBE_RUSTC, pinned
     from roteiro_py.process.sandbox import Command
 

@@ -141,3 +141,40 @@ def test_the_architecture_map_names_every_file_of_the_package() -> None:
              for path in PACKAGE.rglob(pattern)}
     assert sorted(files - named) == []
     assert sorted(named - files) == []
+
+
+def lazy_imports_without_a_reason(package: Path = PACKAGE) -> list[str]:
+    """Imports inside a function with no comment saying why: on the line, or on the lines
+    just above its block of imports (blank lines inside the block allowed)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "cli" / "app.py":
+            continue  # its module docstring says why: --help costs only Typer
+        lines = path.read_text().split("\n")
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Import | ast.ImportFrom) or "#" in lines[node.lineno - 1]:
+                    continue
+                above = node.lineno - 2
+                while above >= 0 and (lines[above].strip().startswith(("from ", "import "))
+                                      or not lines[above].strip()):
+                    above -= 1
+                if above < 0 or not lines[above].strip().startswith("#"):
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    assert lazy_imports_without_a_reason() == []
+
+
+def test_an_unexplained_import_inside_a_function_is_found(tmp_path: Path) -> None:
+    """Control: one block says why, the other does not."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text("def f():\n    # lazy: heavy\n    import json\n\n    import os\n"
+                                  "    return json, os\n\n\ndef g():\n    x = 1\n    import json\n"
+                                  "    return json, x\n")
+    assert [line.split(":")[-1] for line in lazy_imports_without_a_reason(package)] == ["11"]
