@@ -2,10 +2,12 @@
 
 Prints medians over N runs, the ratio of each refusal to `--help` (issue 11's target: at
 most 2x) and to a bare `python -c pass`, so the figures compare across machines. The
-refusals: no image configured; a tag instead of a digest; an image not provisioned (a
-digest the store lacks: this one passes the hypervisor check first, so it needs the VM
-assets and a probe verdict, taken from $ROTEIRO_TEST_HOME, /var/tmp/roteiro-test-home by
-default, as the integration tests provision it; skipped when that has none).
+refusals: no image configured; a tag instead of a digest; `render` with an unknown format
+and `prefetch` with nothing to do (usage errors before any report or store loads); an
+image not provisioned (a digest the store lacks: this one passes the hypervisor check
+first, so it needs the VM assets and a probe verdict, taken from $ROTEIRO_TEST_HOME,
+/var/tmp/roteiro-test-home by default, as the integration tests provision it; skipped when
+that has none).
 Not a test: numbers are reported, never asserted.
 
     python bench/cli_startup.py [--runs N]
@@ -69,6 +71,9 @@ def main() -> None:
             [EXE, "lint", "clippy", str(tree)], env, runs, expect=3)))
         rows.append(("refusal: tag, not digest", median_seconds(
             [EXE, "lint", "clippy", str(tree), "--image", "rust:1.95"], env, runs, expect=2)))
+        rows.append(("refusal: render --format", median_seconds(
+            [EXE, "render", str(tree / "report.json"), "--format", "bogus"], env, runs, expect=2)))
+        rows.append(("refusal: prefetch (usage)", median_seconds([EXE, "prefetch"], env, runs, expect=2)))
         if provisioned_home(Path(ready)):
             ready_env = {**os.environ, "ROTEIRO_HOME": ready}
             argv = [EXE, "lint", "clippy", str(tree), "--image", UNPROVISIONED, "--accel", "tcg"]

@@ -97,7 +97,7 @@ class DocTopic(StrEnum):
 
 
 class CacheKind(StrEnum):
-    """cache_report.KINDS, by the names `--kind` takes (a test checks they are the same)."""
+    """commands/cache.py `KINDS`, by the names `--kind` takes (a test checks they are the same)."""
 
     deps = "deps"
     template = "template"

@@ -121,9 +121,8 @@ def probed(argv: Sequence[str]) -> tuple[str, ...]:
 
 def unpinned(argv: Sequence[str]) -> list[str]:
     """The program and arguments of a `pinned` or `probed` argv, as a report shows what
-    ran: a `--config` value without the trailing TOML whitespace cargo_sources.guest_args
-    pads it with (thousands of spaces, meaningless to cargo, in every message naming the
-    step)."""
+    ran: a `--config` value without trailing spaces (meaningless to cargo, and noise in
+    every message naming the step)."""
     words = list(argv)
     for prefix in (PIN_PREFIX, PROBE_PREFIX):
         if tuple(words[:len(prefix)]) == prefix:

@@ -21,9 +21,7 @@ from pathlib import Path
 from roteiro_py import config
 from roteiro_py.errors import UsageError
 from roteiro_py.guidance import printable
-from roteiro_py.lint import pinned_image
 from roteiro_py.platform_support import require_supported
-from roteiro_py.store import Store, parse_source, prefetch
 
 
 def _interactive() -> bool:
@@ -88,8 +86,15 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
     if analyzer is not None:
         reference = image
         if reference is None:
+            # lazy: the lint conductor loads only to read a configured image
+            from roteiro_py.lint import pinned_image
+
             resolved = config.resolve(path)
             reference = str(pinned_image(resolved, path))
+        # lazy: the store (urllib, ssl, docker's engine client) loads only past the
+        # usage and other-platform refusals above
+        from roteiro_py.store import Store, parse_source, prefetch
+
         spec = parse_source(source)
         with _byte_progress() as progress:
             result = prefetch(Store.default(), reference, spec, allow_download=allow_download,
@@ -102,6 +107,8 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
             _say("pin it for this repository with:")
             _say(f"  pylint-sandbox config set lint.image {shlex.quote(result.reference)} --repo")
     if prune:
+        from roteiro_py.store import Store  # lazy: as above
+
         freed = Store.default().prune()
         _say(f"pruned {freed} bytes of blobs no provisioned image uses")
     return 0

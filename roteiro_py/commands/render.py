@@ -20,7 +20,6 @@ from typing import Any
 from roteiro_py import config
 from roteiro_py.lint.judgement import exit_code
 from roteiro_py.lint.output import append_step_summary, check_outputs, deliver, plan_outputs, render_all
-from roteiro_py.report.load import load_report
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,9 @@ def run_render(request: RenderRequest) -> int:
     check_outputs(plan)
     settings = config.resolve(Path("."), flags=request.flags).settings
     targets = plan.resolved(settings.lint.format)
+    # lazy: report/ is pydantic and every renderer; the output refusals above come first
+    from roteiro_py.report.load import load_report
+
     report = load_report(request.report)
     try:
         deliver(render_all(report, targets, category=plan.category))

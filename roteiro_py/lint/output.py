@@ -53,7 +53,6 @@ from roteiro_py.vocabulary import FORMATS, Format
 if TYPE_CHECKING:
     from roteiro_py.report.model import Report
 
-#: The formats `--format` takes (report.render.Format names the same; a test checks).
 #: Outputs one run may write (each is rendered and written whole).
 MAX_TARGETS = 16
 #: `--category`: what GitHub's upload accepts in automationDetails.id, kept to letters,
@@ -166,7 +165,7 @@ def render_all(report: Report, targets: Sequence[Target], *,
                category: str | None = None, color: str | None = None) -> list[tuple[Target, str]]:
     """Each target with its text; a format is rendered once, whatever number of files
     it goes to (the human report on a terminal once more, at its width and colour)."""
-    # lazy: report/ (pydantic, rich), as in screen() above
+    # lazy: report/ (pydantic, rich), as in terminal_style() above
     from roteiro_py.report.render import render
 
     texts: dict[tuple[str, int, bool], str] = {}
@@ -209,7 +208,7 @@ def deliver(rendered: Sequence[tuple[Target, str]]) -> None:
 def append_step_summary(report: Report, environ: Mapping[str, str] | None = None) -> str | None:
     """Append the Markdown summary to `$GITHUB_STEP_SUMMARY` when it is set (module
     docstring); returns a line for stderr when it was set and not written, else None."""
-    # lazy: report/ (pydantic, rich), as in screen() above
+    # lazy: report/ (pydantic, rich), as in terminal_style() above
     from roteiro_py.report.markdown import STEP_SUMMARY_LIMIT
     from roteiro_py.report.render import render_summary
     where = (os.environ if environ is None else environ).get(STEP_SUMMARY_ENV)
