@@ -25,6 +25,11 @@ Input is the guest's stdout as bytes: untrusted. Guarantees:
   accepted only under the guest's mount of the repository (`PathLayout.guest_root`).
   After normalisation, a path that leaves the repository (`..` past the root, another
   absolute path, `<macro>` pseudo-files) is outside.
+- Every label as cargo shows it (issue 23): the primary span's (`Finding.label`, "expected
+  `u32`, found `&str`") and each secondary span's (`Finding.related`, "expected due to
+  this"), each cut at MAX_LABEL_CHARS, at most MAX_RELATED secondary spans. rustc's
+  `code.explanation` (the whole text of `rustc --explain`) is not kept: the code is, and
+  the human report prints the explain line from it (report/human.py).
 - Children as cargo shows them (issue 13): every part of a suggestion, not the first
   (`bool_assert_comparison` is three edits; its first alone read "suggestion: `assert`"),
   the notes ("`#[warn(...)]` on by default") and the doc link, each bounded
@@ -512,7 +517,9 @@ class _Parser:
 
         related: list[Location] = []
         for span in spans:
-            if span is primary or not isinstance(span, dict) or len(related) >= MAX_RELATED:
+            if len(related) >= MAX_RELATED:
+                break
+            if span is primary or not isinstance(span, dict):
                 continue
             other = _span_location(span, self.layout)
             if other is not None and other != location:
@@ -520,7 +527,7 @@ class _Parser:
                 try:
                     related.append(Location(path=path, line=line, column=column,
                                             end_line=end_line, end_column=end_column,
-                                            message=_str(span.get("label"))))
+                                            message=_str(span.get("label")) or None))
                 except ValidationError:
                     continue
         suggestion, help_text = _suggestion_and_help(diag.get("children"))
@@ -538,6 +545,7 @@ class _Parser:
                 "code": code, "level": level, "message": message, "path": None, "line": None,
                 "column": None, "end_line": None, "end_column": None, **where,
                 "snippet": snippet, "suggestion": suggestion, "help": help_text,
+                "label": (_str(primary.get("label")) if isinstance(primary, dict) else None) or None,
                 "related": related, "children": attached.children, "fixes": attached.fixes,
                 "doc_url": attached.doc_url,
             }))

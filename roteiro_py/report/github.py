@@ -131,6 +131,8 @@ def message_of(finding: Finding, rustc_release: str) -> str:
     if url is not None:
         tail += f"\nfor further information visit {url}"
     head = finding.message
+    if finding.label:  # the primary span's label, which cargo shows under the span
+        head += f"\n{finding.label}"
     # rustc's first help is usually a suggestion's own message, shown with it above
     if finding.help and all(fix.message != finding.help for fix in finding.fixes):
         head += f"\nhelp: {finding.help}"

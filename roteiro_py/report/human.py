@@ -1,5 +1,6 @@
-"""The terminal report: findings grouped by file, each with its source line and the span
-underlined, then the counts and one provenance line.
+"""The terminal report: findings grouped by file, each with its source line, the span
+underlined and rustc's label under it, then rustc's `rustc --explain` line for the error
+codes shown, the counts and one provenance line.
 
 Every guest string is already clean (model.py); it is still put on the console only as
 `rich.text.Text` with markup and highlighting off, so a message like `[red]` or
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import groupby
@@ -124,6 +126,8 @@ def _finding(finding: Finding) -> Text:
         parts.append(Text("   " + extra))
     if finding.path is not None and finding.line is not None:
         parts.append(Text(f"  --> {finding.path}:{finding.line}:{finding.column}", style="blue"))
+        if finding.label and (finding.snippet is None or finding.column is None):  # no line to put it under
+            parts.append(Text.assemble("  = ", ("label", "bold"), ": ", _first_line(finding.label)))
         if finding.snippet is not None and finding.column is not None:
             lines = finding.snippet.splitlines()[:MAX_SHOWN_LINES] or [""]
             gutter = len(str(finding.line + len(lines) - 1))
@@ -137,6 +141,8 @@ def _finding(finding: Finding) -> Text:
                     mark = Text(f"{'':>{gutter}} | ", style="blue")
                     mark.append(_underline(source, finding.column, last),
                                 style=_STYLE[finding.level])
+                    if finding.label:  # as cargo: `^^^ expected `u32`, found `&str``
+                        mark.append(" " + _first_line(finding.label), style=_STYLE[finding.level])
                     parts.append(mark)
     related = [Text(f"  also {r.path}:{r.line}:{r.column}"
                     + (f" ({_first_line(r.message)})" if r.message else ""), style="dim")
@@ -195,6 +201,28 @@ def _fix(fix: Fix) -> list[Text]:
     return parts
 
 
+#: An error code rustc has an explanation for (`rustc --explain E0308`); lints have none.
+_ERROR_CODE = re.compile(r"E[0-9]{4}")
+#: Codes rustc names in "Some errors have detailed explanations: ..." before "...".
+_EXPLAINED_SHOWN = 9
+
+
+def explain_lines(findings: list[Finding]) -> list[str]:
+    """rustc's closing lines for the error codes among `findings`, worded as it words them
+    (rustc_errors `print_error_count`): one code, "For more information about this
+    error, try `rustc --explain E0308`."; several, sorted, the first nine named, then
+    "For more information about an error, try ..." with the first. rustc prints them
+    once per crate; the report once, after every finding."""
+    codes = sorted({f.code for f in findings if f.code and _ERROR_CODE.fullmatch(f.code)})
+    if not codes:
+        return []
+    if len(codes) == 1:
+        return [f"For more information about this error, try `rustc --explain {codes[0]}`."]
+    named = ", ".join(codes[:_EXPLAINED_SHOWN]) + ("..." if len(codes) > _EXPLAINED_SHOWN else ".")
+    return [f"Some errors have detailed explanations: {named}",
+            f"For more information about an error, try `rustc --explain {codes[0]}`."]
+
+
 #: How the count line names each level in the plural ("3 warnings").
 _PLURAL = {"error": "errors", "warning": "warnings", "note": "notes", "help": "help"}
 
@@ -229,6 +257,11 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
         for finding in group:
             console.print(_finding(finding))
             console.print()
+    explained = explain_lines(gating)  # after the diagnostics, as rustc prints them
+    for text in explained:
+        console.print(Text(text, style="bold"))
+    if explained:
+        console.print()
     summary = report.summary
     counts = ", ".join(_counted(summary.counts.get(level, 0), level, _PLURAL[level]) for level in LEVELS
                        if summary.counts.get(level, 0))

@@ -95,6 +95,8 @@ def _finding(finding: Finding, release: str) -> str:
                      else finding.path)
     name = code(finding.code or f"rustc {finding.level}")
     line = f"- **{finding.level}** {name} at {where}: {code(finding.message)}"
+    if finding.label:
+        line += f" ({code(finding.label)})"
     if finding.help:
         line += f"; help: {code(finding.help)}"
     url = doc_url(finding.code, release)

@@ -49,6 +49,10 @@ def _source(text: str) -> str:
     return clean(text, keep_newlines=True, keep_tabs=True)
 
 
+def _label(text: str) -> str:
+    return clean(text, keep_newlines=True, limit=MAX_LABEL_CHARS)
+
+
 def repo_path(text: str) -> str:
     """`text` as a finding's path: clean, relative to the repository root, normalised, or
     ValueError. A diff's paths go through this too (compare/diff.py), so they compare
@@ -74,6 +78,8 @@ SafeLine = Annotated[str, AfterValidator(_line)]
 SafeText = Annotated[str, AfterValidator(_multiline)]
 SafeSource = Annotated[str, AfterValidator(_source)]
 RepoPath = Annotated[str, AfterValidator(repo_path)]
+#: A span's label, as rustc puts it under the span (`expected `u32`, found `&str``).
+SafeLabel = Annotated[str, AfterValidator(_label)]
 UtcTime = Annotated[datetime, AfterValidator(_utc), PlainSerializer(_rfc3339, return_type=str)]
 Position = Annotated[int, Field(ge=1)]
 
@@ -88,6 +94,11 @@ class _Model(BaseModel):
 # findings took 2.2 s and 279 MiB to validate and 17 s to render (review).
 #: Secondary spans kept per finding; rustc rarely gives more than a handful.
 MAX_RELATED = 10
+#: Characters of one span's label (`Finding.label`, `Location.message`); longer ones are
+#: cut with the sanitiser's mark. A label is a phrase under a span, the longest of rustc's
+#: name two types ("expected `A`, found `B`"): this keeps those whole and a guest's
+#: megabyte label from being copied into every format up to eleven times a finding.
+MAX_LABEL_CHARS = 1000
 #: Findings kept per report; more are counted (`dropped_findings`), not kept. Real trees
 #: with thousands of warnings stay far below it; a guest printing the 64 MiB output cap
 #: in short diagnostics would otherwise build ~200,000 findings.
@@ -123,7 +134,8 @@ class Location(_Model):
     column: Position
     end_line: Position
     end_column: Position
-    message: SafeText | None = None
+    #: The span's label, as rustc puts it under the span ("expected due to this").
+    message: SafeLabel | None = None
 
     @model_validator(mode="after")
     def _in_order(self) -> Location:
@@ -205,7 +217,10 @@ class Finding(_Model):
     suggestion: the replacement text of the first part of the first suggestion, if any
                 (kept as it was for readers of older reports; `fixes` has them whole).
     help:       the first help message rustc attached (e.g. "try dereferencing it").
-    related:    the diagnostic's other spans (secondary labels), in the repository.
+    label:      the primary span's label, as cargo shows it under the span's carets
+                (`expected `u32`, found `&str``); None when rustc gave none, and in
+                reports written before issue 23.
+    related:    the diagnostic's other spans with their labels, in the repository.
     baseline:   "known" when the `--baseline` report has this finding (by fingerprint,
                 report/fingerprint.py), "new" when it does not; None without a baseline.
     in_diff:    whether the primary span touches a line the `--diff` added; None
@@ -229,6 +244,7 @@ class Finding(_Model):
     snippet: SafeSource | None = None
     suggestion: SafeSource | None = None
     help: SafeText | None = None
+    label: SafeLabel | None = None
     related: list[Location] = Field(default_factory=list, max_length=MAX_RELATED)
     baseline: Literal["known", "new"] | None = None
     in_diff: bool | None = None

@@ -15,6 +15,9 @@ carrying what code scanning requires or uses beyond it:
   workspaces) uploading without distinct categories would close each other's alerts;
 - `tool.driver.semanticVersion` from the probed clippy version;
 - relative URIs under `uriBaseId` %SRCROOT% (no host path is written);
+- every label rustc gave (issue 23): the primary span's as the location's `message` and
+  after the result's message (code scanning shows the result's), each secondary span's as
+  its `relatedLocations` entry's `message` (SARIF 2.1.0 §3.28.5, §3.27.22);
 - `level` error / warning / note (rustc's note and help become note);
 - `baselineState` "unchanged" / "new" when the run had a `--baseline`, and the result's
   `properties.inDiff` when it had a `--diff` (every finding stays in the log, marked).
@@ -142,6 +145,9 @@ def render_sarif(report: Report, *, category: str | None = None) -> str:
         line_hash = _line_hash(rule, finding, path)
         occurrences[line_hash] += 1
         text = finding.message
+        if finding.label:  # the primary span's label, on the location and in the message
+            location["message"] = {"text": finding.label}
+            text += f"\n{finding.label}"
         if finding.help:
             text += f"\nhelp: {finding.help}"
         result: dict[str, Any] = {
