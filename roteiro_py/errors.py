@@ -172,6 +172,17 @@ class UsageError(RoteiroError):
         return Guidance(summary=_p(self.message), notes=(self.hint,) if self.hint else ())
 
 
+class PathNotFound(UsageError):
+    """The PATH a command is about does not exist: `lint clippy PATH` and `doctor --path
+    PATH` say it in the same words (issue 23: doctor said "this host can lint" it)."""
+
+    code = "path-not-found"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"The path {path} does not exist.", hint="Pass the repository to lint.")
+        self.path = path
+
+
 class StdoutUnwritable(UsageError):
     """stdout cannot take what the command prints: it is closed (`>&-`), or a write failed
     for another reason than its reader leaving (ENOSPC on a full disk or /dev/full, EIO).

@@ -288,7 +288,8 @@ def doctor(
 ) -> None:
     """Show what this host has for sandboxed linting, and what to do about what is missing.
 
-    Exits 0 when a lint of PATH can run on this host, 3 when a required check fails."""
+    Exits 0 when a lint of PATH can run on this host, 3 when a required check fails,
+    2 when PATH does not exist."""
     from roteiro_py.commands.doctor import run_doctor
 
     _guard(lambda: run_doctor(verify=verify, path=path, format=format.value))

@@ -18,7 +18,8 @@ the other checks (each accelerator's own probe, the store's listing, the package
 which `fetch-deps` fills per tree) inform and never change the exit status. A
 configuration that cannot be read is reported as a failed check, not raised, so the rest
 is still shown. `--format json` prints the same checks in a stable schema
-(SCHEMA_VERSION, `json_report`).
+(SCHEMA_VERSION, `json_report`). A PATH that does not exist is a usage error (2), as
+for `lint clippy`, and nothing is checked.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from roteiro_py.errors import (
     ConfigError,
     ImageNotProvisioned,
     NoImageConfigured,
+    PathNotFound,
     RoteiroError,
     SandboxUnavailable,
     config_set_image_command,
@@ -331,7 +333,14 @@ def _verdict_line(results: list[Check], path: Path) -> str:
 
 
 def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human") -> int:
-    """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not."""
+    """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not.
+
+    A `path` that does not exist is the usage error a lint of it is (PathNotFound), before
+    any check: every check would pass for it (a missing tree has no roteiro.toml to
+    misread, and the image comes from the user's configuration), and "this host can lint"
+    a path that is not there sent the user on to a lint that refuses it."""
+    if not path.resolve().exists():
+        raise PathNotFound(path.resolve())
     results, reference = _checks(path)
     if verify:
         results += verified(str(reference) if reference is not None else None)

@@ -19,6 +19,8 @@ D = "sha256:" + "d" * 64
 FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroError, list[str]]]] = {
     errors.UsageError: lambda: (errors.UsageError("bad flag --zork.", hint="Try --help."),
                                 ["--zork", "Try --help."]),
+    errors.PathNotFound: lambda: (errors.PathNotFound(Path("/src/gone-8")),
+                                  ["The path /src/gone-8 does not exist.", "Pass the repository to lint."]),
     errors.StdoutUnwritable: lambda: (errors.StdoutUnwritable("pylint-sandbox config get vm.cpus-9",
                                                               "Input/output error"),
                                       ["`pylint-sandbox config get vm.cpus-9 > FILE`", "Input/output error"]),

@@ -20,7 +20,7 @@ import pytest
 
 from roteiro_py import paths
 from roteiro_py.commands import doctor
-from roteiro_py.errors import EXIT_OK, EXIT_REFUSED, MAX_STORED_SHOWN, NoImageConfigured
+from roteiro_py.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, MAX_STORED_SHOWN, NoImageConfigured, UsageError
 from roteiro_py.lint.preflight import images_in_store
 from roteiro_py.store import Store
 from roteiro_py.vm.api import Isolation
@@ -64,8 +64,9 @@ def test_doctor_exits_3_in_json_when_this_host_cannot_lint(tmp_path: Path) -> No
     assert "MISS  image: `[lint] image` is not set" in human.stdout
 
 
-def test_doctor_exits_0_only_when_every_required_check_passes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def _a_host_that_can_lint(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The VM assets' loader and the backend's probe replaced (see the module doc), an
+    image provisioned and configured: the pinned reference."""
     from roteiro_py.vm.assets import assets
     from roteiro_py.vm.qemu import probe
 
@@ -84,7 +85,12 @@ def test_doctor_exits_0_only_when_every_required_check_passes(
     monkeypatch.setattr("shutil.which", lambda tool: f"/usr/sbin/{tool}")
     reference = provisioned()
     (paths.user_config_path()).write_text(f'[lint]\nimage = "{reference}"\n')
+    return reference
 
+
+def test_doctor_exits_0_only_when_every_required_check_passes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    reference = _a_host_that_can_lint(monkeypatch)
     assert doctor.run_doctor(path=tmp_path, format="json") == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert data["can_lint"] is True
@@ -106,6 +112,27 @@ def test_doctor_exits_0_only_when_every_required_check_passes(
     out = capsys.readouterr().out
     assert "MISS  image provisioned: The image localhost/other/img@sha256:" in out
     assert out.splitlines()[-1].endswith(": image provisioned")
+
+
+def test_a_path_that_does_not_exist_is_a_usage_error_as_for_lint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: `doctor --path /nonexistent` said "this host can lint" it and exited 0.
+    It is the usage error (2) `lint clippy` gives for the same path, in the same words."""
+    reference = _a_host_that_can_lint(monkeypatch)
+    gone = tmp_path / "gone"
+    with pytest.raises(UsageError) as refused:
+        doctor.run_doctor(path=gone, format="json")
+    assert refused.value.exit_code == EXIT_USAGE
+    assert refused.value.guidance().render_text() == (
+        f"error: The path {gone} does not exist.\n  note: Pass the repository to lint.\n")
+    assert capsys.readouterr().out == ""  # no checks, no verdict
+    # control: the same host can lint a path that exists
+    assert doctor.run_doctor(path=tmp_path, format="json") == EXIT_OK
+    # through the command line, doctor's refusal is lint's, word for word
+    human = run("doctor", "--path", str(gone), cwd=tmp_path)
+    lint = run("lint", "clippy", str(gone), "--image", reference, cwd=tmp_path)
+    assert (human.returncode, lint.returncode) == (EXIT_USAGE, EXIT_USAGE), (human.stderr, lint.stderr)
+    assert human.stdout == "" and human.stderr == lint.stderr
 
 
 def test_doctor_json_is_sanitised() -> None:
