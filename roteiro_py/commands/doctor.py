@@ -70,6 +70,11 @@ class Check:
     required: bool = False
 
 
+def _counted(count: int, noun: str) -> str:
+    """`1 image`, `2 images`: a count of one is singular (issue 23: "1 image(s)")."""
+    return f"{count} {noun if count == 1 else noun + 's'}"
+
+
 def can_lint(results: list[Check]) -> bool:
     """True when no required check failed."""
     return all(check.ok is not False for check in results if check.required)
@@ -136,7 +141,8 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
         reference = pinned_image(resolved, path)
     except NoImageConfigured as missing:
         fix = config_set_image_command(missing.stored[0]) if missing.stored else prefetch_command()
-        held = (f"; the store holds {len(missing.stored)} provisioned image(s), the fix sets the newest"
+        held = (f"; the store holds {_counted(len(missing.stored), 'provisioned image')}, the fix "
+                "sets the newest"
                 if missing.stored else "")
         return None, [Check("image", False, f"`[lint] image` is not set{held}", fix, required=True)]
     except RoteiroError as error:
@@ -151,7 +157,7 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
             + (f" {absent.detail}" if absent.detail else ""), prefetch_command(str(reference)),
             required=True)]
     return reference, [configured, Check("image provisioned", True,
-                                         f"manifest {image.manifest_digest}, {len(image.layers)} layer(s)",
+                                         f"manifest {image.manifest_digest}, {_counted(len(image.layers), 'layer')}",
                                          required=True)]
 
 
@@ -227,7 +233,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
 
         references = Store(store).references() if store.exists() else []
         found.append(Check("image store", bool(references),
-                           f"{store}: {len(references)} image(s)"
+                           f"{store}: {_counted(len(references), 'image')}"
                            + "".join(f"\n      {printable(r.name)}" for r in references),
                            None if references else
                            "pylint-sandbox prefetch --analyzer clippy --image REF --allow-download"))
@@ -261,8 +267,8 @@ def _packages(path: Path) -> Check:
     missing = missing_from_store(lock.pins)
     pinned = len(lock.pins)
     return Check("package store", not missing,
-                 f"{printable(str(store))}: {pinned - len(missing)} of the {pinned} packages "
-                 "the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
+                 f"{printable(str(store))}: {pinned - len(missing)} of the "
+                 f"{_counted(pinned, 'package')} the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
                  if missing else None)
 
 

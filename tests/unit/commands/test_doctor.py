@@ -219,8 +219,26 @@ def test_the_package_store_check_counts_what_the_lockfile_pins(tmp_path: Path) -
     (tree / "Cargo.lock").write_text(f'version = 4\n[[package]]\nname = "dep"\nversion = "1.0.0"\n'
                                      f'source = "{CRATES_IO_SOURCE}"\nchecksum = "{checksum}"\n')
     missing = doctor._packages(tree)
-    assert missing.ok is False and "0 of the 1 packages" in missing.detail
+    # issue 23: "(1 manifests)"-style plurals; a count of one is singular
+    assert missing.ok is False and "0 of the 1 package the lockfile pins" in missing.detail
     assert missing.fix == f"pylint-sandbox fetch-deps {tree}"
     store.keep_crate_bytes(data, checksum)
     present = doctor._packages(tree)  # control: once it is in the store
-    assert present.ok is True and "1 of the 1 packages" in present.detail and present.fix is None
+    assert present.ok is True and "1 of the 1 package the lockfile pins" in present.detail
+    assert present.fix is None
+    # control: two pins are plural
+    (tree / "Cargo.lock").write_text((tree / "Cargo.lock").read_text() + (
+        f'[[package]]\nname = "other"\nversion = "2.0.0"\n'
+        f'source = "{CRATES_IO_SOURCE}"\nchecksum = "{"b" * 64}"\n'))
+    assert "1 of the 2 packages the lockfile pins" in doctor._packages(tree).detail
+
+
+def test_counts_of_one_are_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23: "1 image(s)", "1 layer(s)"; one image of one layer says so."""
+    _a_host_that_can_lint(monkeypatch)
+    checks = {check.name: check for check in doctor.checks(tmp_path)}
+    assert checks["image provisioned"].detail.endswith(", 1 layer")
+    assert checks["image store"].detail.splitlines()[0].endswith(": 1 image")
+    # control: a second image is plural
+    provisioned("localhost/test/second")
+    assert doctor.checks(tmp_path)[-2].detail.splitlines()[0].endswith(": 2 images")
