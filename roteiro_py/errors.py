@@ -393,28 +393,34 @@ class TagNotDigest(RoteiroError):
 # -- exit 3: refusals ------------------------------------------------------------------
 
 
-#: The promise every refusal keeps, said by the `Refusal` base in the first note of every
-#: refusal's guidance, so no class can forget it (issue 14: eight of them did). True of
-#: every refusal: none comes with a report (a lint renders its report only once `lint()`
-#: returned, lint/__init__.py), and none is followed by running anything on this host in
-#: the VM's place. The guest may have run (the build ran in the VM), and `fetch-deps` runs
-#: hardened git for a lockfile's git pins by design; neither is "instead".
+#: The promise every refusal of a lint keeps, said by the `Refusal` base in the first note
+#: of every refusal's guidance, so no class can forget it (issue 14: eight of them did).
+#: True of every refusal a lint meets: none comes with a report (a lint renders its report
+#: only once `lint()` returned, lint/__init__.py), and none is followed by running anything
+#: on this host in the VM's place. The guest may have run (the build ran in the VM); that
+#: is not "instead". It is a lint's promise: another command (prefetch, fetch-deps, render)
+#: makes no report to begin with, so its refusals do not say it (`Refusal.promised`).
 NOTHING_RAN = "No report was made, and nothing ran on this host instead."
 
 
-def _with_promise(guidance: Guidance) -> Guidance:
+def _with_promise(guidance: Guidance, promised: bool = True) -> Guidance:
     notes = tuple(note for note in guidance.notes if note != NOTHING_RAN)
-    return dataclasses.replace(guidance, notes=(NOTHING_RAN, *notes))
+    return dataclasses.replace(guidance, notes=(NOTHING_RAN, *notes) if promised else notes)
 
 
 class Refusal(RoteiroError):
     """The sandbox cannot give what was asked for; nothing ran on the host instead.
 
     Every subclass's `guidance()` is wrapped here (`__init_subclass__`) so that its first
-    note is NOTHING_RAN: a class written tomorrow says it without knowing it must."""
+    note is NOTHING_RAN: a class written tomorrow says it without knowing it must.
+    `promised` is False when the command that met the refusal is not a lint: the command
+    line's boundary (cli/app.py `_guard`) sets it, since one class (PlatformUnsupported,
+    NoImageConfigured) is met by a lint and by prefetch alike. Issue 23: prefetch's
+    refusals ended with "No report was made", of a command that makes none."""
 
     exit_code = EXIT_REFUSED
     code = "refused"
+    promised: bool = True
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -424,12 +430,12 @@ class Refusal(RoteiroError):
 
         @functools.wraps(own)
         def guidance(self: Refusal) -> Guidance:
-            return _with_promise(own(self))
+            return _with_promise(own(self), self.promised)
 
         cls.guidance = guidance  # type: ignore[method-assign]
 
     def guidance(self) -> Guidance:
-        return _with_promise(super().guidance())
+        return _with_promise(super().guidance(), self.promised)
 
 
 #: At most this many provisioned images are offered by a refusal that lists the store's

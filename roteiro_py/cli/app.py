@@ -226,7 +226,7 @@ def lint_clippy(
                                                 baseline=baseline, diff=diff,
                                                 formats=tuple(format or ()), category=category,
                                                 verbose=verbose)),
-           invocation=_invocation(ctx))
+           invocation=_invocation(ctx), lint=True)
 
 
 @app.command("render")
@@ -478,15 +478,17 @@ def _invocation(ctx: typer.Context) -> Invocation | None:
     )
 
 
-def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> NoReturn:
+def _guard(call: Callable[[], int], *, invocation: Invocation | None = None, lint: bool = False) -> NoReturn:
     """Run one command's core and exit with its code; the one place errors become codes.
 
-    `invocation`: the command line, given to the error so its rerun repeats it. stdout's
-    reader leaving (stdout.ReaderLeft, a BaseException) passes through to `main()`, which
-    also meets it in --help and --version."""
+    `invocation`: the command line, given to the error so its rerun repeats it. `lint`: the
+    command is a lint, whose refusals promise that no report was made and nothing ran on
+    this host instead (errors.NOTHING_RAN); no other command's do (errors.Refusal.promised).
+    stdout's reader leaving (stdout.ReaderLeft, a BaseException) passes through to `main()`,
+    which also meets it in --help and --version."""
     import signal
 
-    from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, RoteiroError
+    from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, Refusal, RoteiroError
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_terminated)
@@ -501,6 +503,8 @@ def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> 
     except RoteiroError as error:
         if invocation is not None:
             error.invocation = invocation
+        if isinstance(error, Refusal):
+            error.promised = lint
         _print_error(error)
         if _state["debug"]:
             import traceback

@@ -340,6 +340,35 @@ def test_a_refusal_written_later_says_the_promise_too() -> None:
         assert error.guidance().notes == (errors.NOTHING_RAN, "Its own note.")
 
 
+def test_only_a_lints_refusal_says_no_report_was_made(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: prefetch's refusals ended with the lint's promise, "No report was made",
+    of a command that makes no report. The command line's boundary decides (cli/app.py
+    `_guard`); both refusals through it, word for word."""
+    from roteiro_py.cli.app import main
+
+    reference = "registry.example/team/clippy@" + D
+    assert main(["prefetch", "--analyzer", "clippy", "--image", reference]) == errors.EXIT_REFUSED
+    assert capsys.readouterr().err == (
+        f"error: Prefetch would download the image {reference} (its manifest {D}, its config and "
+        "its layers) from https://registry.example/v2/team/clippy/; downloading was not allowed.\n"
+        f"  note: Image: {reference}.\n"
+        "  run:\n"
+        f"    pylint-sandbox prefetch --analyzer clippy --image {reference} --allow-download\n")
+    # control: a lint's refusal says it, first among its notes
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "t"\nversion = "0.1.0"\n')
+    from roteiro_py import paths
+
+    assert main(["lint", "clippy", str(tmp_path), "--image", reference, "-q"]) == errors.EXIT_REFUSED
+    assert capsys.readouterr().err == (
+        f"error: The VM's asset manifest is not provisioned at {paths.vm_assets_root()}/manifest.json.\n"
+        f"  note: {errors.NOTHING_RAN}\n"
+        "  note: Assets are provisioned ahead of time and verified by digest; a run never downloads "
+        "them, from a Debian archive (`[vm] debian_archive`: a mirror or a local copy). A host that "
+        "reaches none can point `[vm] kernel` and `[vm] initrd` at its own.\n"
+        "  run:\n"
+        "    pylint-sandbox prefetch --vm-assets --allow-download\n")
+
+
 def test_a_host_tool_that_did_not_finish_and_output_that_was_cut_render_exactly() -> None:
     """Issue 21 items 5 and 6: the two refusals, word for word."""
     hung = errors.HostToolFailed("mkfs.ext4", "make the scratch disk /c/s-17.img",
