@@ -99,6 +99,8 @@ split_args() {
 prepare() {
   local path="$1" status=0
   ci_note "provisioning the VM's kernel and initramfs"
+  # --allow-download: no-op for --vm-assets since issue 23, kept for a `version` input
+  # that installs an earlier release, which refuses without it.
   pylint-sandbox prefetch --vm-assets --allow-download
   ci_note "provisioning the linter image"
   pylint-sandbox prefetch --analyzer clippy --allow-download --path="$path"

@@ -592,7 +592,7 @@ class VmAssetsMissing(Refusal):
                    "downloads them, from a Debian archive (`[vm] debian_archive`: a mirror or "
                    "a local copy). A host that reaches none can point `[vm] kernel` and "
                    "`[vm] initrd` at its own.",),
-            commands=("pylint-sandbox prefetch --vm-assets --allow-download",),
+            commands=("pylint-sandbox prefetch --vm-assets",),
         )
 
 
@@ -621,19 +621,18 @@ class ImageNotProvisioned(Refusal):
 class DownloadNotAllowed(Refusal):
     code = "download-not-allowed"
 
-    def __init__(self, reference: str, source: str, what: str, *, command: str | None = None) -> None:
+    def __init__(self, reference: str, source: str, what: str) -> None:
         super().__init__()
         self.reference = reference
         self.source = source
         self.what = what
-        self.command = command  # the command that allows it, when it is not an image's prefetch
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Prefetch would download {_p(self.what)} from {_p(self.source)}; "
             "downloading was not allowed.",
-            notes=(f"{'For' if self.command else 'Image'}: {_p(self.reference)}.",),
-            commands=(self.command or prefetch_command(self.reference),),
+            notes=(f"Image: {_p(self.reference)}.",),
+            commands=(prefetch_command(self.reference),),
         )
 
 
@@ -681,7 +680,7 @@ class ArchiveRefused(Refusal):
                    f"`[vm] {self.setting}` at another mirror or a local copy, or set "
                    "`[vm] kernel` and `[vm] initrd` to files of your own."),
             commands=(f"pylint-sandbox config set vm.{self.setting} MIRROR-URL-OR-DIRECTORY",
-                      "pylint-sandbox prefetch --vm-assets --allow-download"),
+                      "pylint-sandbox prefetch --vm-assets"),
         )
 
 
@@ -712,7 +711,7 @@ class SecurityIndexStale(Refusal):
                    "then lags the security fixes released since the last point release); "
                    "nothing was provisioned."),
             commands=("pylint-sandbox config set vm.debian_security_archive ''",
-                      "pylint-sandbox prefetch --vm-assets --allow-download"),
+                      "pylint-sandbox prefetch --vm-assets"),
         )
 
 

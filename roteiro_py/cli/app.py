@@ -250,7 +250,9 @@ def render(
 def prefetch(
     analyzer: Annotated[Analyzer | None, typer.Option(help="The analyzer whose image to provision.")] = None,
     image: Annotated[str | None, typer.Option(help="Image reference (default: the configured [lint] image).")] = None,
-    allow_download: Annotated[bool, typer.Option("--allow-download", help="Permit network downloads.")] = False,
+    allow_download: Annotated[bool, typer.Option(
+        "--allow-download", help="Permit downloading the image from a registry. --vm-assets needs "
+        "no permission (downloading is all it does) and accepts the flag.")] = False,
     from_: Annotated[str, typer.Option("--from", help="registry (default), docker, or oci:PATH.")] = "registry",
     vm_assets: Annotated[bool, typer.Option("--vm-assets", help="Provision the guest kernel and initramfs.")] = False,
     path: Annotated[Path, typer.Option(help="Repository whose configuration names the image.")] = Path("."),

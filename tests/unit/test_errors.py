@@ -80,12 +80,12 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                           "Packages.xz does not match the SHA256"),
                                     ["file:///srv/mirror-5", "bookworm-9", "does not match the SHA256",
                                      "[vm] debian_archive", "[vm] kernel", "config set vm.debian_archive",
-                                     "prefetch --vm-assets --allow-download"]),
+                                     "prefetch --vm-assets"]),
     errors.SecurityIndexStale: lambda: (errors.SecurityIndexStale(
         "/srv/security-3", "bookworm-security-4", "2026-11-01 00:53:13 UTC", "2026-11-08 00:53:13 UTC", 7),
         ["/srv/security-3", "bookworm-security-4", "2026-11-01 00:53:13 UTC", "expired at 2026-11-08 00:53:13 UTC",
          "valid for 7 days", "goes stale every 7 days", "Refresh the copy", "`[vm] debian_security_archive`",
-         "config set vm.debian_security_archive ''", "prefetch --vm-assets --allow-download"]),
+         "config set vm.debian_security_archive ''", "prefetch --vm-assets"]),
     errors.UnsafeImageLayer: lambda: (errors.UnsafeImageLayer("sha256:feed01", "../../etc/x", "`..` in member name"),
                                       ["sha256:feed01", "../../etc/x", "`..` in member name"]),
     errors.HostToolMissing: lambda: (errors.HostToolMissing("mkfs.ext4", "e2fsprogs-x",
@@ -366,7 +366,7 @@ def test_only_a_lints_refusal_says_no_report_was_made(tmp_path: Path, capsys: py
         "them, from a Debian archive (`[vm] debian_archive`: a mirror or a local copy). A host that "
         "reaches none can point `[vm] kernel` and `[vm] initrd` at its own.\n"
         "  run:\n"
-        "    pylint-sandbox prefetch --vm-assets --allow-download\n")
+        "    pylint-sandbox prefetch --vm-assets\n")
 
 
 def test_a_host_tool_that_did_not_finish_and_output_that_was_cut_render_exactly() -> None:
