@@ -54,11 +54,15 @@ install_packages() {
 
 # as_path VALUE: VALUE as an absolute path (relative ones from the current directory), so
 # it can never be read as an option: `--image=x` becomes `$PWD/--image=x`. (`./--image=x`
-# is not enough: the tool's path parsing makes it `--image=x` again.)
+# is not enough: the tool's path parsing makes it `--image=x` again.) Leading `./` go, and
+# `.` (the default) is the directory itself, so what the log names reads as a path: it
+# asked "can this runner lint /builds/p/.?".
 as_path() {
   local value="${1:-.}"
+  while [ "${value#./}" != "$value" ]; do value="${value#./}"; done
   case "$value" in
     /*) printf '%s' "$value" ;;
+    . | "") printf '%s' "$PWD" ;;
     *) printf '%s/%s' "$PWD" "$value" ;;
   esac
 }
@@ -95,6 +99,8 @@ split_args() {
 prepare() {
   local path="$1" status=0
   ci_note "provisioning the VM's kernel and initramfs"
+  # --allow-download: no-op for --vm-assets since issue 23, kept for a `version` input
+  # that installs an earlier release, which refuses without it.
   pylint-sandbox prefetch --vm-assets --allow-download
   ci_note "provisioning the linter image"
   pylint-sandbox prefetch --analyzer clippy --allow-download --path="$path"

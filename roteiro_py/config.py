@@ -361,6 +361,63 @@ def resolve(
     )
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A value of a file or variable that `config show` left out, and why: the
+    ConfigError a lint would raise for it. `key` is None when the whole file is
+    unreadable (a TOML syntax error, a link), or names a key no section has."""
+
+    key: str | None
+    error: ConfigError
+
+
+def resolve_leniently(path: Path, *, environ: Mapping[str, str] | None = None) -> tuple[Resolved, list[Refused]]:
+    """`config show`'s resolve: every value that can be read, checked and validated, each
+    key at a time, with the refused ones left out (the layers below them decide) and
+    returned with their errors. Issue 23: one bad key in a roteiro.toml made `config
+    show`, which that refusal's own hint names, fail whole. A lint still refuses the first
+    (`resolve`); the checks are the same ones (`_flatten`, `check_repo_key`, `_validate`),
+    and the model's validators are per field, so a key that passes alone passes merged."""
+    environ = os.environ if environ is None else environ
+    user_path = paths.user_config_path()
+    repo_path = find_repo_config(path) if path.exists() else None
+    refused: list[Refused] = []
+    layers: list[tuple[Path | str, dict[str, Any], Source]] = []
+    files = [(user_path, Source("user", str(user_path)))] if user_path.is_file() else []
+    files += [(repo_path, Source("repo", str(repo_path)))] if repo_path is not None else []
+    for file, source in files:
+        try:
+            data = read_toml(file, follow_links=source.kind == "user")
+        except ConfigError as error:
+            refused.append(Refused(None, error))
+            continue
+        flat: dict[str, Any] = {}
+        for section, table in data.items():
+            # an unknown section or one that is no table is refused whole, by _flatten
+            pieces = ([{section: {name: value}} for name, value in table.items()]
+                      if section in FIELDS and isinstance(table, dict) else [{section: table}])
+            for piece in pieces:
+                try:
+                    one = _flatten(file, piece)
+                    for key in one:
+                        if source.kind == "repo":
+                            check_repo_key(file, key)
+                    _validate(file, one)
+                except ConfigError as error:
+                    refused.append(Refused(error.key if error.key in known_keys() else None, error))
+                    continue
+                flat.update(one)
+        layers.append((file, flat, source))
+    for key, (value, source) in env_layer(environ).items():
+        try:
+            _validate(source.label, {key: value})
+        except ConfigError as error:
+            refused.append(Refused(key, error))
+            continue
+        layers.append((source.label, {key: value}, source))
+    return resolve(layers=Layers(layers, user_path, repo_path)), refused
+
+
 def config_file_for(scope: Literal["user", "repo"], start: Path) -> Path:
     """The file `config set/unset` writes: the user's, or the repository's roteiro.toml.
 

@@ -172,6 +172,17 @@ class UsageError(RoteiroError):
         return Guidance(summary=_p(self.message), notes=(self.hint,) if self.hint else ())
 
 
+class PathNotFound(UsageError):
+    """The PATH a command is about does not exist: `lint clippy PATH` and `doctor --path
+    PATH` say it in the same words (issue 23: doctor said "this host can lint" it)."""
+
+    code = "path-not-found"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"The path {path} does not exist.", hint="Pass the repository to lint.")
+        self.path = path
+
+
 class StdoutUnwritable(UsageError):
     """stdout cannot take what the command prints: it is closed (`>&-`), or a write failed
     for another reason than its reader leaving (ENOSPC on a full disk or /dev/full, EIO).
@@ -382,28 +393,34 @@ class TagNotDigest(RoteiroError):
 # -- exit 3: refusals ------------------------------------------------------------------
 
 
-#: The promise every refusal keeps, said by the `Refusal` base in the first note of every
-#: refusal's guidance, so no class can forget it (issue 14: eight of them did). True of
-#: every refusal: none comes with a report (a lint renders its report only once `lint()`
-#: returned, lint/__init__.py), and none is followed by running anything on this host in
-#: the VM's place. The guest may have run (the build ran in the VM), and `fetch-deps` runs
-#: hardened git for a lockfile's git pins by design; neither is "instead".
+#: The promise every refusal of a lint keeps, said by the `Refusal` base in the first note
+#: of every refusal's guidance, so no class can forget it (issue 14: eight of them did).
+#: True of every refusal a lint meets: none comes with a report (a lint renders its report
+#: only once `lint()` returned, lint/__init__.py), and none is followed by running anything
+#: on this host in the VM's place. The guest may have run (the build ran in the VM); that
+#: is not "instead". It is a lint's promise: another command (prefetch, fetch-deps, render)
+#: makes no report to begin with, so its refusals do not say it (`Refusal.promised`).
 NOTHING_RAN = "No report was made, and nothing ran on this host instead."
 
 
-def _with_promise(guidance: Guidance) -> Guidance:
+def _with_promise(guidance: Guidance, promised: bool = True) -> Guidance:
     notes = tuple(note for note in guidance.notes if note != NOTHING_RAN)
-    return dataclasses.replace(guidance, notes=(NOTHING_RAN, *notes))
+    return dataclasses.replace(guidance, notes=(NOTHING_RAN, *notes) if promised else notes)
 
 
 class Refusal(RoteiroError):
     """The sandbox cannot give what was asked for; nothing ran on the host instead.
 
     Every subclass's `guidance()` is wrapped here (`__init_subclass__`) so that its first
-    note is NOTHING_RAN: a class written tomorrow says it without knowing it must."""
+    note is NOTHING_RAN: a class written tomorrow says it without knowing it must.
+    `promised` is False when the command that met the refusal is not a lint: the command
+    line's boundary (cli/app.py `_guard`) sets it, since one class (PlatformUnsupported,
+    NoImageConfigured) is met by a lint and by prefetch alike. Issue 23: prefetch's
+    refusals ended with "No report was made", of a command that makes none."""
 
     exit_code = EXIT_REFUSED
     code = "refused"
+    promised: bool = True
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -413,12 +430,12 @@ class Refusal(RoteiroError):
 
         @functools.wraps(own)
         def guidance(self: Refusal) -> Guidance:
-            return _with_promise(own(self))
+            return _with_promise(own(self), self.promised)
 
         cls.guidance = guidance  # type: ignore[method-assign]
 
     def guidance(self) -> Guidance:
-        return _with_promise(super().guidance())
+        return _with_promise(super().guidance(), self.promised)
 
 
 #: At most this many provisioned images are offered by a refusal that lists the store's
@@ -575,7 +592,7 @@ class VmAssetsMissing(Refusal):
                    "downloads them, from a Debian archive (`[vm] debian_archive`: a mirror or "
                    "a local copy). A host that reaches none can point `[vm] kernel` and "
                    "`[vm] initrd` at its own.",),
-            commands=("pylint-sandbox prefetch --vm-assets --allow-download",),
+            commands=("pylint-sandbox prefetch --vm-assets",),
         )
 
 
@@ -604,19 +621,18 @@ class ImageNotProvisioned(Refusal):
 class DownloadNotAllowed(Refusal):
     code = "download-not-allowed"
 
-    def __init__(self, reference: str, source: str, what: str, *, command: str | None = None) -> None:
+    def __init__(self, reference: str, source: str, what: str) -> None:
         super().__init__()
         self.reference = reference
         self.source = source
         self.what = what
-        self.command = command  # the command that allows it, when it is not an image's prefetch
 
     def guidance(self) -> Guidance:
         return Guidance(
             summary=f"Prefetch would download {_p(self.what)} from {_p(self.source)}; "
             "downloading was not allowed.",
-            notes=(f"{'For' if self.command else 'Image'}: {_p(self.reference)}.",),
-            commands=(self.command or prefetch_command(self.reference),),
+            notes=(f"Image: {_p(self.reference)}.",),
+            commands=(prefetch_command(self.reference),),
         )
 
 
@@ -664,7 +680,7 @@ class ArchiveRefused(Refusal):
                    f"`[vm] {self.setting}` at another mirror or a local copy, or set "
                    "`[vm] kernel` and `[vm] initrd` to files of your own."),
             commands=(f"pylint-sandbox config set vm.{self.setting} MIRROR-URL-OR-DIRECTORY",
-                      "pylint-sandbox prefetch --vm-assets --allow-download"),
+                      "pylint-sandbox prefetch --vm-assets"),
         )
 
 
@@ -695,7 +711,7 @@ class SecurityIndexStale(Refusal):
                    "then lags the security fixes released since the last point release); "
                    "nothing was provisioned."),
             commands=("pylint-sandbox config set vm.debian_security_archive ''",
-                      "pylint-sandbox prefetch --vm-assets --allow-download"),
+                      "pylint-sandbox prefetch --vm-assets"),
         )
 
 

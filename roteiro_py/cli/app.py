@@ -226,7 +226,7 @@ def lint_clippy(
                                                 baseline=baseline, diff=diff,
                                                 formats=tuple(format or ()), category=category,
                                                 verbose=verbose)),
-           invocation=_invocation(ctx))
+           invocation=_invocation(ctx), lint=True)
 
 
 @app.command("render")
@@ -250,7 +250,9 @@ def render(
 def prefetch(
     analyzer: Annotated[Analyzer | None, typer.Option(help="The analyzer whose image to provision.")] = None,
     image: Annotated[str | None, typer.Option(help="Image reference (default: the configured [lint] image).")] = None,
-    allow_download: Annotated[bool, typer.Option("--allow-download", help="Permit network downloads.")] = False,
+    allow_download: Annotated[bool, typer.Option(
+        "--allow-download", help="Permit downloading the image from a registry. --vm-assets needs "
+        "no permission (downloading is all it does) and accepts the flag.")] = False,
     from_: Annotated[str, typer.Option("--from", help="registry (default), docker, or oci:PATH.")] = "registry",
     vm_assets: Annotated[bool, typer.Option("--vm-assets", help="Provision the guest kernel and initramfs.")] = False,
     path: Annotated[Path, typer.Option(help="Repository whose configuration names the image.")] = Path("."),
@@ -288,7 +290,8 @@ def doctor(
 ) -> None:
     """Show what this host has for sandboxed linting, and what to do about what is missing.
 
-    Exits 0 when a lint of PATH can run on this host, 3 when a required check fails."""
+    Exits 0 when a lint of PATH can run on this host, 3 when a required check fails,
+    2 when PATH does not exist."""
     from roteiro_py.commands.doctor import run_doctor
 
     _guard(lambda: run_doctor(verify=verify, path=path, format=format.value))
@@ -477,15 +480,17 @@ def _invocation(ctx: typer.Context) -> Invocation | None:
     )
 
 
-def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> NoReturn:
+def _guard(call: Callable[[], int], *, invocation: Invocation | None = None, lint: bool = False) -> NoReturn:
     """Run one command's core and exit with its code; the one place errors become codes.
 
-    `invocation`: the command line, given to the error so its rerun repeats it. stdout's
-    reader leaving (stdout.ReaderLeft, a BaseException) passes through to `main()`, which
-    also meets it in --help and --version."""
+    `invocation`: the command line, given to the error so its rerun repeats it. `lint`: the
+    command is a lint, whose refusals promise that no report was made and nothing ran on
+    this host instead (errors.NOTHING_RAN); no other command's do (errors.Refusal.promised).
+    stdout's reader leaving (stdout.ReaderLeft, a BaseException) passes through to `main()`,
+    which also meets it in --help and --version."""
     import signal
 
-    from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, RoteiroError
+    from roteiro_py.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, Refusal, RoteiroError
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_terminated)
@@ -500,6 +505,8 @@ def _guard(call: Callable[[], int], *, invocation: Invocation | None = None) -> 
     except RoteiroError as error:
         if invocation is not None:
             error.invocation = invocation
+        if isinstance(error, Refusal):
+            error.promised = lint
         _print_error(error)
         if _state["debug"]:
             import traceback

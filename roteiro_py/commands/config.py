@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO, cast
 
 from roteiro_py import config
+from roteiro_py.errors import EXIT_OK, EXIT_USAGE
 from roteiro_py.guidance import printable
 from roteiro_py.untrusted import guard
 
@@ -47,8 +48,14 @@ def _table(rows: list[tuple[str, str, str]]) -> str:
 
 
 def show(path: Path) -> int:
-    resolved = config.resolve(path)
-    rows = [(key, _text(resolved.value_of(key)), printable(str(resolved.source_of(key))))
+    """Every effective value and its source. A value a file or variable sets that cannot be
+    used does not stop the rest from showing (issue 23: one bad key in a roteiro.toml
+    failed the whole command): its row shows what applies without it, marked, each
+    refusal follows on stderr as a lint would give it, and the exit status is 2."""
+    resolved, refused = config.resolve_leniently(path)
+    marked = {item.key for item in refused if item.key is not None}
+    rows = [(key, _text(resolved.value_of(key)), printable(str(resolved.source_of(key)))
+             + ("; REFUSED, see below" if key in marked else ""))
             for key in config.known_keys()]
     if sys.stdout.isatty():
         _write(_table(rows))
@@ -59,7 +66,9 @@ def show(path: Path) -> int:
     _write(f"# user config: {printable(str(resolved.user_config))}\n")
     repo = resolved.repo_config
     _write(f"# repo config: {printable(str(repo)) if repo else '(none found)'}\n")
-    return 0
+    for item in refused:
+        _write(item.error.guidance().render_text(), stream=sys.stderr)
+    return EXIT_USAGE if refused else EXIT_OK
 
 
 def get(key: str, path: Path) -> int:

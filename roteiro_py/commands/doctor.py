@@ -18,7 +18,8 @@ the other checks (each accelerator's own probe, the store's listing, the package
 which `fetch-deps` fills per tree) inform and never change the exit status. A
 configuration that cannot be read is reported as a failed check, not raised, so the rest
 is still shown. `--format json` prints the same checks in a stable schema
-(SCHEMA_VERSION, `json_report`).
+(SCHEMA_VERSION, `json_report`). A PATH that does not exist is a usage error (2), as
+for `lint clippy`, and nothing is checked.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from roteiro_py.errors import (
     ConfigError,
     ImageNotProvisioned,
     NoImageConfigured,
+    PathNotFound,
     RoteiroError,
     SandboxUnavailable,
     config_set_image_command,
@@ -66,6 +68,11 @@ class Check:
     fix: str | None = None
     #: A lint cannot run on this host while this check fails (see the module doc).
     required: bool = False
+
+
+def _counted(count: int, noun: str) -> str:
+    """`1 image`, `2 images`: a count of one is singular (issue 23: "1 image(s)")."""
+    return f"{count} {noun if count == 1 else noun + 's'}"
 
 
 def can_lint(results: list[Check]) -> bool:
@@ -134,7 +141,8 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
         reference = pinned_image(resolved, path)
     except NoImageConfigured as missing:
         fix = config_set_image_command(missing.stored[0]) if missing.stored else prefetch_command()
-        held = (f"; the store holds {len(missing.stored)} provisioned image(s), the fix sets the newest"
+        held = (f"; the store holds {_counted(len(missing.stored), 'provisioned image')}, the fix "
+                "sets the newest"
                 if missing.stored else "")
         return None, [Check("image", False, f"`[lint] image` is not set{held}", fix, required=True)]
     except RoteiroError as error:
@@ -149,7 +157,7 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
             + (f" {absent.detail}" if absent.detail else ""), prefetch_command(str(reference)),
             required=True)]
     return reference, [configured, Check("image provisioned", True,
-                                         f"manifest {image.manifest_digest}, {len(image.layers)} layer(s)",
+                                         f"manifest {image.manifest_digest}, {_counted(len(image.layers), 'layer')}",
                                          required=True)]
 
 
@@ -225,7 +233,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
 
         references = Store(store).references() if store.exists() else []
         found.append(Check("image store", bool(references),
-                           f"{store}: {len(references)} image(s)"
+                           f"{store}: {_counted(len(references), 'image')}"
                            + "".join(f"\n      {printable(r.name)}" for r in references),
                            None if references else
                            "pylint-sandbox prefetch --analyzer clippy --image REF --allow-download"))
@@ -259,8 +267,8 @@ def _packages(path: Path) -> Check:
     missing = missing_from_store(lock.pins)
     pinned = len(lock.pins)
     return Check("package store", not missing,
-                 f"{printable(str(store))}: {pinned - len(missing)} of the {pinned} packages "
-                 "the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
+                 f"{printable(str(store))}: {pinned - len(missing)} of the "
+                 f"{_counted(pinned, 'package')} the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
                  if missing else None)
 
 
@@ -331,7 +339,14 @@ def _verdict_line(results: list[Check], path: Path) -> str:
 
 
 def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human") -> int:
-    """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not."""
+    """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not.
+
+    A `path` that does not exist is the usage error a lint of it is (PathNotFound), before
+    any check: every check would pass for it (a missing tree has no roteiro.toml to
+    misread, and the image comes from the user's configuration), and "this host can lint"
+    a path that is not there sent the user on to a lint that refuses it."""
+    if not path.resolve().exists():
+        raise PathNotFound(path.resolve())
     results, reference = _checks(path)
     if verify:
         results += verified(str(reference) if reference is not None else None)

@@ -1,9 +1,13 @@
 """`pylint-sandbox prefetch`: the only command that downloads.
 
 A lint never pulls: it reads the image store and the VM assets, and refuses when they are
-absent. Provisioning is this separate, explicit step, and without `--allow-download` it
-refuses, saying what it would download and from where (sources that read local data,
-`--from docker` and `--from oci:PATH`, need no permission).
+absent. Provisioning is this separate, explicit step. An image from a registry (the
+default source, whose host a repository's roteiro.toml may name) is downloaded only with
+`--allow-download`, refused otherwise saying what it would download and from where
+(sources that read local data, `--from docker` and `--from oci:PATH`, need no
+permission). `--vm-assets` downloads without it: that is all it does, from the archive
+the user's own configuration names (vm/assets/assets.py says why); the flag is accepted
+with it and changes nothing.
 
 Progress is shown with rich on a terminal (bytes per layer) and as one line per blob
 otherwise, so CI logs stay short.
@@ -79,7 +83,7 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
         from roteiro_py.vm.assets.assets import provision_assets
 
         vm = config.resolve(path).settings.vm
-        files = provision_assets(allow_download, progress=_say, archive=vm.debian_archive,
+        files = provision_assets(progress=_say, archive=vm.debian_archive,
                                  suite=vm.debian_suite, security_archive=vm.debian_security_archive)
         for asset in files:
             sys.stdout.write(f"{asset.name}  {asset.sha256}  {printable(str(asset.path))}\n")

@@ -23,6 +23,7 @@ from roteiro_py.errors import (
     ImageNotAllowed,
     MalformedReference,
     NoImageConfigured,
+    PathNotFound,
     ScratchUnavailable,
     TagNotDigest,
     TreeFileRefused,
@@ -45,7 +46,7 @@ def locate(path: Path) -> Tree:
                          "lint the directory it names by its own path if you mean to.")
     asked = path.resolve()
     if not asked.exists():
-        raise UsageError(f"The path {asked} does not exist.", hint="Pass the repository to lint.")
+        raise PathNotFound(asked)
     workspace = find_workspace_root(asked)
     if workspace.is_relative_to(GUEST_SCRATCH):
         raise UsageError(f"The workspace {workspace} lies under {GUEST_SCRATCH}, where the guest mounts "

@@ -19,6 +19,8 @@ D = "sha256:" + "d" * 64
 FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroError, list[str]]]] = {
     errors.UsageError: lambda: (errors.UsageError("bad flag --zork.", hint="Try --help."),
                                 ["--zork", "Try --help."]),
+    errors.PathNotFound: lambda: (errors.PathNotFound(Path("/src/gone-8")),
+                                  ["The path /src/gone-8 does not exist.", "Pass the repository to lint."]),
     errors.StdoutUnwritable: lambda: (errors.StdoutUnwritable("pylint-sandbox config get vm.cpus-9",
                                                               "Input/output error"),
                                       ["`pylint-sandbox config get vm.cpus-9 > FILE`", "Input/output error"]),
@@ -78,12 +80,12 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                           "Packages.xz does not match the SHA256"),
                                     ["file:///srv/mirror-5", "bookworm-9", "does not match the SHA256",
                                      "[vm] debian_archive", "[vm] kernel", "config set vm.debian_archive",
-                                     "prefetch --vm-assets --allow-download"]),
+                                     "prefetch --vm-assets"]),
     errors.SecurityIndexStale: lambda: (errors.SecurityIndexStale(
         "/srv/security-3", "bookworm-security-4", "2026-11-01 00:53:13 UTC", "2026-11-08 00:53:13 UTC", 7),
         ["/srv/security-3", "bookworm-security-4", "2026-11-01 00:53:13 UTC", "expired at 2026-11-08 00:53:13 UTC",
          "valid for 7 days", "goes stale every 7 days", "Refresh the copy", "`[vm] debian_security_archive`",
-         "config set vm.debian_security_archive ''", "prefetch --vm-assets --allow-download"]),
+         "config set vm.debian_security_archive ''", "prefetch --vm-assets"]),
     errors.UnsafeImageLayer: lambda: (errors.UnsafeImageLayer("sha256:feed01", "../../etc/x", "`..` in member name"),
                                       ["sha256:feed01", "../../etc/x", "`..` in member name"]),
     errors.HostToolMissing: lambda: (errors.HostToolMissing("mkfs.ext4", "e2fsprogs-x",
@@ -336,6 +338,35 @@ def test_a_refusal_written_later_says_the_promise_too() -> None:
 
     for error in (Later(), Child()):
         assert error.guidance().notes == (errors.NOTHING_RAN, "Its own note.")
+
+
+def test_only_a_lints_refusal_says_no_report_was_made(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: prefetch's refusals ended with the lint's promise, "No report was made",
+    of a command that makes no report. The command line's boundary decides (cli/app.py
+    `_guard`); both refusals through it, word for word."""
+    from roteiro_py.cli.app import main
+
+    reference = "registry.example/team/clippy@" + D
+    assert main(["prefetch", "--analyzer", "clippy", "--image", reference]) == errors.EXIT_REFUSED
+    assert capsys.readouterr().err == (
+        f"error: Prefetch would download the image {reference} (its manifest {D}, its config and "
+        "its layers) from https://registry.example/v2/team/clippy/; downloading was not allowed.\n"
+        f"  note: Image: {reference}.\n"
+        "  run:\n"
+        f"    pylint-sandbox prefetch --analyzer clippy --image {reference} --allow-download\n")
+    # control: a lint's refusal says it, first among its notes
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "t"\nversion = "0.1.0"\n')
+    from roteiro_py import paths
+
+    assert main(["lint", "clippy", str(tmp_path), "--image", reference, "-q"]) == errors.EXIT_REFUSED
+    assert capsys.readouterr().err == (
+        f"error: The VM's asset manifest is not provisioned at {paths.vm_assets_root()}/manifest.json.\n"
+        f"  note: {errors.NOTHING_RAN}\n"
+        "  note: Assets are provisioned ahead of time and verified by digest; a run never downloads "
+        "them, from a Debian archive (`[vm] debian_archive`: a mirror or a local copy). A host that "
+        "reaches none can point `[vm] kernel` and `[vm] initrd` at its own.\n"
+        "  run:\n"
+        "    pylint-sandbox prefetch --vm-assets\n")
 
 
 def test_a_host_tool_that_did_not_finish_and_output_that_was_cut_render_exactly() -> None:

@@ -132,12 +132,17 @@ def test_lint_refuses_another_platform_with_exit_3_before_any_image_or_vm(
     assert "roteiro_py.vm" in went_on.stdout, went_on.stdout
 
 
-def test_prefetch_of_vm_assets_refuses_another_platform_before_anything(tmp_path: Path) -> None:
+def test_prefetch_of_vm_assets_refuses_another_platform_before_anything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an archive that is not there: the control arm below must not reach Debian's
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_ARCHIVE", str(tmp_path / "no-archive"))
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_SECURITY_ARCHIVE", "")
     refused = cli(tmp_path, ("darwin", "arm64"), "prefetch", "--vm-assets")
     assert "EXIT 3" in refused.stdout and "'roteiro_py.vm.assets.assets'" not in refused.stdout
     assert "This host (macOS arm64) cannot run a lint" in refused.stderr
-    # control: here it goes on to the assets, and refuses only the download it was not allowed
+    # control: here it goes on to the assets, and fails only at the archive that is not there
     went_on = cli(tmp_path, None, "prefetch", "--vm-assets")
+    assert "no-archive" in went_on.stderr, went_on.stderr
     assert "'roteiro_py.vm.assets.assets'" in went_on.stdout, went_on.stdout
     assert "cannot run a lint" not in went_on.stderr
 

@@ -3,8 +3,13 @@
 Guarantees:
 - A run only reads assets recorded in `manifest.json` under `paths.vm_assets_root()`, and
   checks each file's sha256 against the manifest before use; a missing or altered file is
-  `errors.VmAssetsMissing`, whose guidance names `pylint-sandbox prefetch --vm-assets
-  --allow-download`. Nothing here downloads unless `provision_assets(allow_download=True)`.
+  `errors.VmAssetsMissing`, whose guidance names `pylint-sandbox prefetch --vm-assets`.
+  Nothing here downloads but `provision_assets`, which only that command calls: a lint
+  never does. It needs no `--allow-download` (issue 23): provisioning is the command's only
+  job, the archive is the user's own setting (`[vm] debian_archive`: a repository's
+  roteiro.toml cannot name one, unlike an image's registry), intact assets are never
+  fetched again, and there is no local source to choose instead, as `--from docker` is for
+  an image. The flag is accepted with `--vm-assets`, and changes nothing for it.
 - The kernel is Debian's generic `linux-image-*-amd64` (it has 9p, ext4, overlay and
   virtio as modules; the cloud flavour lacks 9p), with busybox from `busybox-static`,
   fetched from a Debian archive without apt (debian_archive.py: signed InRelease, then
@@ -71,7 +76,7 @@ INITRD_FILE = "base.cpio"
 BUSYBOX_FILE = "busybox"
 
 #: The command that provisions them; stated once here and in errors.VmAssetsMissing.
-PROVISION_COMMAND = "pylint-sandbox prefetch --vm-assets --allow-download"
+PROVISION_COMMAND = "pylint-sandbox prefetch --vm-assets"
 
 Progress = Callable[[str], None]
 
@@ -417,14 +422,14 @@ def _kernel_contents(deb: Path, release: str) -> tuple[bytes, list[tuple[str, by
     return bzimage, modules, order
 
 
-def provision_assets(allow_download: bool, progress: Progress | None = None,
+def provision_assets(progress: Progress | None = None,
                      archive: str = debian_archive.DEFAULT_ARCHIVE,
                      suite: str = debian_archive.DEFAULT_SUITE,
                      security_archive: str = debian_archive.DEFAULT_SECURITY_ARCHIVE) -> list[AssetFile]:
     """Fill `paths.vm_assets_root()` (idempotent), and return the files with their digests.
 
-    Already provisioned and intact -> nothing is downloaded. Otherwise downloading must be
-    allowed (errors.DownloadNotAllowed), and the packages come from the Debian `archive`
+    Already provisioned and intact -> nothing is downloaded. Otherwise the packages come
+    from the Debian `archive`
     and `security_archive` ("" reads none; each a URL or a local directory), each verified
     down from its own signed InRelease (debian_archive.py); any mismatch is
     errors.ArchiveRefused naming the archive, a security InRelease past its Valid-Until is
@@ -452,11 +457,6 @@ def provision_assets(allow_download: bool, progress: Progress | None = None,
                 return describe_assets()
             except errors.VmAssetsMissing:
                 say("VM assets incomplete or altered: provisioning again")
-        if not allow_download:
-            raise errors.DownloadNotAllowed(
-                "VM assets", " and ".join(f"the Debian {s.kind} archive {s.archive} ({s.suite})"
-                                          for s in sources),
-                f"{KERNEL_META_PACKAGE} and {BUSYBOX_PACKAGE}", command=PROVISION_COMMAND)
         now = time.time()
         at = sources[0]  # the archive a failure is reported against
         try:

@@ -22,7 +22,7 @@ def vm_home() -> Iterator[Path]:
     old = os.environ.get("ROTEIRO_HOME")
     os.environ["ROTEIRO_HOME"] = str(HOME)
     try:
-        assets.provision_assets(allow_download=True)
+        assets.provision_assets()
     finally:
         if old is None:
             del os.environ["ROTEIRO_HOME"]

@@ -31,7 +31,7 @@ def test_assets_from_the_archive_boot_a_job_with_every_mount(
     with monkeypatch.context() as bare:
         bare.setenv("PATH", str(tmp_path / "no-tools"))
         assert all(shutil.which(tool) is None for tool in NO_APT)
-        assets.provision_assets(True)
+        assets.provision_assets()
     manifest = json.loads((home / "vm" / assets.MANIFEST).read_text())
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -379,3 +379,15 @@ def test_a_git_that_cannot_say_refuses_the_restore(gitlab: dict[str, str], tmp_p
     else:
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "home" / "store" / "marker").read_text() == "untracked"
+
+
+@pytest.mark.parametrize(("value", "made"), [
+    (".", "{pwd}"), ("", "{pwd}"), ("./", "{pwd}"), ("./crates/x", "{pwd}/crates/x"), ("sub", "{pwd}/sub"),
+    ("/abs/tree", "/abs/tree"), ("--image=x", "{pwd}/--image=x"), ("./--image=x", "{pwd}/--image=x"),
+])
+def test_a_path_input_is_made_absolute_without_a_trailing_dot(tmp_path: Path, value: str, made: str) -> None:
+    """Issue 23: the default path "." became "$PWD/.", and the log asked "can this runner
+    lint /builds/p/.?". Still absolute (never an option), and "." is the directory itself."""
+    done = subprocess.run(["bash", "-c", f'source {CI / "common.sh"}; as_path "$1"', "bash", value],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout == made.format(pwd=tmp_path)

@@ -20,6 +20,7 @@ import yaml  # type: ignore[import-untyped]
 from roteiro_py import paths
 from roteiro_py.cargo import store as cargo_store
 from roteiro_py.depcache import store as depcache_store
+from roteiro_py.vocabulary import ACCELS
 
 ROOT = Path(__file__).resolve().parents[3]
 ACTION = ROOT / "action.yml"
@@ -128,6 +129,25 @@ def uses_problems(action: dict[str, Any]) -> list[str]:
             for step in steps(action) if "uses" in step and not PINNED.fullmatch(step["uses"])]
 
 
+def accel_choices(text: str) -> tuple[str, ...]:
+    """The accelerators a description's first sentence offers, each in backquotes
+    ("The accelerator, `auto`, `kvm` or `tcg`. ...")."""
+    return tuple(re.findall(r"`([a-z]+)`", text.split(". ", 1)[0]))
+
+
+def accel_problems(action: dict[str, Any]) -> list[str]:
+    """The `accel` input offers exactly the accelerators a lint takes (vocabulary.ACCELS:
+    issue 23, it still offered `hvf`, which a lint refuses as a usage error), and its
+    default is one of them."""
+    accel = action["inputs"]["accel"]
+    offered = accel_choices(" ".join(accel["description"].split()))
+    problems = [] if offered == ACCELS else [
+        f"accel: the description offers {offered}, not vocabulary.ACCELS {ACCELS}"]
+    if accel["default"] not in ACCELS:
+        problems.append(f"accel: the default {accel['default']!r} is not in vocabulary.ACCELS")
+    return problems
+
+
 # -- the action ----------------------------------------------------------------------------
 
 
@@ -145,6 +165,7 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert run_problems(action) == []
     assert env_problems(action) == []
     assert uses_problems(action) == []
+    assert accel_problems(action) == []
     assert sum("run" in step for step in steps(action)) == 4  # install, prepare, lint, finish
 
 
@@ -162,6 +183,11 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     (lambda a: step(a, "lint")["env"].update(INPUT_PATH="${{ inputs.image }}"), env_problems, "INPUT_PATH is"),
     (lambda a: step(a, "vm-cache").update(uses="actions/cache/restore@main"), uses_problems, "pinned"),
     (lambda a: step(a, "vm-cache").update(uses="actions/cache/restore"), uses_problems, "pinned"),
+    (lambda a: a["inputs"]["accel"].update(description="The accelerator, `auto`, `kvm`, `hvf` or `tcg`. x"),
+     accel_problems, "not vocabulary.ACCELS"),
+    (lambda a: a["inputs"]["accel"].update(description="The accelerator, `auto` or `kvm`. `tcg` is slow."),
+     accel_problems, "not vocabulary.ACCELS"),
+    (lambda a: a["inputs"]["accel"].update(default="hvf"), accel_problems, "the default 'hvf'"),
 ])
 def test_each_check_catches_its_fault(mutate: Any, check: Any, expected: str) -> None:
     """The control arm: each check, on a copy of action.yml with one fault put in."""
@@ -354,3 +380,32 @@ def test_the_gitlab_caches_are_the_parts_cache_sh_moves() -> None:
     # The state lives beside the project directory, never inside the tree a lint copies.
     assert job["variables"]["ROTEIRO_HOME"].startswith("${CI_PROJECT_DIR}.")
     assert job["variables"]["PYLINT_SANDBOX_DIR"].startswith("${CI_PROJECT_DIR}.")
+
+
+def gitlab_accel_problems(template: dict[str, Any], text: str) -> list[str]:
+    """PYLINT_SANDBOX_ACCEL's default is an accelerator a lint takes, and the comment that
+    documents the variable (YAML drops comments: read from the text) offers exactly
+    vocabulary.ACCELS, as the action's input does."""
+    problems = []
+    default = template["pylint-sandbox"]["variables"]["PYLINT_SANDBOX_ACCEL"]
+    if default not in ACCELS:
+        problems.append(f"PYLINT_SANDBOX_ACCEL: the default {default!r} is not in vocabulary.ACCELS")
+    line = next(line for line in text.splitlines() if line.strip().startswith("PYLINT_SANDBOX_ACCEL:"))
+    comment = line.split("#", 1)[1] if "#" in line else ""
+    offered = tuple(choice.split()[0] for choice in comment.split("|") if choice.strip())
+    if offered != ACCELS:
+        problems.append(f"PYLINT_SANDBOX_ACCEL: the comment offers {offered}, not vocabulary.ACCELS {ACCELS}")
+    return problems
+
+
+def test_the_gitlab_accelerator_is_one_a_lint_takes() -> None:
+    text = GITLAB.read_text()
+    assert gitlab_accel_problems(load(GITLAB), text) == []
+    # control: a template offering hvf, or defaulting to it, is caught
+    offering = text.replace("# auto | kvm | tcg", "# auto | kvm | hvf | tcg")
+    assert offering != text
+    assert "offers ('auto', 'kvm', 'hvf', 'tcg')" in " ".join(
+        gitlab_accel_problems(yaml.safe_load(offering), offering))
+    defaulting = text.replace('PYLINT_SANDBOX_ACCEL: "auto"', 'PYLINT_SANDBOX_ACCEL: "hvf"')
+    assert defaulting != text
+    assert "the default 'hvf'" in " ".join(gitlab_accel_problems(yaml.safe_load(defaulting), defaulting))

@@ -20,7 +20,7 @@ import pytest
 
 from roteiro_py import paths
 from roteiro_py.commands import doctor
-from roteiro_py.errors import EXIT_OK, EXIT_REFUSED, MAX_STORED_SHOWN, NoImageConfigured
+from roteiro_py.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, MAX_STORED_SHOWN, NoImageConfigured, UsageError
 from roteiro_py.lint.preflight import images_in_store
 from roteiro_py.store import Store
 from roteiro_py.vm.api import Isolation
@@ -64,8 +64,9 @@ def test_doctor_exits_3_in_json_when_this_host_cannot_lint(tmp_path: Path) -> No
     assert "MISS  image: `[lint] image` is not set" in human.stdout
 
 
-def test_doctor_exits_0_only_when_every_required_check_passes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def _a_host_that_can_lint(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The VM assets' loader and the backend's probe replaced (see the module doc), an
+    image provisioned and configured: the pinned reference."""
     from roteiro_py.vm.assets import assets
     from roteiro_py.vm.qemu import probe
 
@@ -84,7 +85,12 @@ def test_doctor_exits_0_only_when_every_required_check_passes(
     monkeypatch.setattr("shutil.which", lambda tool: f"/usr/sbin/{tool}")
     reference = provisioned()
     (paths.user_config_path()).write_text(f'[lint]\nimage = "{reference}"\n')
+    return reference
 
+
+def test_doctor_exits_0_only_when_every_required_check_passes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    reference = _a_host_that_can_lint(monkeypatch)
     assert doctor.run_doctor(path=tmp_path, format="json") == EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert data["can_lint"] is True
@@ -106,6 +112,27 @@ def test_doctor_exits_0_only_when_every_required_check_passes(
     out = capsys.readouterr().out
     assert "MISS  image provisioned: The image localhost/other/img@sha256:" in out
     assert out.splitlines()[-1].endswith(": image provisioned")
+
+
+def test_a_path_that_does_not_exist_is_a_usage_error_as_for_lint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: `doctor --path /nonexistent` said "this host can lint" it and exited 0.
+    It is the usage error (2) `lint clippy` gives for the same path, in the same words."""
+    reference = _a_host_that_can_lint(monkeypatch)
+    gone = tmp_path / "gone"
+    with pytest.raises(UsageError) as refused:
+        doctor.run_doctor(path=gone, format="json")
+    assert refused.value.exit_code == EXIT_USAGE
+    assert refused.value.guidance().render_text() == (
+        f"error: The path {gone} does not exist.\n  note: Pass the repository to lint.\n")
+    assert capsys.readouterr().out == ""  # no checks, no verdict
+    # control: the same host can lint a path that exists
+    assert doctor.run_doctor(path=tmp_path, format="json") == EXIT_OK
+    # through the command line, doctor's refusal is lint's, word for word
+    human = run("doctor", "--path", str(gone), cwd=tmp_path)
+    lint = run("lint", "clippy", str(gone), "--image", reference, cwd=tmp_path)
+    assert (human.returncode, lint.returncode) == (EXIT_USAGE, EXIT_USAGE), (human.stderr, lint.stderr)
+    assert human.stdout == "" and human.stderr == lint.stderr
 
 
 def test_doctor_json_is_sanitised() -> None:
@@ -192,8 +219,26 @@ def test_the_package_store_check_counts_what_the_lockfile_pins(tmp_path: Path) -
     (tree / "Cargo.lock").write_text(f'version = 4\n[[package]]\nname = "dep"\nversion = "1.0.0"\n'
                                      f'source = "{CRATES_IO_SOURCE}"\nchecksum = "{checksum}"\n')
     missing = doctor._packages(tree)
-    assert missing.ok is False and "0 of the 1 packages" in missing.detail
+    # issue 23: "(1 manifests)"-style plurals; a count of one is singular
+    assert missing.ok is False and "0 of the 1 package the lockfile pins" in missing.detail
     assert missing.fix == f"pylint-sandbox fetch-deps {tree}"
     store.keep_crate_bytes(data, checksum)
     present = doctor._packages(tree)  # control: once it is in the store
-    assert present.ok is True and "1 of the 1 packages" in present.detail and present.fix is None
+    assert present.ok is True and "1 of the 1 package the lockfile pins" in present.detail
+    assert present.fix is None
+    # control: two pins are plural
+    (tree / "Cargo.lock").write_text((tree / "Cargo.lock").read_text() + (
+        f'[[package]]\nname = "other"\nversion = "2.0.0"\n'
+        f'source = "{CRATES_IO_SOURCE}"\nchecksum = "{"b" * 64}"\n'))
+    assert "1 of the 2 packages the lockfile pins" in doctor._packages(tree).detail
+
+
+def test_counts_of_one_are_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23: "1 image(s)", "1 layer(s)"; one image of one layer says so."""
+    _a_host_that_can_lint(monkeypatch)
+    checks = {check.name: check for check in doctor.checks(tmp_path)}
+    assert checks["image provisioned"].detail.endswith(", 1 layer")
+    assert checks["image store"].detail.splitlines()[0].endswith(": 1 image")
+    # control: a second image is plural
+    provisioned("localhost/test/second")
+    assert doctor.checks(tmp_path)[-2].detail.splitlines()[0].endswith(": 2 images")

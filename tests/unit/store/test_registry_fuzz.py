@@ -278,6 +278,5 @@ def test_the_cli_refuses_a_registry_answer_it_cannot_use_with_exit_3(
                 "not a usable URL (Invalid IPv6 URL)")
     refusal = done.stderr[done.stderr.find("error: "):]  # after the progress lines
     assert refusal == (f"error: Could not provision {reference} from {server.base}: {said}.\n"
-                       "  note: No report was made, and nothing ran on this host instead.\n"
                        "  note: Nothing partial was left in the store: the reference is not "
                        "present.\n"), done.stderr

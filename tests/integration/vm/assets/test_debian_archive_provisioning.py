@@ -64,7 +64,7 @@ def provisioned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provisione
     try:
         for tool in FORBIDDEN:
             assert shutil.which(tool) is None
-        assets.provision_assets(True, archive=ARCHIVE, suite=SUITE, security_archive=SECURITY)
+        assets.provision_assets(archive=ARCHIVE, suite=SUITE, security_archive=SECURITY)
     finally:
         debian_archive.fetch = real_fetch  # type: ignore[assignment]
         for name, value in saved.items():
@@ -160,7 +160,7 @@ def test_the_local_copy_provisions_and_each_altered_file_is_refused_with_nothing
             shutil.copytree(provisioned.mirrors[each], copy / each, copy_function=os.link)
         flip_one_byte(copy / kind / rel, at)
         with pytest.raises(errors.ArchiveRefused) as refused:
-            assets.provision_assets(True, archive=str(copy / "main"), suite=SUITE,
+            assets.provision_assets(archive=str(copy / "main"), suite=SUITE,
                                     security_archive=str(copy / "security"))
         assert expected in refused.value.reason, (kind, case, refused.value.reason)
         assert refused.value.archive == str(copy / kind), (kind, case)
@@ -168,7 +168,7 @@ def test_the_local_copy_provisions_and_each_altered_file_is_refused_with_nothing
         assert sorted(p.name for p in root.iterdir()) == [".provision.lock"], (kind, case)
         shutil.rmtree(copy)
     # Control: the unaltered copies, named by file:// URLs, provision the same files.
-    files = assets.provision_assets(True, archive=f"file://{provisioned.mirrors['main']}", suite=SUITE,
+    files = assets.provision_assets(archive=f"file://{provisioned.mirrors['main']}", suite=SUITE,
                                     security_archive=f"file://{provisioned.mirrors['security']}")
     assert {f.name: f.sha256 for f in files} == {f.name: f.sha256 for f in _described(provisioned.home)}
     # A replayed older index of either archive is refused once a newer one was used.
@@ -178,7 +178,7 @@ def test_the_local_copy_provisions_and_each_altered_file_is_refused_with_nothing
         (root / assets.MANIFEST).write_text(json.dumps(recorded))
         (root / assets.KERNEL_FILE).unlink(missing_ok=True)
         with pytest.raises(errors.ArchiveRefused, match="before the") as replayed:
-            assets.provision_assets(True, archive=f"file://{provisioned.mirrors['main']}", suite=SUITE,
+            assets.provision_assets(archive=f"file://{provisioned.mirrors['main']}", suite=SUITE,
                                     security_archive=f"file://{provisioned.mirrors['security']}")
         assert replayed.value.archive == f"file://{provisioned.mirrors[kind]}"
         recorded["sources"][kind]["inrelease_epoch"] -= 86400

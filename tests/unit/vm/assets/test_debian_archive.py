@@ -405,7 +405,7 @@ def test_a_mirror_that_speaks_broken_http_is_a_failure_to_reach_it_not_a_crash(
     # Through provisioning: the user's refusal, naming the archive (not "internal error").
     monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "home"))
     with pytest.raises(errors.PrefetchFailed) as prefetch:
-        assets.provision_assets(True, archive=server.url, suite="bookworm")
+        assets.provision_assets(archive=server.url, suite="bookworm")
     assert server.url in prefetch.value.guidance().summary
     # Control: the same server speaking HTTP is read.
     good = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
@@ -694,7 +694,7 @@ def test_the_highest_version_across_the_two_archives_is_provisioned_from_the_arc
     main = archive(gpg, tmp_path / "main", "bookworm", date=now - DAY, kernel=main_kernel, busybox="1:1.35.0-4")
     security = archive(gpg, tmp_path / "security", "bookworm-security", date=now - 3600, kernel=security_kernel,
                        busybox=security_busybox, valid_until=now + 6 * DAY)
-    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=f"file://{security}")
+    assets.provision_assets(archive=str(main), suite="bookworm", security_archive=f"file://{security}")
     manifest = manifest_of(roteiro_home)
     expected = {"main": main_kernel, "security": security_kernel}[kernel_from]
     kernel_name = f"linux-image-6.1.0-{expected[0]}-amd64"
@@ -773,7 +773,7 @@ def test_a_stale_security_index_is_refused_saying_a_copy_must_be_refreshed_or_th
     security = archive(gpg, tmp_path / "security", "bookworm-security", date=now - 8 * DAY,
                        kernel=("57", "6.1.192-3"), busybox=None, valid_until=now - DAY)
     with pytest.raises(errors.SecurityIndexStale) as stale:
-        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+        assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(security))
     text = stale.value.guidance().render_text()
     assert f"The Debian security archive {security} (suite bookworm-security) serves a stale index" in text
     assert f"expired at {debian_archive.when(int(now - DAY))}" in text
@@ -783,7 +783,7 @@ def test_a_stale_security_index_is_refused_saying_a_copy_must_be_refreshed_or_th
     # Control: the same archive, its index re-signed valid for another day, provisions.
     archive(gpg, security, "bookworm-security", date=now - 6 * DAY, kernel=("57", "6.1.192-3"), busybox=None,
             valid_until=now + DAY)
-    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+    assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(security))
     assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-57-amd64"
 
 
@@ -803,7 +803,7 @@ def test_an_index_older_than_the_shipped_floor_is_refused_even_on_a_first_provis
                        busybox="1:1.35.0-4")
         security = archive(gpg, tmp_path / "security", "bookworm-security", date=dates["security"],
                            kernel=("57", "6.1.192-3"), busybox=None, valid_until=now + DAY)
-        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+        assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(security))
 
     with pytest.raises(errors.ArchiveRefused) as refused:
         provision(floor - 1)
@@ -825,7 +825,7 @@ def test_an_older_index_than_the_one_recorded_is_refused_for_each_archive(
                        busybox="1:1.35.0-4")
         security = archive(gpg, tmp_path / "security", "bookworm-security", date=security_date,
                            kernel=("57", "6.1.192-3"), busybox=None, valid_until=now + DAY)
-        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+        assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(security))
 
     provision(now - 2 * DAY, now - 3600)
     for older, kind in (((now - 3 * DAY, now - 3600), "main"), ((now - 2 * DAY, now - 7200), "security")):
@@ -856,7 +856,7 @@ def test_a_fifo_in_a_local_archive_is_refused_and_does_not_block(
 
     def run() -> None:
         try:
-            assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
+            assets.provision_assets(archive=str(main), suite="bookworm", security_archive="")
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             outcome.append(exc)
@@ -877,18 +877,32 @@ def test_a_fifo_in_a_local_archive_is_refused_and_does_not_block(
     target.unlink()
     (tmp_path / "elsewhere").write_bytes(regular)
     target.symlink_to(tmp_path / "elsewhere")
-    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
+    assets.provision_assets(archive=str(main), suite="bookworm", security_archive="")
     assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-50-amd64"
 
 
-def test_without_permission_to_download_the_refusal_names_each_archive_it_would_read(tmp_path: Path) -> None:
-    with pytest.raises(errors.DownloadNotAllowed) as both:
-        assets.provision_assets(False, archive="/srv/main-1", suite="trixie", security_archive="/srv/sec-2")
-    assert ("the Debian main archive /srv/main-1 (trixie) and the Debian security archive /srv/sec-2 "
-            "(trixie-security)") in both.value.guidance().summary
-    with pytest.raises(errors.DownloadNotAllowed) as alone:
-        assets.provision_assets(False, archive="/srv/main-1", suite="trixie", security_archive="")
-    assert "from the Debian main archive /srv/main-1 (trixie);" in alone.value.guidance().summary
+def test_prefetch_vm_assets_provisions_without_allow_download(
+        gpg: Gpg, pinned_test_key: str, tmp_path: Path, roteiro_home: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: `prefetch --vm-assets` refused without --allow-download, though
+    provisioning is all it does: the archive is the user's own setting (a repository's
+    roteiro.toml cannot name one), nothing is downloaded when the assets are intact, and no
+    other source stands to be chosen instead (an image's `--from docker|oci:PATH`).
+    --allow-download is still accepted, and changes nothing here."""
+    from roteiro_py.commands import prefetch
+
+    main = archive(gpg, tmp_path / "main", "bookworm", date=time.time() - DAY, kernel=("50", "6.1.176-1"),
+                   busybox="1:1.35.0-4")
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_ARCHIVE", str(main))
+    monkeypatch.setenv("ROTEIRO_VM_DEBIAN_SECURITY_ARCHIVE", "")
+    assert prefetch.run_prefetch(analyzer=None, image=None, allow_download=False, source="registry",
+                                 vm_assets=True, path=tmp_path) == 0
+    assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-50-amd64"
+    assert "vmlinux" in capsys.readouterr().out
+    # control: with the flag, the same command (the assets intact: nothing read again)
+    assert prefetch.run_prefetch(analyzer=None, image=None, allow_download=True, source="registry",
+                                 vm_assets=True, path=tmp_path) == 0
+    assert "VM assets already provisioned and intact" in capsys.readouterr().err
 
 
 def test_a_security_archive_that_cannot_be_reached_is_a_failure_that_offers_the_way_around_it(
@@ -897,14 +911,14 @@ def test_a_security_archive_that_cannot_be_reached_is_a_failure_that_offers_the_
     main = archive(gpg, tmp_path / "main", "bookworm", date=time.time() - DAY, kernel=("50", "6.1.176-1"),
                    busybox="1:1.35.0-4")
     with pytest.raises(errors.PrefetchFailed) as failed:
-        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(tmp_path / "gone"))
+        assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(tmp_path / "gone"))
     text = failed.value.guidance().render_text()
     assert f"from the Debian security archive {tmp_path / 'gone'}: dists/bookworm-security/InRelease" in text
     assert "pylint-sandbox config set vm.debian_security_archive ''" in text
     assert not (roteiro_home / "vm" / assets.MANIFEST).exists()
     # Control: the main archive unreachable is the plain failure, naming it, with no such advice.
     with pytest.raises(errors.PrefetchFailed) as main_failed:
-        assets.provision_assets(True, archive=str(tmp_path / "gone"), suite="bookworm", security_archive=str(main))
+        assets.provision_assets(archive=str(tmp_path / "gone"), suite="bookworm", security_archive=str(main))
     assert f"from the Debian archive {tmp_path / 'gone'}:" in main_failed.value.guidance().summary
     assert "debian_security_archive" not in main_failed.value.guidance().render_text()
 
@@ -923,7 +937,7 @@ def test_one_archives_signed_index_cannot_stand_in_for_the_others(
     shutil.copytree(main, posing)
     (posing / "dists" / "bookworm").rename(posing / "dists" / "bookworm-security")
     with pytest.raises(errors.ArchiveRefused) as as_security:
-        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(posing))
+        assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(posing))
     assert as_security.value.archive == str(posing)
     assert "InRelease is signed but for suite 'bookworm', not 'bookworm-security'" in as_security.value.reason
     assert "config set vm.debian_security_archive " in as_security.value.guidance().render_text()
@@ -931,12 +945,12 @@ def test_one_archives_signed_index_cannot_stand_in_for_the_others(
     shutil.copytree(security, reverse)
     (reverse / "dists" / "bookworm-security").rename(reverse / "dists" / "bookworm")
     with pytest.raises(errors.ArchiveRefused) as as_main:
-        assets.provision_assets(True, archive=str(reverse), suite="bookworm", security_archive=str(security))
+        assets.provision_assets(archive=str(reverse), suite="bookworm", security_archive=str(security))
     assert "InRelease is signed but for suite 'bookworm-security', not 'bookworm'" in as_main.value.reason
     assert as_main.value.setting == "debian_archive"
     assert not (roteiro_home / "vm" / assets.MANIFEST).exists()
     # Control: each served where it belongs provisions.
-    assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive=str(security))
+    assets.provision_assets(archive=str(main), suite="bookworm", security_archive=str(security))
     assert manifest_of(roteiro_home)["kernel_package"] == "linux-image-6.1.0-57-amd64"
 
 
@@ -952,7 +966,7 @@ def test_a_manifest_written_before_the_security_archive_still_refuses_an_older_m
     def provision(main_date: float) -> None:
         main = archive(gpg, tmp_path / "main", "bookworm", date=main_date, kernel=("50", "6.1.176-1"),
                        busybox="1:1.35.0-4")
-        assets.provision_assets(True, archive=str(main), suite="bookworm", security_archive="")
+        assets.provision_assets(archive=str(main), suite="bookworm", security_archive="")
 
     provision(now - 2 * DAY)
     manifest = manifest_of(roteiro_home)
