@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
 
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """`1 image`, `2 images`: a count with its noun, singular for one (`plural`: when the
+    noun does not take an `s`, e.g. "help")."""
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
 def printable(text: str, *, keep_newlines: bool = False) -> str:
     """`text` made safe to print in a refusal: `untrusted.sanitise()`, under the name
     errors.py and the commands use. Newlines survive only where the caller says a

@@ -45,7 +45,7 @@ from roteiro_py.errors import (
     config_set_image_command,
     prefetch_command,
 )
-from roteiro_py.guidance import printable
+from roteiro_py.guidance import counted, printable
 from roteiro_py.platform_support import PLATFORMS_DOC, SUPPORTED, host, refusal
 from roteiro_py.reference import parse
 from roteiro_py.untrusted import guard
@@ -68,11 +68,6 @@ class Check:
     fix: str | None = None
     #: A lint cannot run on this host while this check fails (see the module doc).
     required: bool = False
-
-
-def _counted(count: int, noun: str) -> str:
-    """`1 image`, `2 images`: a count of one is singular (issue 23: "1 image(s)")."""
-    return f"{count} {noun if count == 1 else noun + 's'}"
 
 
 def can_lint(results: list[Check]) -> bool:
@@ -141,7 +136,7 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
         reference = pinned_image(resolved, path)
     except NoImageConfigured as missing:
         fix = config_set_image_command(missing.stored[0]) if missing.stored else prefetch_command()
-        held = (f"; the store holds {_counted(len(missing.stored), 'provisioned image')}, the fix "
+        held = (f"; the store holds {counted(len(missing.stored), 'provisioned image')}, the fix "
                 "sets the newest"
                 if missing.stored else "")
         return None, [Check("image", False, f"`[lint] image` is not set{held}", fix, required=True)]
@@ -157,7 +152,7 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
             + (f" {absent.detail}" if absent.detail else ""), prefetch_command(str(reference)),
             required=True)]
     return reference, [configured, Check("image provisioned", True,
-                                         f"manifest {image.manifest_digest}, {_counted(len(image.layers), 'layer')}",
+                                         f"manifest {image.manifest_digest}, {counted(len(image.layers), 'layer')}",
                                          required=True)]
 
 
@@ -233,7 +228,7 @@ def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
 
         references = Store(store).references() if store.exists() else []
         found.append(Check("image store", bool(references),
-                           f"{store}: {_counted(len(references), 'image')}"
+                           f"{store}: {counted(len(references), 'image')}"
                            + "".join(f"\n      {printable(r.name)}" for r in references),
                            None if references else
                            "pylint-sandbox prefetch --analyzer clippy --image REF --allow-download"))
@@ -268,7 +263,7 @@ def _packages(path: Path) -> Check:
     pinned = len(lock.pins)
     return Check("package store", not missing,
                  f"{printable(str(store))}: {pinned - len(missing)} of the "
-                 f"{_counted(pinned, 'package')} the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
+                 f"{counted(pinned, 'package')} the lockfile pins", f"pylint-sandbox fetch-deps {printable(str(root))}"
                  if missing else None)
 
 

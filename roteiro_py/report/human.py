@@ -36,6 +36,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
+from roteiro_py.guidance import counted
 from roteiro_py.progress import FALLBACK_WIDTH, MIN_WIDTH
 from roteiro_py.report.model import LEVELS, BuildScriptWarning, Child, Finding, Fix, Report, comparison_phrase
 from roteiro_py.vocabulary import COLORS
@@ -227,10 +228,6 @@ def explain_lines(findings: list[Finding]) -> list[str]:
 _PLURAL = {"error": "errors", "warning": "warnings", "note": "notes", "help": "help"}
 
 
-def _counted(count: int, singular: str, plural: str) -> str:
-    return f"{count} {singular if count == 1 else plural}"
-
-
 def _build_script_warning(warning: BuildScriptWarning) -> Text:
     """As cargo prints it: `warning: <package>@<version>: <message>`."""
     return Text.assemble(("warning", _STYLE["warning"]), f": {warning.package}@{warning.version}: ",
@@ -263,13 +260,13 @@ def render_human(report: Report, *, width: int = 100, color: bool = False) -> st
     if explained:
         console.print()
     summary = report.summary
-    counts = ", ".join(_counted(summary.counts.get(level, 0), level, _PLURAL[level]) for level in LEVELS
+    counts = ", ".join(counted(summary.counts.get(level, 0), level, _PLURAL[level]) for level in LEVELS
                        if summary.counts.get(level, 0))
-    line = Text(_counted(summary.total, "finding", "findings"), style="bold")
+    line = Text(counted(summary.total, "finding", "findings"), style="bold")
     if counts:
         line.append(f" ({counts})")
     if summary.build_script_warnings:
-        line.append("; " + _counted(summary.build_script_warnings, "build script warning",
+        line.append("; " + counted(summary.build_script_warnings, "build script warning",
                                     "build script warnings"))
         if summary.build_script_warnings > len(report.build_script_warnings):
             line.append(f" ({summary.build_script_warnings - len(report.build_script_warnings)} not shown)")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from roteiro_py.guidance import counted
 from roteiro_py.report.human import dependency_line
 from roteiro_py.report.links import doc_url
 from roteiro_py.report.model import LEVELS, Finding, Report, comparison_phrase
@@ -63,16 +64,12 @@ def code(text: str, limit: int = FIELD_CHARS) -> str:
     return f"{fence} {flat} {fence}"
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def _heading(report: Report) -> str:
     summary = report.summary
-    counts = ", ".join(_plural(summary.counts.get(level, 0), level) for level in LEVELS
+    counts = ", ".join(counted(summary.counts.get(level, 0), level) for level in LEVELS
                        if summary.counts.get(level, 0))
     build = "build succeeded" if summary.build_succeeded else "**build FAILED**"
-    return (f"### clippy: {_plural(summary.total, 'finding')}"
+    return (f"### clippy: {counted(summary.total, 'finding')}"
             + (f" ({counts})" if counts else "") + f"; {build}")
 
 
@@ -156,7 +153,7 @@ def render_markdown(report: Report, *, with_findings: bool = True) -> str:
     by_lint = Counter(finding.code or f"rustc {finding.level}" for finding in report.findings)
     if by_lint and with_findings:
         ranked = sorted(by_lint.items(), key=lambda item: (-item[1], item[0]))
-        out.append(f"**By lint** ({_plural(len(ranked), 'lint')}"
+        out.append(f"**By lint** ({counted(len(ranked), 'lint')}"
                    + (f", the {MAX_LINTS} most frequent shown" if len(ranked) > MAX_LINTS else "")
                    + "):")
         out.append("")
