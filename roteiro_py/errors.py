@@ -736,6 +736,32 @@ class UnsafeImageLayer(Refusal):
         )
 
 
+class CredentialHelperFailed(Refusal):
+    """The docker credential helper the user's docker config names for a registry could not
+    answer (store/auth.py): missing from PATH, failed, or answered what is not credentials.
+    Its output is never quoted: it may hold what it was asked to keep."""
+
+    code = "credential-helper-failed"
+
+    def __init__(self, program: str, registry: str, config: Path, reason: str) -> None:
+        super().__init__()
+        self.program = program
+        self.registry = registry
+        self.config = config
+        self.reason = reason
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The credential helper {_p(self.program)} could not give credentials for "
+            f"{_p(self.registry)}: {_p(self.reason).rstrip('.')}.",
+            notes=(f"The docker config {_p(self.config)} names it (`credHelpers` or `credsStore`), as "
+                   "the docker client reads it; nothing was downloaded.",
+                   "Install the helper or log in again; for a public image, remove the entry or "
+                   "point DOCKER_CONFIG at a directory without it.",),
+            commands=(f"{_q(self.program)} list", f"docker login {_q(self.registry)}"),
+        )
+
+
 class HostToolMissing(Refusal):
     """A host program the image store or the VM images need is not installed."""
 

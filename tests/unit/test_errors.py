@@ -88,6 +88,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
          "config set vm.debian_security_archive ''", "prefetch --vm-assets"]),
     errors.UnsafeImageLayer: lambda: (errors.UnsafeImageLayer("sha256:feed01", "../../etc/x", "`..` in member name"),
                                       ["sha256:feed01", "../../etc/x", "`..` in member name"]),
+    errors.CredentialHelperFailed: lambda: (errors.CredentialHelperFailed(
+        "docker-credential-pass", "ghcr.io", Path("/home/u/.docker/config.json"), "it is not on PATH"),
+        ["docker-credential-pass", "ghcr.io", "/home/u/.docker/config.json", "not on PATH"]),
     errors.HostToolMissing: lambda: (errors.HostToolMissing("mkfs.ext4", "e2fsprogs-x",
                                                             "make the scratch disk /h/s-4.img"),
                                      ["mkfs.ext4", "apt-get install e2fsprogs-x", "/h/s-4.img"]),
