@@ -274,8 +274,18 @@ def _applied(lines: list[str], first: int, edits: list[Edit]) -> str | None:
     return joined
 
 
+def _shown_inline(message: str, edits: list[Edit], rendered: str) -> bool:
+    """Whether cargo's text shows this one-part suggestion as a label under its span,
+    `help: <message>: `<code>`` at a line's end (rustc's emitter, `primary_span_formatted`)."""
+    if len(edits) != 1 or "\n" in edits[0].replacement:
+        return False
+    code = edits[0].replacement.strip()
+    label = f" help: {message}: `{code}`" if code else f" help: {message}"
+    return any(line.endswith(label) for line in rendered.splitlines())
+
+
 def _fix(message: str, spans: list[dict[str, object]], layout: PathLayout,
-         snippets: SnippetReader | None) -> Fix | None:
+         snippets: SnippetReader | None, rendered: str = "") -> Fix | None:
     """One suggestion whole, or None when any part of it cannot be kept."""
     if len(spans) > MAX_EDITS:
         return None
@@ -308,7 +318,8 @@ def _fix(message: str, spans: list[dict[str, object]], layout: PathLayout,
     try:
         return Fix.model_validate({"message": message, "applicability": applicability, "edits": edits,
                                    "line": first if before is not None else None,
-                                   "before": before, "after": after})
+                                   "before": before, "after": after,
+                                   "inline": _shown_inline(message, edits, rendered)})
     except ValidationError:
         return None
 
@@ -322,7 +333,8 @@ class _Children:
     doc_url: str | None = None
 
 
-def _children(raw: object, layout: PathLayout, snippets: SnippetReader | None) -> _Children:
+def _children(raw: object, layout: PathLayout, snippets: SnippetReader | None,
+              rendered: str = "") -> _Children:
     out = _Children()
     if not isinstance(raw, list):
         return out
@@ -335,7 +347,7 @@ def _children(raw: object, layout: PathLayout, snippets: SnippetReader | None) -
         suggested = [span for span in spans[:_MAX_CHILDREN_SCANNED] if isinstance(span, dict)
                      and isinstance(span.get("suggested_replacement"), str)]
         if suggested:
-            fix = _fix(message, suggested, layout, snippets)
+            fix = _fix(message, suggested, layout, snippets, rendered)
             if fix is not None and len(out.fixes) < MAX_FIXES:
                 out.fixes.append(fix)
             continue
@@ -531,7 +543,8 @@ class _Parser:
                 except ValidationError:
                     continue
         suggestion, help_text = _suggestion_and_help(diag.get("children"))
-        attached = _children(diag.get("children"), self.layout, self.snippets)
+        attached = _children(diag.get("children"), self.layout, self.snippets,
+                             _str(diag.get("rendered")) or "")
         where: dict[str, object] = {}
         snippet = None
         if location is not None:

@@ -113,8 +113,77 @@ def _continued(text: str) -> str:
     return "\n        ".join(_capped(text))
 
 
+def _inline_fix(finding: Finding) -> Fix | None:
+    """The suggestion cargo showed as a label under the primary span, if any (Fix.inline:
+    rustc chooses by a display style its JSON does not carry). Drawn so here only when its
+    one part is the primary span itself; otherwise as lines before and after."""
+    inline = [fix for fix in finding.fixes if fix.inline and len(fix.edits) == 1]
+    if len(inline) != 1:
+        return None
+    edit = inline[0].edits[0]
+    here = (edit.path, edit.line, edit.column, edit.end_line, edit.end_column)
+    if here != (finding.path, finding.line, finding.column, finding.end_line, finding.end_column):
+        return None
+    return inline[0]
+
+
+def _help_label(fix: Fix) -> str:
+    shown = fix.edits[0].replacement.strip()
+    return f"help: {fix.message}: `{shown}`" if shown else f"help: {fix.message}"
+
+
+def _gutter(finding: Finding, shown_lines: int) -> int:
+    """The width of the line-number gutter: the widest number the finding shows."""
+    numbers = [(finding.line or 1) + max(shown_lines - 1, 0)]
+    numbers += [fix.line + max(len(_capped(fix.before or "")), len(_capped(fix.after or ""))) - 1
+                for fix in finding.fixes if fix.line is not None]
+    return len(str(max(numbers)))
+
+
+def _marks(source: str, finding: Finding, label: str | None) -> list[str]:
+    """The rows under a one-line primary span, as rustc draws them: `^` under it, `-` under
+    each related span of the same line, the rightmost label beside its marks and each
+    other label on a row of its own under a `|` from its span, rightmost first."""
+    spans = [(finding.column or 1, finding.end_column, "^", label)]
+    spans += [(r.column, r.end_column if r.end_line == r.line else None, "-",
+               _first_line(r.message) if r.message else None)
+              for r in finding.related if r.path == finding.path and r.line == finding.line
+              and r.end_line == r.line]
+    spans.sort(key=lambda span: span[0])
+    row: list[str] = []
+    for column, end, mark, _ in spans:
+        drawn = _underline(source, column, end)
+        start = len(drawn) - len(drawn.lstrip(" \t"))
+        while len(row) < len(drawn):
+            row.append(" ")
+        for index in range(start, len(drawn)):
+            if row[index] == " ":
+                row[index] = mark
+    rows = ["".join(row).rstrip()]
+    labelled = [(column, text) for column, _, _, text in spans if text]
+    if labelled and labelled[-1][0] == spans[-1][0]:
+        rows[0] += " " + labelled.pop()[1]
+    if not labelled:
+        return rows
+
+    def at(columns: list[int]) -> list[str]:
+        cells = [" "] * (max(columns) + 1)
+        for column in columns:
+            cells[column] = "|"
+        return cells
+
+    offsets = [len(_underline(source, column, None)) - 1 for column, _ in labelled]
+    rows.append("".join(at(offsets)).rstrip())
+    for count in range(len(labelled), 0, -1):
+        cells = at(offsets[:count]) if count > 1 else []
+        head = "".join(cells[:offsets[count - 1]]) if cells else " " * offsets[count - 1]
+        rows.append(head + labelled[count - 1][1])
+    return rows
+
+
 def _finding(finding: Finding) -> Text:
-    """One finding as one `Text` of several lines."""
+    """One finding as one `Text` of several lines, in cargo's layout: the header, `-->`,
+    the gutter, the source with its marks and labels, `= note`s, then each suggestion."""
     message = _capped(finding.message)
     head = Text()
     head.append(finding.level, style=_STYLE[finding.level])
@@ -125,74 +194,108 @@ def _finding(finding: Finding) -> Text:
     parts = [head]
     for extra in message[1:]:
         parts.append(Text("   " + extra))
+    inline = _inline_fix(finding)
+    fixes = [fix for fix in finding.fixes if fix is not inline]
+    lines = (finding.snippet.splitlines()[:MAX_SHOWN_LINES] or [""]) if (
+        finding.snippet is not None and finding.column is not None) else []
+    width = _gutter(finding, len(lines))
+    pad, style = " " * width, _STYLE[finding.level]
+    bar = Text(f"{pad} |", style="blue")
     if finding.path is not None and finding.line is not None:
-        parts.append(Text(f"  --> {finding.path}:{finding.line}:{finding.column}", style="blue"))
-        if finding.label and (finding.snippet is None or finding.column is None):  # no line to put it under
-            parts.append(Text.assemble("  = ", ("label", "bold"), ": ", _first_line(finding.label)))
-        if finding.snippet is not None and finding.column is not None:
-            lines = finding.snippet.splitlines()[:MAX_SHOWN_LINES] or [""]
-            gutter = len(str(finding.line + len(lines) - 1))
-            for offset, source in enumerate(lines):
-                number = finding.line + offset
-                row = Text(f"{number:>{gutter}} | ", style="blue")
-                row.append(source)
-                parts.append(row)
-                if offset == 0:
-                    last = finding.end_column if finding.end_line == finding.line else None
-                    mark = Text(f"{'':>{gutter}} | ", style="blue")
-                    mark.append(_underline(source, finding.column, last),
-                                style=_STYLE[finding.level])
-                    if finding.label:  # as cargo: `^^^ expected `u32`, found `&str``
-                        mark.append(" " + _first_line(finding.label), style=_STYLE[finding.level])
-                    parts.append(mark)
-    related = [Text(f"  also {r.path}:{r.line}:{r.column}"
+        parts.append(Text(f"{pad}--> {finding.path}:{finding.line}:{finding.column}", style="blue"))
+        label = _help_label(inline) if inline is not None else (
+            _first_line(finding.label) if finding.label else None)
+        if not lines and label:  # no line to put it under
+            parts.append(Text.assemble(f"{pad} = ", ("label", "bold"), ": ", label))
+        if lines:
+            parts.append(bar)
+            parts.extend(_source(finding, lines, width, label, style))
+    related = [Text(f"{pad} = also {r.path}:{r.line}:{r.column}"
                     + (f" ({_first_line(r.message)})" if r.message else ""), style="dim")
-               for r in finding.related]
+               for r in finding.related
+               if not (lines and r.path == finding.path and r.line == finding.line == finding.end_line
+                       and r.end_line == r.line)]
     if finding.children or finding.fixes:  # as cargo: the spans' labels, notes, suggestions
-        parts.extend(related)
-        parts.extend(_child(child) for child in finding.children)
-        for fix in finding.fixes:
-            parts.extend(_fix(fix))
+        notes = [*related, *(_child(child, pad) for child in finding.children)]
+        if notes and lines:
+            parts.append(bar)
+        parts.extend(notes)
+        for fix in fixes:
+            parts.extend(_fix(fix, width))
         return Text("\n").join(parts)
     # a report written before issue 13: its first help and first replacement only
-    if finding.help:
-        parts.append(Text.assemble("  = ", ("help", "bold"), ": ", _continued(finding.help)))
-    if finding.suggestion is not None and "\n" not in finding.suggestion:
-        parts.append(Text.assemble("  = ", ("suggestion", "bold"), ": `",
-                                   finding.suggestion, "`"))
+    if related and lines:
+        parts.append(bar)
     parts.extend(related)
+    if finding.help:
+        parts.append(Text.assemble(f"{pad} = ", ("help", "bold"), ": ", _continued(finding.help)))
+    if finding.suggestion is not None and "\n" not in finding.suggestion:
+        parts.append(Text.assemble(f"{pad} = ", ("suggestion", "bold"), ": `",
+                                   finding.suggestion, "`"))
     return Text("\n").join(parts)
 
 
-def _child(child: Child) -> Text:
+def _source(finding: Finding, lines: list[str], width: int, label: str | None,
+            style: str) -> list[Text]:
+    """The source rows and their marks: one line as `^^^ label`; a span over several lines
+    as rustc draws it, `/` on its first line, `|` down the margin, `|____^` at its end."""
+    line = finding.line or 1
+    gutter = Text(f"{' ' * width} | ", style="blue")
+    if finding.end_line is None or finding.end_line == line or len(lines) == 1:
+        rows = [Text.assemble((f"{line:>{width}} | ", "blue"), lines[0])]
+        for mark in _marks(lines[0], finding, label):
+            rows.append(gutter.copy().append(mark, style=style) if mark else Text(f"{' ' * width} |",
+                                                                                   style="blue"))
+        return rows
+    rows = []
+    for offset, source in enumerate(lines):
+        margin = "/ " if offset == 0 else "| "
+        rows.append(Text.assemble((f"{line + offset:>{width}} | ", "blue"), (margin, style), source))
+    if line + len(lines) - 1 < finding.end_line:  # the span goes on past what is shown
+        rows.append(Text.assemble((f"{'...':<{width}}", "blue"), ("  |", style)))
+        return rows
+    last = max((finding.end_column or 2) - 2, 0)
+    end = Text(f"{' ' * width} | ", style="blue")
+    end.append("|" + "_" * (last + 1) + "^", style=style)
+    if label:
+        end.append(" " + label, style=style)
+    rows.append(end)
+    return rows
+
+
+def _child(child: Child, pad: str = " ") -> Text:
     """`  = note: ...` as cargo shows a note or help without a suggestion."""
     where = child.location
     at = f" (at {where.path}:{where.line}:{where.column})" if where is not None else ""
-    return Text.assemble("  = ", (child.level, "bold"), ": ", _continued(child.message), (at, "dim"))
+    return Text.assemble(f"{pad} = ", (child.level, "bold"), ": ", _continued(child.message),
+                         (at, "dim"))
 
 
-def _fix(fix: Fix) -> list[Text]:
+def _fix(fix: Fix, width: int | None = None) -> list[Text]:
     """`help: <message>` and the lines as they are and as the suggestion makes them, as
-    cargo shows a suggestion (`2 -     assert_eq!(x, true);` / `2 +     assert!(x);`); without
-    those lines, each part as `path:line:column: `replacement``. Bounded like every
-    other guest text: MAX_SHOWN_LINES lines of each side."""
+    cargo shows a suggestion (`2 -     assert_eq!(x, true);` / `2 +     assert!(x);`)
+    between two `|` rows; without those lines, each part as `path:line:column:
+    `replacement``. Bounded like every other guest text: MAX_SHOWN_LINES lines of each side."""
     parts = [Text.assemble(("help", _STYLE["help"]), ": ", _continued(fix.message))]
     if fix.before is not None and fix.after is not None and fix.line is not None:
         old, new = _capped(fix.before), _capped(fix.after)
-        gutter = len(str(fix.line + max(len(old), len(new)) - 1))
+        gutter = max(width or 0, len(str(fix.line + max(len(old), len(new)) - 1)))
+        bar = Text(f"{' ' * gutter} |", style="blue")
+        parts.append(bar)
         if len(old) == len(new):  # line by line: an unchanged line is context
             for offset, (was, now) in enumerate(zip(old, new, strict=True)):
                 number = f"{fix.line + offset:>{gutter}}"
                 if was == now:
-                    parts.append(Text.assemble((f"{number}   ", "blue"), was))
+                    parts.append(Text.assemble((f"{number} | ", "blue"), was))
                     continue
                 parts.append(Text.assemble((f"{number} - ", "red"), was))
                 parts.append(Text.assemble((f"{number} + ", "green"), now))
-            return parts
-        for offset, was in enumerate(old):
-            parts.append(Text.assemble((f"{fix.line + offset:>{gutter}} - ", "red"), was))
-        for offset, now in enumerate(new):
-            parts.append(Text.assemble((f"{fix.line + offset:>{gutter}} + ", "green"), now))
+        else:
+            for offset, was in enumerate(old):
+                parts.append(Text.assemble((f"{fix.line + offset:>{gutter}} - ", "red"), was))
+            for offset, now in enumerate(new):
+                parts.append(Text.assemble((f"{fix.line + offset:>{gutter}} + ", "green"), now))
+        parts.append(bar)
         return parts
     for edit in fix.edits:
         shown = _first_line(edit.replacement) if edit.replacement else ""

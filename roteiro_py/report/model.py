@@ -187,6 +187,10 @@ class Fix(_Model):
     before/after: the lines the edits touch (from `line`, read from the staged copy the
     guest linted, never from the guest), and the same lines with every edit applied; None
     when they could not be read or the edits span too many lines or files (clippy/parse.py).
+    inline: cargo showed it as a label under its span (`^^^ help: <message>: `<code>``),
+    not as lines before and after. rustc decides by a display style its JSON does not
+    carry, so this is read from the diagnostic's `rendered` text: a hint for the terminal
+    report's layout only, never a source of what the suggestion changes.
     """
 
     message: SafeText
@@ -195,6 +199,7 @@ class Fix(_Model):
     line: Position | None = None
     before: SafeSource | None = None
     after: SafeSource | None = None
+    inline: bool = False
 
 
 class Child(_Model):

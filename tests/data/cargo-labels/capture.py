@@ -2,7 +2,9 @@
 crate, with the argv of roteiro_py/clippy/command.py, and the text cargo prints for a
 person (each diagnostic's `rendered` field, in order).
 
-    .venv/bin/python tests/data/cargo-labels/capture.py
+    .venv/bin/python tests/data/cargo-labels/capture.py [CRATE]
+
+CRATE defaults to this directory; tests/data/cargo-layout is captured the same way.
 
 test_captured_labels_still_match_live_cargo fails when they drift from live cargo.
 Absolute paths of the machine that captured them (package_id, manifest_path) are
@@ -34,11 +36,12 @@ def rendered(stdout: str) -> str:
 
 
 if __name__ == "__main__":
+    source = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else HERE
     with tempfile.TemporaryDirectory() as area:
-        crate = copy_crate(HERE, Path(area) / "crate")
+        crate = copy_crate(source, Path(area) / "crate")
         target = Path(area) / "target"
         run = run_clippy(crate, target_dir=target)
         text = run.stdout.decode().replace(str(target), "/target").replace(str(crate), "/guest/repo")
-        (HERE / "clippy.jsonl").write_text(text)
-        (HERE / "rendered.txt").write_text(rendered(text))
+        (source / "clippy.jsonl").write_text(text)
+        (source / "rendered.txt").write_text(rendered(text))
         print(run.status, len(text.splitlines()), "lines")

@@ -93,8 +93,8 @@ def test_human_groups_by_file_and_underlines_the_span(demo_report: Report) -> No
     lines = text.splitlines()
     assert lines[0] == "rust/crates/demo-app/src/main.rs"
     assert "rust/crates/demo-core/src/lib.rs" in lines
-    at = lines.index("  --> rust/crates/demo-core/src/lib.rs:5:5")
-    assert lines[at + 1:at + 3] == ["5 |     return x * 2;", "  |     ^^^^^^^^^^^^"]
+    at = lines.index(" --> rust/crates/demo-core/src/lib.rs:5:5")
+    assert lines[at + 1:at + 4] == ["  |", "5 |     return x * 2;", "  |     ^^^^^^^^^^^^"]
     assert "4 findings (4 warnings); build succeeded" in text
     assert lines[-1] == (
         f"linted in registry.example/team/clippy:1.95 (manifest {DIGEST}) with clippy 0.1.95, "

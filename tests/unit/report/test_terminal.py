@@ -81,7 +81,7 @@ def test_a_terminal_of_zero_columns_still_gets_the_report(demo_report: Report, t
     assert "columns=0 zero-width-printed=''" in stderr, stderr
     assert status == 1, stderr  # the demo has warnings: --fail-on warning
     plain = SGR.sub("", shown)
-    assert "  --> rust/crates/demo-core/src/lib.rs:5:5" in plain
+    assert " --> rust/crates/demo-core/src/lib.rs:5:5" in plain
     assert "4 findings (4 warnings); build succeeded" in plain
     assert SGR.search(shown)  # auto on a terminal: coloured
 
