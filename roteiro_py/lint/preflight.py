@@ -306,6 +306,8 @@ def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -
     are left to cargo, whose refusal clippy/classify.py turns into the same exit 2.
     `--exclude` is never judged: cargo only warns about an unknown name."""
     packages = tuple(lint.packages) or ((member,) if member and not lint.workspace else ())
+    if not lint.packages and (lint.all_features or not lint.features):
+        return  # nothing asked for by name: no manifest is read
     members = workspace_members(tree.workspace)
     plain = [name for name in packages if _PLAIN_PACKAGE.fullmatch(name)]
     locked = locked_names(tree.workspace) if plain else None
