@@ -174,3 +174,17 @@ def test_manifest_path(tmp_path: Path) -> None:
         manifest_directory(other, Path("."))
     with pytest.raises(UsageError, match="does not exist"):
         manifest_directory(tmp_path / "gone" / "Cargo.toml", Path("."))
+
+
+def test_a_member_manifest_that_is_a_link_leaves_it_to_cargo(tree: Path, tmp_path: Path,
+                                                             probes: list[str]) -> None:
+    """The manifests are read through the one door (no link, bounded): a member whose
+    Cargo.toml is a link to a host file is not read, and nothing is judged from it."""
+    host = tmp_path / "host-secret.toml"
+    host.write_text('[package]\nname = "HOST-SECRET"\nversion = "0.1.0"\n[features]\nnope = []\n')
+    assert workspace_members(tree) is not None  # control: read when it is a file
+    manifest = tree / "crates" / "core" / "Cargo.toml"
+    manifest.unlink()
+    manifest.symlink_to(host)
+    assert workspace_members(tree) is None
+    reaches_the_probe(tree, probes, features=["nope-8"])
