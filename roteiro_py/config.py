@@ -59,8 +59,8 @@ ENV_PREFIX = "ROTEIRO_"
 FIELDS: dict[str, tuple[str, ...]] = {
     "lint": ("image", "backend", "fail_on", "format", "keep_cache", "dep_cache",
              "dep_cache_max_mib", "quiet", "color", "all_targets", "features", "all_features",
-             "no_default_features", "packages", "workspace", "exclude", "targets", "target",
-             "levels", "allowed_images"),
+             "no_default_features", "packages", "workspace", "exclude", "no_deps", "targets",
+             "target", "levels", "allowed_images"),
     "vm": ("accel", "cpus", "memory_mib", "timeout_s", "output_limit_mib", "stage_max_mib",
            "stage_max_files", "stage_max_depth", "scratch_mib", "kernel", "initrd", "template",
            "debian_archive", "debian_suite", "debian_security_archive"),
@@ -76,7 +76,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
 #: (allowed_images) come only from the user's config, the environment or flags.
 REPO_KEYS = frozenset({"lint.image", "lint.format", "lint.all_targets", "lint.features",
                        "lint.all_features", "lint.no_default_features", "lint.packages",
-                       "lint.workspace", "lint.exclude", "lint.targets", "lint.target"})
+                       "lint.workspace", "lint.exclude", "lint.no_deps", "lint.targets",
+                       "lint.target"})
 #: Of REPO_KEYS, what the repository only suggests: the user's own choice (flag, variable
 #: or user config) wins. The output format is what the user's CI consumes: a branch whose
 #: roteiro.toml said `github` turned a CI's configured `sarif` upload into workflow

@@ -51,6 +51,8 @@ class LintSettings(BaseModel):
                                 "empty: the workspace's default members, or the member PATH names")
     workspace: bool = Field(False, description="lint every member of the workspace (cargo --workspace)")
     exclude: list[str] = Field(default_factory=list, description="members left out of --workspace")
+    no_deps: bool = Field(False, description="lint only the selected packages, not their path "
+                          "dependencies (clippy --no-deps)")
     targets: list[str] = Field(default_factory=list, description="target selection: lib, bins, "
                                "tests, examples, benches, or bin:NAME, test:NAME, example:NAME, bench:NAME")
     target: str | None = Field(None, description="target triple to check for (the image needs its "
@@ -68,6 +70,14 @@ class LintSettings(BaseModel):
     def _split_features(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part for part in re.split(r"[,\s]+", value) if part]
+        return value
+
+    @field_validator("features", mode="before")
+    @classmethod
+    def _split_each_feature(cls, value: Any) -> Any:
+        """`-F "a b" -F c,d` as cargo takes it: each entry split on commas and spaces."""
+        if isinstance(value, list) and all(isinstance(entry, str) for entry in value):
+            return [part for entry in value for part in re.split(r"[,\s]+", entry) if part]
         return value
 
     @field_validator("allowed_images")

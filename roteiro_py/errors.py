@@ -201,6 +201,86 @@ class StdoutUnwritable(UsageError):
                          hint=f"Print it somewhere it can be written: `{command} > FILE`.")
 
 
+#: How many names a selection refusal lists (packages, features) before "and N more".
+LISTED_NAMES = 10
+
+
+def _listed(names: Sequence[str]) -> str:
+    """`names` as a refusal lists them: the first LISTED_NAMES, escaped, then how many more."""
+    shown = ", ".join(_p(name) for name in names[:LISTED_NAMES]) or "(none)"
+    rest = len(names) - LISTED_NAMES
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+class UnknownPackage(UsageError):
+    """`--package NAME` (or the package a PATH names) that is no package of the tree's
+    Cargo.lock and no workspace member (lint/preflight.py check_selection): wrong as
+    written, whatever the image holds. Before, the VM booted and cargo's refusal ended as
+    exit 3 with advice about the image (issue 23 §3)."""
+
+    code = "unknown-package"
+
+    def __init__(self, name: str, workspace: Path, known: Sequence[str]) -> None:
+        self.name = name
+        self.workspace = workspace
+        self.known = tuple(known)
+        super().__init__(f"--package {_p(name)}: no package of that name in {_p(workspace)} "
+                         "(its Cargo.lock and its workspace members).",
+                         hint=f"Its packages: {_listed(self.known)}.")
+
+    def guidance(self) -> Guidance:
+        return Guidance(summary=self.message, notes=(
+            _sentence(self.hint or ""),
+            "Name a workspace member or one of its dependencies as Cargo.lock spells it, or "
+            "lint every member with --workspace."))
+
+
+class UnknownFeature(UsageError):
+    """A `--features` name that no selected package defines ([features] keys and the
+    optional dependencies `dep:` does not hide), or `pkg/feat` for a selected member
+    without `feat` (lint/preflight.py check_selection), as cargo 1.95 refuses it."""
+
+    code = "unknown-feature"
+
+    def __init__(self, feature: str, packages: Sequence[str], defined: Sequence[str]) -> None:
+        self.feature = feature
+        self.packages = tuple(packages)
+        self.defined = tuple(defined)
+        which = (f"the package {_p(packages[0])} has no such feature" if len(packages) == 1
+                 else f"none of the selected packages ({_listed(self.packages)}) has that feature")
+        super().__init__(f"--features {_p(feature)}: {which}.",
+                         hint=f"Features defined: {_listed(self.defined)}.")
+
+    def guidance(self) -> Guidance:
+        return Guidance(summary=self.message, notes=(
+            _sentence(self.hint or ""),
+            "An optional dependency is a feature of its own name unless a `dep:` entry in "
+            "[features] hides it. Name a defined feature, choose the package that has it "
+            "with --package, or use --all-features."))
+
+
+class CargoRefusedSelection(UsageError):
+    """cargo in the guest refused the package or feature selection before building
+    anything (clippy/classify.py): a `-p` glob or spec that matches nothing, an inactive
+    optional dependency, a feature of a dependency. Wrong as written, so a usage error,
+    never a refusal about the image. `line`: cargo's own words, from the guest."""
+
+    code = "cargo-refused-selection"
+
+    def __init__(self, tree: Path, line: str) -> None:
+        self.tree = tree
+        self.line = line
+        super().__init__(f"Cargo refused the package or feature selection for {_p(tree)}; "
+                         "nothing was built.")
+
+    def guidance(self) -> Guidance:
+        return Guidance(summary=self.message, notes=(
+            _said("Cargo said", self.line),
+            "Fix the --package, --exclude or --features value it names (a package as "
+            "Cargo.lock spells it, a feature its package defines), or lint with --workspace "
+            "or --all-features."))
+
+
 class ConfigError(RoteiroError):
     """A configuration file (or variable) that cannot be used, named to the key and line."""
 

@@ -9,7 +9,11 @@ issue 20). Every read is bounded and refuses links, FIFOs and devices
 
 from __future__ import annotations
 
-from pathlib import Path
+import itertools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from roteiro_py.errors import TreeFileRefused, UsageError
@@ -21,6 +25,13 @@ from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 MANIFEST_MAX_BYTES = 1024 * 1024
 #: The largest Cargo.lock the host reads: ~150 bytes a package, so ~100,000 packages.
 LOCKFILE_MAX_BYTES = 16 * 1024 * 1024
+#: The most member manifests read to check a package or feature selection (more than
+#: any workspace we know of: rust-lang/rust has ~400); past it the check is cargo's.
+MAX_MEMBERS = 2000
+#: The most `[[package]]` entries of a Cargo.lock looked at (LOCKFILE_MAX_BYTES holds ~100,000).
+MAX_LOCKED_PACKAGES = 200_000
+#: Characters that make a workspace `members` entry a glob (cargo uses the glob crate).
+_GLOB = frozenset("*?[")
 
 
 def read_tree_file(path: Path, limit: int, *, dir_fd: int | None = None) -> bytes:
@@ -93,3 +104,168 @@ def _lenient_manifest(path: Path) -> dict[str, Any]:
         return read_manifest(path)
     except TreeFileRefused:
         return {}
+
+
+def locked_names(workspace: Path) -> frozenset[str] | None:
+    """The package names the workspace's Cargo.lock pins (members, path and registry
+    packages alike), at most MAX_LOCKED_PACKAGES entries; None when there is no lockfile
+    or it is not one the host reads (the lint refuses that in its own place)."""
+    lock = workspace / "Cargo.lock"
+    if not lock.is_file():
+        return None
+    try:
+        packages = read_lockfile(lock).get("package")
+    except TreeFileRefused:
+        return None
+    if not isinstance(packages, list):
+        return None
+    return frozenset(entry["name"] for entry in packages[:MAX_LOCKED_PACKAGES]
+                     if isinstance(entry, dict) and isinstance(entry.get("name"), str))
+
+
+@dataclass(frozen=True)
+class Member:
+    """A workspace member as `--features` sees it: `features` are the [features] keys and
+    the optional dependencies no `dep:` entry hides (cargo's implicit features)."""
+
+    name: str
+    features: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Members:
+    """The workspace's members by name, and those cargo selects at the root with no flag
+    (`default-members`, else the root package, else every member)."""
+
+    all: dict[str, Member]
+    default: tuple[str, ...]
+
+
+def workspace_members(workspace: Path) -> Members | None:
+    """The members of the workspace rooted at `workspace`, read as data: the root
+    manifest's `members` (globs expanded inside the workspace, `exclude` left out), the
+    root package, and the path dependencies inside the workspace (cargo makes those
+    members too), at most MAX_MEMBERS manifests. None whenever the answer is not certain
+    (a manifest the host does not read, an entry leading outside the workspace, too many
+    members): the selection is then cargo's to judge in the guest."""
+    try:
+        return _members(workspace)
+    except (TreeFileRefused, _Undecidable, OSError):
+        return None
+
+
+class _Undecidable(Exception):
+    """The workspace's members cannot be told for certain from its files."""
+
+
+def _members(workspace: Path) -> Members:
+    root = read_manifest(workspace / "Cargo.toml")
+    table = root.get("workspace")
+    if not isinstance(table, dict):
+        if "workspace" in root or not isinstance(root.get("package"), dict):
+            raise _Undecidable
+        member = _member(root)
+        return Members({member.name: member}, (member.name,))
+    inherited = table.get("dependencies")
+    shared: dict[str, Any] = inherited if isinstance(inherited, dict) else {}
+    excluded = {_inside(workspace, entry) for entry in _strings(table.get("exclude", []))}
+    pending = [workspace] if isinstance(root.get("package"), dict) else []
+    for entry in _strings(table.get("members", [])):
+        if _GLOB & set(entry):
+            if "**" in entry:  # a walk of the whole tree: bounded by nothing we can name
+                raise _Undecidable
+            _inside(workspace, entry)
+            found = sorted(itertools.islice((path for path in workspace.glob(entry)
+                                             if (path / "Cargo.toml").is_file()), MAX_MEMBERS + 1))
+            if len(found) > MAX_MEMBERS or any(path.is_symlink() for path in found):
+                raise _Undecidable
+            pending += found
+        else:
+            pending.append(_inside(workspace, entry))
+    by_dir: dict[Path, Member] = {}
+    while pending:
+        directory = pending.pop(0)
+        if directory in by_dir or directory in excluded:
+            continue
+        if len(by_dir) >= MAX_MEMBERS:
+            raise _Undecidable
+        manifest = root if directory == workspace else read_manifest(directory / "Cargo.toml")
+        by_dir[directory] = _member(manifest)
+        for from_root, path in _path_dependencies(manifest, shared):
+            resolved = Path(os.path.normpath((workspace if from_root else directory) / path))
+            if resolved.is_relative_to(workspace):
+                pending.append(resolved)
+    names = {member.name: member for member in by_dir.values()}
+    if len(names) != len(by_dir):
+        raise _Undecidable
+    defaults = table.get("default-members")
+    if defaults is not None:
+        chosen = [by_dir.get(_inside(workspace, entry)) for entry in _strings(defaults)]
+        if any(member is None for member in chosen):
+            raise _Undecidable
+        default = tuple(member.name for member in chosen if member is not None)
+    elif workspace in by_dir:
+        default = (by_dir[workspace].name,)
+    else:
+        default = tuple(names)
+    return Members(names, default)
+
+
+def _strings(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+        raise _Undecidable
+    return value
+
+
+def _inside(workspace: Path, entry: str) -> Path:
+    """`entry` of the root manifest as a directory of the workspace; _Undecidable when
+    it is absolute or climbs out (cargo would read outside the tree: its business)."""
+    relative = PurePosixPath(entry)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise _Undecidable
+    return Path(os.path.normpath(workspace / relative))
+
+
+def _dependency_tables(manifest: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(kind, table) for every dependency table, the `[target.<cfg>]` ones included."""
+    owners = [manifest]
+    targets = manifest.get("target")
+    if isinstance(targets, dict):
+        owners += [table for table in targets.values() if isinstance(table, dict)]
+    for owner in owners:
+        for kind in ("dependencies", "dev-dependencies", "dev_dependencies",
+                     "build-dependencies", "build_dependencies"):
+            table = owner.get(kind)
+            if isinstance(table, dict):
+                yield kind, table
+
+
+def _path_dependencies(manifest: dict[str, Any], shared: dict[str, Any]) -> Iterator[tuple[bool, str]]:
+    """(relative to the root?, path) of each path dependency: one inherited from
+    [workspace.dependencies] is relative to the root, any other to its own manifest."""
+    for _, table in _dependency_tables(manifest):
+        for name, spec in table.items():
+            if not isinstance(spec, dict):
+                continue
+            if spec.get("workspace") is True:
+                spec = shared.get(name)
+                if isinstance(spec, dict) and isinstance(spec.get("path"), str):
+                    yield True, spec["path"]
+            elif isinstance(spec.get("path"), str):
+                yield False, spec["path"]
+
+
+def _member(manifest: dict[str, Any]) -> Member:
+    package = manifest.get("package")
+    name = package.get("name") if isinstance(package, dict) else None
+    if not isinstance(name, str):
+        raise _Undecidable
+    table = manifest.get("features", {})
+    if not isinstance(table, dict):
+        raise _Undecidable
+    hidden = {value[4:] for values in table.values() if isinstance(values, list)
+              for value in values if isinstance(value, str) and value.startswith("dep:")}
+    optional = {name for kind, deps in _dependency_tables(manifest) if not kind.startswith("dev")
+                for name, spec in deps.items()
+                if isinstance(spec, dict) and spec.get("optional") is True}
+    return Member(name, frozenset(table) | (optional - hidden))

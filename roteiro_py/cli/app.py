@@ -158,10 +158,16 @@ def lint_clippy(
         "fail the run.")] = None,
     all_targets: Annotated[bool | None, typer.Option(
         "--all-targets", help="Lint tests, benches and examples too.")] = None,
-    features: Annotated[str | None, typer.Option(help="Comma-separated cargo features.")] = None,
+    features: Annotated[list[str] | None, typer.Option(
+        "--features", "-F", help="Cargo features to enable, comma- or space-separated (repeatable).")] = None,
     all_features: Annotated[bool | None, typer.Option("--all-features", help="Enable every feature.")] = None,
     no_default_features: Annotated[bool | None, typer.Option(
         "--no-default-features", help="Disable the default feature.")] = None,
+    no_deps: Annotated[bool | None, typer.Option(
+        "--no-deps", help="Lint only the selected packages, not their path dependencies.")] = None,
+    manifest_path: Annotated[Path | None, typer.Option(
+        "--manifest-path", metavar="PATH", help="The Cargo.toml of the package or workspace to "
+        "lint, as cargo takes it (instead of the PATH argument).")] = None,
     accel: Annotated[Accel | None, typer.Option(
         help="Accelerator; tcg (software emulation, not a security boundary) only when chosen.")] = None,
     cpus: Annotated[int | None, typer.Option(help="Guest vCPUs.")] = None,
@@ -186,6 +192,7 @@ def lint_clippy(
 ) -> None:
     """Run cargo clippy on PATH inside a disposable VM and report the findings."""
     from roteiro_py.lint import LintRequest, run_lint_command
+    from roteiro_py.lint.preflight import manifest_directory
 
     if verbose and quiet:
         _guard(lambda: _usage("--verbose and --quiet cannot be used together."))
@@ -203,7 +210,7 @@ def lint_clippy(
     flags = {
         "lint.image": (image, "--image"),
         "lint.all_targets": (all_targets, "--all-targets"),
-        "lint.features": (features, "--features"),
+        "lint.features": (features or None, "--features"),
         "lint.all_features": (all_features, "--all-features"),
         "lint.no_default_features": (no_default_features, "--no-default-features"),
         "lint.fail_on": (fail_on.value if fail_on else None, "--fail-on"),
@@ -213,6 +220,7 @@ def lint_clippy(
         "lint.packages": (package or None, "--package"),
         "lint.workspace": (workspace, "--workspace"),
         "lint.exclude": (exclude or None, "--exclude"),
+        "lint.no_deps": (no_deps, "--no-deps"),
         "lint.targets": (selected or None, "--lib/--bins/--bin/--tests/--examples/--benches"),
         "lint.target": (target, "--target"),
         "lint.levels": (levels or None, "lint levels after --"),
@@ -222,7 +230,8 @@ def lint_clippy(
         "vm.memory_mib": (memory, "--memory"),
         "vm.timeout_s": (timeout, "--timeout"),
     }
-    _guard(lambda: run_lint_command(LintRequest(path=path, flags=flags, output=output,
+    _guard(lambda: run_lint_command(LintRequest(path=manifest_directory(manifest_path, path),
+                                                flags=flags, output=output,
                                                 baseline=baseline, diff=diff,
                                                 formats=tuple(format or ()), category=category,
                                                 verbose=verbose)),

@@ -10,7 +10,8 @@ a clean tree. So the stream is trusted only when cargo's exit status, its closin
   A compile error in the user's code is a finding, not a failure of the tool.
 - status 101 otherwise: cargo's stderr names why, and each reason is its own refusal:
   a cold package cache (ColdCache), a lockfile --locked would have to write
-  (LockfileWouldBeWritten), a compiler killed by a signal (KilledBySignal: called an
+  (LockfileWouldBeWritten), a package or feature selection cargo refused before
+  building anything (CargoRefusedSelection, a usage error), a compiler killed by a signal (KilledBySignal: called an
   out-of-memory kill only when the guest's kernel counted one, `oom_kills`), or
   anything else that produced no explaining diagnostic, typically a build script
   failing for a missing C library (BuildProducedNothing).
@@ -44,6 +45,7 @@ from roteiro_py.clippy.parse import (
 )
 from roteiro_py.errors import (
     BuildProducedNothing,
+    CargoRefusedSelection,
     ColdCache,
     KilledBySignal,
     LockfileWouldBeWritten,
@@ -70,6 +72,20 @@ _COLD = (
 )
 _OFFLINE = re.compile(r"but --offline was specified|you're using offline mode|--offline")
 _RUSTC_SIGNAL = re.compile(r"\(signal: \d+, (?P<name>SIG[A-Z0-9]+)")
+#: cargo 1.95's refusals of a package or feature selection (tests/unit/clippy/
+#: test_classify.py reproduces each live), each a whole line of bounded length.
+_SELECTION = (
+    re.compile(r"error: package ID specification `[^`]{1,300}` did not match any packages"),
+    re.compile(r"error: package pattern\(s\) `[^`]{1,300}` not found in workspace `[^`]{1,600}`"),
+    re.compile(r"error: none of the selected packages contains this feature: \S{1,300}"),
+    re.compile(r"error: the package '[^']{1,300}' does not contain this feature: \S{1,300}"),
+    re.compile(r"error: package `[^`]{1,600}` does not have feature `[^`]{1,300}`"),
+    re.compile(r"error: feature `[^`]{1,300}` is not allowed to use explicit `dep:` syntax"),
+)
+#: Lines of stderr read for the first `error:` line, when judging a selection refusal.
+SELECTION_LINES = 50
+#: A line of cargo's that says it started building: a selection refusal has none before it.
+_BUILT = re.compile(r"^\s*(Compiling|Checking|Fresh|Running)\b")
 #: cargo's progress lines; a stderr of only these says nothing about why a run died.
 _PROGRESS = re.compile(r"^\s*(Checking|Compiling|Finished|Locking|Blocking|Fresh|Running)\b")
 
@@ -147,6 +163,21 @@ def _refuse_from_stderr(stderr: str, tree: Path) -> None:
         raise ColdCache(tree, package, said)
 
 
+def _refuse_selection(stderr: str, tree: Path) -> None:
+    """CargoRefusedSelection when cargo refused the package or feature selection before
+    building anything: its first `error:` line (within SELECTION_LINES) is one of
+    _SELECTION's, and no line before it says a package was built. The order matters: a
+    build script's output comes after `Compiling`, so a tree cannot forge this (it could
+    only turn its own failed build into a usage error, never into a report)."""
+    for line in stderr.splitlines()[:SELECTION_LINES]:
+        if _BUILT.match(line):
+            return
+        if line.startswith("error:"):
+            if any(pattern.fullmatch(line.rstrip()) for pattern in _SELECTION):
+                raise CargoRefusedSelection(tree, line.removeprefix("error: "))
+            return
+
+
 def _signal_name(run: ClippyRun) -> str:
     if run.signal_name:
         return run.signal_name
@@ -191,6 +222,8 @@ def classify(
     errors = [finding for finding in stream.findings if finding.level == "error"]
     if stream.missing_target is not None and run.status != 0:
         raise TargetNotInImage(stream.missing_target, image_reference)
+    if run.status == 101 and not stream.findings and stream.build_success is None:
+        _refuse_selection(run.stderr, tree)
     if run.status != 0:
         _refuse_from_stderr(run.stderr, tree)
     if run.status not in EXPECTED_STATUSES:

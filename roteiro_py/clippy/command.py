@@ -45,6 +45,9 @@ Flags and why:
   fails with a network error instead of naming the missing package.
 - --locked: the worktree is read-only and what is linted is exactly what is committed;
   a missing or stale Cargo.lock is refused (classify.py) rather than silently resolved.
+- --no-deps (`lint.no_deps`): clippy's flag, placed before `--` as `cargo clippy --help`
+  lists it; measured with clippy 1.95: `-p a --no-deps` lints `a` and only checks its path
+  dependency `b`, whose warning `-p a` alone reports.
 - --color=never: cargo's own stderr (classified by wording in classify.py) carries no
   colour escapes.
 
@@ -154,9 +157,10 @@ _FEATURE = re.compile(r"^(dep:)?[A-Za-z0-9_][A-Za-z0-9_+.-]*(/[A-Za-z0-9_][A-Za-
 
 
 #: Package names as cargo takes them on `-p`/`--exclude` (a name, optionally `@version`
-#: or a spec cargo parses; only the plain form and `name@version` pass: anything else
-#: could be read by cargo as another flag or a path).
-_PACKAGE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(@[0-9A-Za-z.+-]+)?$")
+#: or a spec cargo parses; only the plain form, a glob of it (`'demo-*'`, matched by cargo
+#: against the workspace) and `name@version` pass: anything else could be read by cargo as
+#: another flag or a path).
+_PACKAGE = re.compile(r"^[A-Za-z0-9_*?\[][A-Za-z0-9_*?\[\]!-]*(@[0-9A-Za-z.+-]+)?$")
 #: Target names (`--bin NAME`, `--test NAME`, ...): cargo's target name grammar.
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 #: A target triple (`--target`): lowercase words joined by `-`; never a path to a JSON spec.
@@ -190,6 +194,9 @@ class ClippyOptions:
     targets: tuple[str, ...] = ()
     target: str | None = None
     levels: tuple[tuple[str, str], ...] = ()
+    #: clippy's own `--no-deps`: lint only the selected packages, not their path
+    #: dependencies (checked, not linted).
+    no_deps: bool = False
 
 
 def validate_packages(names: Sequence[str], flag: str) -> tuple[str, ...]:
@@ -197,7 +204,7 @@ def validate_packages(names: Sequence[str], flag: str) -> tuple[str, ...]:
         if not _PACKAGE.fullmatch(name):
             raise UsageError(f"{name!r} is not a package name for {flag}.",
                              hint="A package is named as in its Cargo.toml, optionally "
-                             "`name@version`.")
+                             "`name@version`, or by a glob (`'demo-*'`).")
     return tuple(dict.fromkeys(names))
 
 
@@ -313,6 +320,10 @@ def clippy_argv(options: ClippyOptions) -> list[str]:
         argv += ["--features", ",".join(features)]
     if options.no_default_features:
         argv.append("--no-default-features")
+    if options.no_deps:
+        # cargo-clippy's own flag (`cargo clippy --help`: "Common options"), before `--`:
+        # it takes it out of cargo's arguments and hands it to clippy-driver
+        argv.append("--no-deps")
     if options.levels:
         argv.append(LEVELS_SEPARATOR)
         for flag, name in options.levels:

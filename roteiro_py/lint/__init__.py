@@ -4,6 +4,7 @@ The preflight checks run cheapest and most fundamental first, and each refuses b
 anything more expensive starts:
 
     platform (platform_support.py) -> image configured -> pinned by digest
+    -> the packages and features asked for are the tree's (`check_selection`)
     -> hypervisor usable -> image present in the store
     -> package cache present (and a lockfile) -> the grant within what the backend
     can enforce, and the tree's copy within its caps (`check_grant`) -> the scratch
@@ -61,6 +62,7 @@ from roteiro_py.lint.output import (
 from roteiro_py.lint.preflight import (
     check_output,
     check_scratch,
+    check_selection,
     image_chosen_in,
     locate,
     member_of,
@@ -164,7 +166,9 @@ def _lint(request: LintRequest, progress: Progress,
     from roteiro_py.vm.options import VmOptions
 
     tree = locate(request.path)
-    argv = clippy_command(settings, member_of(tree))
+    member = member_of(tree)
+    argv = clippy_command(settings, member)
+    check_selection(tree, settings.lint, member)  # the tree's packages and features, as data
     vm = settings.vm
 
     def backend(rootfs: Path, scratch: Path | None, identity: str = "",

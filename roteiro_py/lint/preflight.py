@@ -3,7 +3,8 @@
 In the order a run meets them: every output file (`--output`, `--format FMT=PATH`) can
 be written; an image is configured, pinned by digest and (when the repository chose it)
 allowed by the user; the path exists and its workspace is one the guest can be given
-(not under the guest's scratch mount).
+(not under the guest's scratch mount); the packages and features asked for are the
+tree's (`check_selection`, once the clippy argv is built).
 The hypervisor probe and the store lookup come next, in `roteiro_py.lint.lint`; the
 scratch disk's place (`check_scratch`) last, before the root filesystem.
 """
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from roteiro_py import config, paths
-from roteiro_py.cargo.workspace import find_workspace_root, read_manifest
+from roteiro_py.cargo.workspace import find_workspace_root, locked_names, read_manifest, workspace_members
 from roteiro_py.errors import (
     ImageNotAllowed,
     MalformedReference,
@@ -27,6 +28,8 @@ from roteiro_py.errors import (
     ScratchUnavailable,
     TagNotDigest,
     TreeFileRefused,
+    UnknownFeature,
+    UnknownPackage,
     UsageError,
 )
 from roteiro_py.lint.tree import Tree
@@ -57,6 +60,28 @@ def locate(path: Path) -> Tree:
             repo_root = directory
             break
     return Tree(asked=asked, workspace=workspace, repo_root=repo_root)
+
+
+def manifest_directory(manifest: Path | None, path: Path) -> Path:
+    """The PATH a lint is about when `--manifest-path` is given: the directory of that
+    Cargo.toml, which selects the package or workspace as cargo's flag does (member_of).
+    A usage error naming it when it is given with a PATH other than the default, is not
+    a file named Cargo.toml (cargo refuses any other name), or does not exist. None:
+    `path` as given."""
+    if manifest is None:
+        return path
+    if path != Path("."):
+        raise UsageError(f"--manifest-path {manifest} and the PATH {path} both say what to lint.",
+                         hint="Give one of them.")
+    if manifest.name != "Cargo.toml":
+        raise UsageError(f"--manifest-path {manifest} is not a file named Cargo.toml.",
+                         hint="Name the Cargo.toml of the package or workspace to lint, as cargo "
+                         "takes it.")
+    if not manifest.is_file():
+        raise UsageError(f"--manifest-path {manifest}: "
+                         + ("it is not a file." if manifest.exists() else "it does not exist."),
+                         hint="Name the Cargo.toml of the package or workspace to lint.")
+    return manifest.parent
 
 
 def repo_root_of(path: Path) -> Path | None:
@@ -261,3 +286,56 @@ def check_scratch(settings: config.Settings) -> None:
         os.unlink(probe)
     except OSError as error:
         raise ScratchUnavailable(where, error.strerror or str(error)) from None
+
+
+#: A `--package` value that names one package by name alone: no glob (`*?[`), no spec
+#: (`name@version`, `URL#name`). Only these are judged here; cargo matches the others.
+_PLAIN_PACKAGE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+
+
+def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -> None:
+    """errors.UnknownPackage / UnknownFeature for what cargo in the guest would refuse as
+    surely, decided from the tree's Cargo.lock and manifests read as data
+    (cargo/workspace.py): a plain `--package NAME` that is neither a package of the
+    lockfile nor a member; a feature no selected member defines; `pkg/feat` for a
+    selected member without `feat`. Without it the VM booted (minutes under TCG) and
+    cargo's refusal ended as exit 3 with advice about the image (issue 23 §3).
+
+    Only the certain cases: a glob or a spec, a feature of a package that is not a
+    member, `dep:NAME`, or a workspace whose members the host cannot tell for certain
+    are left to cargo, whose refusal clippy/classify.py turns into the same exit 2.
+    `--exclude` is never judged: cargo only warns about an unknown name."""
+    packages = tuple(lint.packages) or ((member,) if member and not lint.workspace else ())
+    if not lint.packages and (lint.all_features or not lint.features):
+        return  # nothing asked for by name: no manifest is read
+    members = workspace_members(tree.workspace)
+    plain = [name for name in packages if _PLAIN_PACKAGE.fullmatch(name)]
+    locked = locked_names(tree.workspace) if plain else None
+    if locked is not None:
+        known = locked | set(members.all if members else ())
+        for name in plain:
+            if name not in known:
+                raise UnknownPackage(name, tree.workspace, sorted(known))
+    if lint.all_features or not lint.features or members is None:
+        return
+    if lint.workspace:
+        selected = tuple(name for name in members.all if name not in lint.exclude)
+    elif packages:
+        if any(name not in members.all for name in packages):
+            return  # a dependency, a glob or a spec: which features it has is cargo's to say
+        selected = packages
+    else:
+        selected = members.default
+    # here: command.py is the clippy stage; this module stays light for the first refusals
+    from roteiro_py.clippy.command import validate_features
+
+    defined = sorted(set().union(*(members.all[name].features for name in selected)))
+    for feature in validate_features(tuple(lint.features)):
+        owner, slash, name = feature.partition("/")
+        if feature.startswith("dep:"):
+            continue
+        if slash:
+            if owner in selected and name not in members.all[owner].features:
+                raise UnknownFeature(feature, (owner,), sorted(members.all[owner].features))
+        elif feature not in defined:
+            raise UnknownFeature(feature, selected, defined)

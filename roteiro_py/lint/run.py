@@ -168,7 +168,8 @@ def clippy_command(settings: config.Settings, member: str | None = None) -> list
         all_targets=lint.all_targets, features=tuple(lint.features),
         all_features=lint.all_features, no_default_features=lint.no_default_features,
         packages=packages, workspace=lint.workspace, exclude=tuple(lint.exclude),
-        targets=tuple(lint.targets), target=lint.target, levels=lint_levels(lint.levels)))
+        targets=tuple(lint.targets), target=lint.target, levels=lint_levels(lint.levels),
+        no_deps=lint.no_deps))
 
 
 def with_config(argv: list[str], config_args: tuple[str, ...]) -> list[str]:

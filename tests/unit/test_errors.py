@@ -24,6 +24,13 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.StdoutUnwritable: lambda: (errors.StdoutUnwritable("pylint-sandbox config get vm.cpus-9",
                                                               "Input/output error"),
                                       ["`pylint-sandbox config get vm.cpus-9 > FILE`", "Input/output error"]),
+    errors.UnknownPackage: lambda: (errors.UnknownPackage("nope-41", Path("/src/ws-41"), ["app-41", "core-41"]),
+                                    ["--package nope-41", "/src/ws-41", "app-41, core-41", "--workspace"]),
+    errors.UnknownFeature: lambda: (errors.UnknownFeature("fast-42", ["app-42", "core-42"], ["slow-42"]),
+                                    ["--features fast-42", "(app-42, core-42)", "slow-42", "--all-features"]),
+    errors.CargoRefusedSelection: lambda: (errors.CargoRefusedSelection(
+        Path("/src/ws-43"), "package ID specification `nope-43` did not match any packages"),
+        ["/src/ws-43", "Cargo said: package ID specification `nope-43`", "--features"]),
     errors.ConfigError: lambda: (errors.ConfigError(Path("/cfg/roteiro-7.toml"), "wrong type",
                                                     key="vm.cpus", line=17, column=4),
                                  ["/cfg/roteiro-7.toml", "vm.cpus", "line 17", "column 4"]),

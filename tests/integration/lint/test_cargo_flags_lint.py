@@ -47,3 +47,19 @@ def test_clippy_toml_and_the_lints_table_are_obeyed(tmp_path: Path, clippy_image
     (tree / "clippy.toml").write_text("too-many-arguments-threshold = 2\n")
     (tree / "Cargo.toml").write_text(manifest + '[lints.clippy]\nneedless_return = "allow"\n')
     assert codes() == {"clippy::too_many_arguments"}
+
+
+def test_no_deps_reaches_the_guest_and_a_selection_cargo_refuses_is_exit_2(
+        demo: Path, clippy_image: Image) -> None:
+    """`--no-deps -p demo-app` lints demo-app alone (demo-core, which it depends on, is
+    only checked: the control above shows demo-core's findings without it); a `-p` glob
+    matching nothing is cargo's to refuse in the guest, and that is a usage error (2)."""
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--format", "json",
+               "-p", "demo-app", "--no-deps")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["command"][-3:] == ["--package", "demo-app", "--no-deps"]
+    assert "demo-core" not in {f["path"].split("/")[1] for f in report["findings"]}
+    refused = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "-p", "demo-z*")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "package pattern(s) `demo-z*` not found in workspace" in refused.stderr

@@ -161,3 +161,45 @@ def _unreadable_case(tmp_path: Path, which: str) -> None:
     assert done.stdout.startswith("TreeFileRefused"), done.stdout
     assert str(unreadable) in done.stdout and "permission denied" in done.stdout
     assert "run the same command again" in done.stdout.replace("\n", " ")
+
+
+def test_workspace_members_agree_with_cargo_metadata(tmp_path: Path) -> None:
+    """workspace_members against real cargo 1.95's `metadata --no-deps` on a fixture with
+    every way of being a member: a glob, the root package, `exclude`, `default-members`, a
+    path dependency inside the workspace (a member without being listed) and one inherited
+    from [workspace.dependencies]; features with an implicit one and a `dep:`-hidden one."""
+    import json
+
+    root = tmp_path / "ws"
+
+    def crate(where: Path, name: str, body: str = "") -> None:
+        (where / "src").mkdir(parents=True)
+        (where / "src" / "lib.rs").write_text("")
+        (where / "Cargo.toml").write_text(
+            f'[package]\nname = "{name}"\nversion = "0.1.0"\nedition = "2021"\n{body}')
+
+    crate(root, "top", '[workspace]\nmembers = ["crates/*"]\nexclude = ["crates/skip"]\n'
+          'default-members = ["crates/a"]\n[workspace.dependencies]\nshared = { path = "libs/shared" }\n'
+          "[dependencies]\nshared = { workspace = true }\n")
+    crate(root / "crates" / "a", "a", '[features]\nfast = []\nuse-h = ["dep:h"]\n[dependencies]\n'
+          'inner = { path = "../../libs/inner" }\nh = { path = "../../libs/h", optional = true }\n'
+          'o = { path = "../../libs/o", optional = true }\n')
+    crate(root / "crates" / "skip", "skip")
+    (root / "crates" / "skip" / "Cargo.toml").write_text(
+        '[package]\nname = "skip"\nversion = "0.1.0"\n[workspace]\n')
+    for name in ("inner", "h", "o", "shared"):
+        crate(root / "libs" / name, name)
+    subprocess.run(["cargo", "generate-lockfile", "--offline", "-q"], cwd=root, check=True)
+    metadata = json.loads(subprocess.run(
+        ["cargo", "metadata", "--no-deps", "--offline", "--format-version", "1"], cwd=root,
+        check=True, capture_output=True, text=True).stdout)
+    by_id = {package["id"]: package for package in metadata["packages"]}
+    members = readers.workspace_members(root)
+    assert members is not None
+    assert sorted(members.all) == sorted(by_id[i]["name"] for i in metadata["workspace_members"])
+    assert sorted(members.default) == sorted(by_id[i]["name"]
+                                             for i in metadata["workspace_default_members"])
+    for package in metadata["packages"]:
+        assert members.all[package["name"]].features == set(package["features"]), package["name"]
+    assert members.all["a"].features == {"fast", "use-h", "o"}  # not a test of nothing
+    assert sorted(members.all) == ["a", "h", "inner", "o", "shared", "top"]

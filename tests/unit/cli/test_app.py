@@ -315,3 +315,70 @@ def test_the_same_mistake_is_2_in_every_command(tmp_path: Path, args: list[str],
     result = run(*args, cwd=tmp_path)
     assert result.returncode == code, result.stderr
     assert_no_traceback(result)
+
+
+DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo-workspace"
+PIN = "r.example/c@sha256:" + HEX
+
+
+def guest_argv(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, list[str], str]:
+    """The exit code, the clippy argv the guest would run (built from what the command line
+    handed the lint: its flags resolved by config, then lint/run.py clippy_command, as the
+    conductor does) and the output. The lint itself is replaced by what records its
+    request: it would boot a VM, which tests/integration does."""
+    from typer.testing import CliRunner
+
+    from roteiro_py import config, lint
+    from roteiro_py.lint.preflight import locate, member_of
+
+    seen: list[list[str]] = []
+
+    def record(request: lint.LintRequest) -> int:
+        settings = config.resolve(request.path, flags=request.flags).settings
+        seen.append(lint.clippy_command(settings, member_of(locate(request.path))))
+        return 0
+
+    monkeypatch.setattr("roteiro_py.lint.run_lint_command", record)
+    result = CliRunner().invoke(cli.app, ["lint", "clippy", "--image", PIN, *args])
+    return result.exit_code, (seen[0] if seen else []), result.output
+
+
+def test_cargos_flags_reach_the_guest_argv(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(DEMO)
+    code, argv, _ = guest_argv(monkeypatch, "-F", "a b", "--features", "c,a", "-F", "d")
+    assert code == 0 and argv[argv.index("--features") + 1] == "a,b,c,d"
+    code, argv, _ = guest_argv(monkeypatch, "--no-deps", "-p", "demo-app", "--", "-D", "warnings")
+    assert code == 0 and argv[-5:] == ["demo-app", "--no-deps", "--", "-D", "warnings"]
+    code, argv, _ = guest_argv(monkeypatch, "--all-features", "--no-default-features")
+    assert code == 0 and {"--all-features", "--no-default-features"} <= set(argv)
+    code, argv, _ = guest_argv(monkeypatch)  # control: none of them unless asked
+    assert code == 0 and not {"--features", "--no-deps", "--all-features"} & set(argv)
+
+
+def test_manifest_path_selects_as_cargo_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    member = DEMO / "crates" / "demo-app" / "Cargo.toml"
+    code, argv, _ = guest_argv(monkeypatch, "--manifest-path", str(member))
+    assert code == 0 and argv[-2:] == ["--package", "demo-app"]
+    code, argv, _ = guest_argv(monkeypatch, "--manifest-path", str(DEMO / "Cargo.toml"))
+    assert code == 0 and "--package" not in argv  # the workspace root: its default members
+    for args, says in (([str(DEMO), "--manifest-path", str(member)], "both say what to lint"),
+                       (["--manifest-path", str(DEMO / "README.md")], "not a file named Cargo.toml"),
+                       (["--manifest-path", str(tmp_path / "Cargo.toml")], "does not exist")):
+        code, argv, output = guest_argv(monkeypatch, *args)
+        assert (code, argv) == (2, []) and says in " ".join(output.split()), output
+
+
+def test_an_unknown_package_or_feature_exits_2_naming_it(tmp_path: Path) -> None:
+    """The real command line, through to the preflight: exit 2 before any VM (no
+    hypervisor is needed to say so), where it was 3."""
+    env = {"ROTEIRO_HOME": str(tmp_path / "home")}
+    result = run("lint", "clippy", "--image", PIN, "-p", "demo-nope", cwd=DEMO, env=env)
+    assert result.returncode == 2 and "--package demo-nope: no package of that name" in result.stderr
+    assert "demo-app, demo-core" in result.stderr
+    result = run("lint", "clippy", "--image", PIN, "-F", "nope-9", cwd=DEMO, env=env)
+    assert result.returncode == 2 and "--features nope-9: none of the selected packages" in result.stderr
+    assert_no_traceback(result)
+    # control: a package it has goes on to the next check (the image, not provisioned here)
+    result = run("lint", "clippy", "--image", PIN, "-p", "demo-core", cwd=DEMO, env=env)
+    assert result.returncode == 3 and "--package" not in result.stderr

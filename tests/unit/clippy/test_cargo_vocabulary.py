@@ -34,6 +34,10 @@ BASE = ["cargo-clippy", "clippy", "--message-format=json", "--color=never", "--o
      ["--lib", "--bin", "x", "--tests", "--example", "e", "--benches", "--bench", "b", "--test", "t",
       "--bins", "--examples"]),
     (ClippyOptions(target="aarch64-unknown-linux-gnu"), ["--target", "aarch64-unknown-linux-gnu"]),
+    (ClippyOptions(packages=("demo-*",)), ["--package", "demo-*"]),  # a glob: cargo matches it
+    # clippy's own flag, before `--` as `cargo clippy --help` lists it
+    (ClippyOptions(no_deps=True, features=("a", "b"), levels=(("-D", "warnings"),)),
+     ["--features", "a,b", "--no-deps", "--", "-D", "warnings"]),
     (ClippyOptions(levels=(("-D", "warnings"), ("-A", "clippy::needless_return"))),
      ["--", "-D", "warnings", "-A", "clippy::needless_return"]),
 ])
@@ -201,3 +205,21 @@ def test_a_member_path_through_a_link_in_the_checkout_is_refused(tmp_path: Path,
     assert locate(Path("crates/demo-core")).workspace == demo  # control
     monkeypatch.chdir(tmp_path)
     assert locate(demo / "crates" / "demo-core").workspace == demo  # outside the working directory: the user's own path
+
+
+def test_no_deps_lints_only_the_selected_package(tmp_path: Path) -> None:
+    """Real cargo 1.95 with the argv built here: `--package demo-app` also lints the member
+    it depends on (demo-core's findings: the control), `--no-deps` only demo-app."""
+    copy = copy_crate(DEMO, tmp_path / "demo")
+
+    def linted(no_deps: bool) -> set[str]:
+        run = run_clippy(copy, ClippyOptions(packages=("demo-app",), no_deps=no_deps),
+                         target_dir=tmp_path / "t")
+        assert run.status == 0, run.stderr
+        messages = [json.loads(line) for line in run.stdout.splitlines() if line.startswith(b"{")]
+        return {span["file_name"].split("/src/")[0] for message in messages
+                if message.get("reason") == "compiler-message"
+                for span in message["message"]["spans"]}
+
+    assert "crates/demo-core" in linted(False)
+    assert linted(True) <= {"crates/demo-app"} and "crates/demo-core" not in linted(True)

@@ -18,7 +18,9 @@ from roteiro_py.clippy.classify import ClippyRun, LintResult, classify
 from roteiro_py.clippy.command import EXPECTED_STATUSES, ClippyOptions, clippy_argv
 from roteiro_py.clippy.parse import PathLayout
 from roteiro_py.errors import (
+    EXIT_USAGE,
     BuildProducedNothing,
+    CargoRefusedSelection,
     ColdCache,
     KilledBySignal,
     LockfileWouldBeWritten,
@@ -277,3 +279,40 @@ def test_a_registry_no_configuration_names_is_the_lockfile_refusal_not_a_failed_
         judge(status=101, stderr=stderr)
     text = caught.value.guidance().render_text()
     assert caught.value.package is None and "`nope`" in text and "[registries.<name>]" in text
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (ClippyOptions(packages=("nope-5",)), "package ID specification `nope-5` did not match any packages"),
+    (ClippyOptions(packages=("zz*",)), "package pattern(s) `zz*` not found in workspace"),
+    (ClippyOptions(features=("nope-6",)), "the package 'sel' does not contain this feature: nope-6"),
+    (ClippyOptions(features=("hidden",)), "package `sel v0.1.0"),
+    (ClippyOptions(features=("dep:hidden",)), "feature `dep:hidden` is not allowed to use explicit `dep:` syntax"),
+])
+def test_a_selection_cargo_refuses_is_a_usage_error(tmp_path: Path, options: ClippyOptions,
+                                                    said: str) -> None:
+    """Real cargo 1.95 refusing a package or feature before building anything: exit 2
+    quoting it (issue 23 §3: it was BuildProducedNothing, exit 3, advice about the image)."""
+    crate(tmp_path, "hidden", "")
+    path = crate(tmp_path, "sel", "", deps='hidden = { path = "../hidden", optional = true }\n'
+                 '[features]\nwith-hidden = ["dep:hidden"]\n')
+    run = run_clippy(path, options, target_dir=tmp_path / "t")
+    assert run.status == 101 and said in run.stderr
+    with pytest.raises(CargoRefusedSelection) as caught:
+        judge(run, tree=path)
+    assert sound(caught.value).exit_code == EXIT_USAGE
+    assert said in caught.value.guidance().render_text()
+    # control: the same crate with what it has is linted
+    fine = run_clippy(path, ClippyOptions(features=("with-hidden",)), target_dir=tmp_path / "t")
+    assert judge(fine, tree=path).build_succeeded
+
+
+def test_a_build_script_cannot_forge_a_selection_refusal(tmp_path: Path) -> None:
+    """The tree's build script prints cargo's words after `Compiling`: still a failed build
+    that produced nothing (exit 3), never a usage error."""
+    forged = "error: package ID specification `x` did not match any packages"
+    path = crate(tmp_path, "forge", "", build=f'fn main() {{ eprintln!("{forged}"); '
+                                            "std::process::exit(1); }\n")
+    run = run_clippy(path, target_dir=tmp_path / "t")
+    assert forged in run.stderr  # control: the words reach the stream cargo-clippy prints
+    with pytest.raises(BuildProducedNothing):
+        judge(run, tree=path)
