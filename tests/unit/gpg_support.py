@@ -1,6 +1,6 @@
 """A signing key of the test's own, made with real gpg in a temporary GNUPGHOME, for the
 tests of the OpenPGP verifier (roteiro_py/vm/assets/openpgp.py) and of what relies on it
-(the Rust distribution fetcher): signatures are gpg's, so the verifier is checked against
+(roteiro_py/image/rust_dist.py): signatures are gpg's, so the verifier is checked against
 the tool everyone else trusts, and gpgv is asked the same question."""
 
 from __future__ import annotations
