@@ -305,8 +305,7 @@ def _member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 1, link: str =
 def test_an_unsafe_tarball_is_refused(gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path,
                                       extra: tarfile.TarInfo, why: str) -> None:
     evil = installer("rustc", HOST, {"rustc": {"bin/rustc": b"#!rustc\n"}}, extra=[extra])
-    original = rust_dist.fetch_toolchain  # the manifest lists the evil tarball's own hash
-    dist.publish(gpg)
+    dist.publish(gpg)  # then re-signed listing the evil tarball's own sha256: only unpacking can refuse it
     manifest = dist.files[f"dist/channel-rust-{VERSION}.toml"]
     good = packages()[("rustc", HOST)][1]
     manifest = manifest.replace(hashlib.sha256(good).hexdigest().encode(), hashlib.sha256(evil).hexdigest().encode())
@@ -314,7 +313,7 @@ def test_an_unsafe_tarball_is_refused(gpg: Gpg, dist: Dist, trust_test_key: None
     dist.files[f"dist/channel-rust-{VERSION}.toml.asc"] = gpg.detach_sign(RELEASE, manifest)
     dist.files[f"dist/{DATE}/rustc-{VERSION}-{HOST}.tar.xz"] = evil
     with pytest.raises(errors.ToolchainRefused, match=why):
-        original(VERSION, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache")
+        fetch(dist, tmp_path)
     nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
     assert not (tmp_path.parent / "escape").exists()
 
@@ -400,13 +399,61 @@ def test_a_manifest_that_is_not_v2_is_refused() -> None:
                                  b'[pkg.rustc.target.x]\navailable = true\nurl = "https://a/b"\nhash = "zz"\n')
 
 
-def test_lzma_is_what_xz_packages_use() -> None:
-    assert lzma.decompress(installer("x", HOST, {"x": {"bin/x": b"x"}}))[:4]  # xz, read by tarfile's r|xz
-
-
 def test_the_fingerprint_a_refusal_names_is_the_pinned_primary_key() -> None:
     named = [fpr for fpr in rust_dist.PINNED_KEYS if fpr in errors.RUST_DIST_CHECKED]
     assert named == ["108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE"]
     primary = openpgp.load_keyring(
         (rust_dist.resources.files("roteiro_py") / "data" / "rust-key.gpg.ascii").read_bytes(), named)
     assert [key.fingerprint for key in primary] == named
+
+
+# -- Rust's own bytes --------------------------------------------------------------------------
+
+REAL = Path(__file__).resolve().parents[2] / "data" / "rust-dist"
+REAL_SHA256 = "2f66712691e7b1e2d8eaa48417d935424008f8a1757c377db48c2ca88ccb42f4"
+
+
+def real_manifest() -> tuple[bytes, bytes]:
+    manifest = lzma.decompress((REAL / "channel-rust-1.38.0.toml.xz").read_bytes())
+    assert hashlib.sha256(manifest).hexdigest() == REAL_SHA256
+    return manifest, (REAL / "channel-rust-1.38.0.toml.asc").read_bytes()
+
+
+def test_a_manifest_rust_signed_verifies_with_the_shipped_key() -> None:
+    """Rust 1.38.0's stable manifest (2019-09-26), signed by the release key's signing
+    subkey: verified with the key in roteiro_py/data, refused once altered by one byte, and
+    refused without the subkey's pin (so pinning the subkey is what lets it in)."""
+    manifest, signature = real_manifest()
+    verified = openpgp.verify_detached(manifest, signature, rust_dist.pinned_keys(), time.time())
+    assert verified.fingerprint == "C13466B7E169A085188632165CB4A9347B3B09DC"
+    assert time.strftime("%Y-%m-%d", time.gmtime(verified.created)) == "2019-09-26"
+    with pytest.raises(openpgp.Unverified, match="does not match|does not verify"):
+        openpgp.verify_detached(manifest.replace(b"1.38.0", b"1.38.1", 1), signature, rust_dist.pinned_keys(),
+                                time.time())
+    primary_only = [k for k in rust_dist.pinned_keys() if k.fingerprint.startswith("108F")]
+    with pytest.raises(openpgp.Unverified, match="not a pinned key"):
+        openpgp.verify_detached(manifest, signature, primary_only, time.time())
+    parsed = rust_dist.parse_manifest(manifest)
+    assert (parsed.date, parsed.renames["clippy"]) == ("2019-09-26", "clippy-preview")
+    clippy = parsed.find("clippy", HOST)
+    assert clippy is not None and clippy.url.endswith(f"/dist/2019-09-26/clippy-0.0.212-{HOST}.tar.xz")
+    assert parsed.find("rust-src", HOST) is not None  # published for target "*"
+
+
+def test_rusts_manifest_is_followed_to_its_packages_on_a_mirror(dist: Dist, tmp_path: Path) -> None:
+    """The real manifest served by the stand-in (as a mirror would), with the shipped key
+    and nothing patched: it verifies, is read, and the first package is asked for at the
+    mirror's rewritten URL; the mirror has none, so the fetch is unreachable, nothing kept."""
+    manifest, signature = real_manifest()
+    dist.files["dist/channel-rust-1.38.0.toml"] = manifest
+    dist.files["dist/channel-rust-1.38.0.toml.asc"] = signature
+    with pytest.raises(errors.ToolchainUnreachable, match="HTTP 404"):
+        rust_dist.fetch_toolchain("1.38.0", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache")
+    assert dist.asked == ["dist/channel-rust-1.38.0.toml", "dist/channel-rust-1.38.0.toml.asc",
+                          f"dist/2019-09-26/rustc-1.38.0-{HOST}.tar.xz"]
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    dist.asked.clear()
+    with pytest.raises(errors.ToolchainIncomplete, match="has no rust-std for x86_64-unknown-nonesuch"):
+        rust_dist.fetch_toolchain("1.38.0", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache",
+                                  targets=["x86_64-unknown-nonesuch"])
+    assert len(dist.asked) == 2
