@@ -12,6 +12,8 @@ Guarantees:
   and read by fingerprint. Then the manifest is read as TOML through the project's bounded
   parser (untrusted.parse_toml), its v2 shape checked; nothing in it is trusted but the
   hashes and URLs the signature covers.
+- A signed manifest that is not the one asked for is refused (`replayed`): a release's
+  must be of that rustc version, a dated channel's of that date.
 - Every package (rustc, cargo, rust-std for the host and each requested target, clippy by
   its `[renames]` name, plus requested components) is downloaded bounded
   (`MAX_PACKAGE_BYTES`, `NETWORK_TIMEOUT_S` + an average of `MIN_BYTES_PER_S`, a
@@ -341,6 +343,8 @@ class Manifest:
     packages: dict[str, dict[str, Package | None]]
     #: the manifest's `[renames]`: an old name -> the name it is published under
     renames: dict[str, str]
+    #: name -> `[pkg.<name>] version`, as "1.95.0 (abcdef012 2026-11-01)"
+    versions: dict[str, str]
 
     def find(self, name: str, target: str) -> Package | None:
         targets = self.packages.get(self.renames.get(name, name), {})
@@ -369,7 +373,11 @@ def parse_manifest(data: bytes) -> Manifest:
     if not isinstance(date, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
         raise _Malformed("its date is not YYYY-MM-DD")
     packages: dict[str, dict[str, Package | None]] = {}
+    versions: dict[str, str] = {}
     for name, pkg in _table(document.get("pkg", {}), "[pkg]").items():
+        version = _table(pkg, f"[pkg.{name}]").get("version")
+        if isinstance(version, str):
+            versions[name] = version[:200]
         targets: dict[str, Package | None] = {}
         for target, entry in _table(_table(pkg, f"[pkg.{name}]").get("target", {}), f"[pkg.{name}.target]").items():
             entry = _table(entry, f"[pkg.{name}.target.{target}]")
@@ -389,7 +397,23 @@ def parse_manifest(data: bytes) -> Manifest:
         if not isinstance(to, str):
             raise _Malformed(f"[renames.{old}] has no `to`")
         renames[old] = to
-    return Manifest(date, packages, renames)
+    return Manifest(date, packages, renames, versions)
+
+
+def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
+    """Why `manifest` is not the one `spec` asked for, or None. A signature says Rust made
+    the manifest, not which one it is: a mirror could serve 1.38.0's, validly signed, as
+    channel-rust-1.95.0.toml, or an older nightly's under a newer date. A release must be
+    the rustc version asked for (`1.95` any 1.95.x), a dated channel the date asked for.
+    An undated channel (`stable`) names no version to compare with."""
+    if spec.date is not None and manifest.date != spec.date:
+        return f"it is the manifest of {manifest.date}, not of {spec.date} (an older one, replayed?)"
+    if _VERSION.fullmatch(spec.channel):
+        rustc = manifest.versions.get("rustc", "").split(" ")[0]
+        wanted = spec.channel.count(".") == 1 and rustc.startswith(spec.channel + ".")
+        if rustc != spec.channel and not wanted:
+            return f"it is the manifest of rustc {rustc or '(no version)'}, not {spec.channel} (replayed?)"
+    return None
 
 
 # -- the toolchain ----------------------------------------------------------------------------
@@ -468,6 +492,9 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
         manifest = parse_manifest(manifest_bytes)
     except _Malformed as exc:
         raise errors.ToolchainRefused(label, base, f"{request.spec.manifest_path}: {exc}") from None
+    why = replayed(request.spec, manifest)
+    if why:
+        raise errors.ToolchainRefused(label, base, f"{request.spec.manifest_path} is signed, but {why}")
     chosen: list[Package] = []
     for name, target in request.wanted():
         package = manifest.find(name, target)

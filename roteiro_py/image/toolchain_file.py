@@ -14,6 +14,10 @@ Guarantees:
   wrong type or over `MAX_VALUE_CHARS` characters, and a file without a channel are
   refused: the image cannot be built from what was not understood.
 - `rust-toolchain.toml` wins over `rust-toolchain` when both exist, as rustup decides.
+
+`profile` is reported, not expanded: an image always gets rust_dist.REQUIRED (rustc, cargo,
+rust-std, clippy) plus the components listed, whatever the profile, since clippy is what it
+is for and rustup's profiles would add documentation it never reads.
 """
 
 from __future__ import annotations

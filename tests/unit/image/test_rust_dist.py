@@ -457,3 +457,36 @@ def test_rusts_manifest_is_followed_to_its_packages_on_a_mirror(dist: Dist, tmp_
         rust_dist.fetch_toolchain("1.38.0", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache",
                                   targets=["x86_64-unknown-nonesuch"])
     assert len(dist.asked) == 2
+
+
+def serve_as(dist: Dist, path: str, source: str) -> None:
+    """Serve the manifest (and signature) at `source` also at `path`."""
+    for suffix in ("", ".asc"):
+        dist.files[path + suffix] = dist.files[source + suffix]
+
+
+def test_a_signed_manifest_of_another_release_or_date_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """A mirror serving a validly signed but other manifest (a downgrade) is refused."""
+    dist.publish(gpg)
+    ours = f"dist/channel-rust-{VERSION}.toml"
+    for path in ("dist/channel-rust-1.96.0.toml", "dist/channel-rust-1.9.toml", "dist/channel-rust-nightly.toml",
+                 "dist/2026-11-02/channel-rust-nightly.toml"):
+        serve_as(dist, path, ours)
+
+    def get(spec: str, name: str = "toolchain") -> Path:
+        return rust_dist.fetch_toolchain(spec, tmp_path / name, server=dist.url, cache=tmp_path / "cache")
+
+    with pytest.raises(errors.ToolchainRefused, match=r"signed, but it is the manifest of rustc 1\.95\.0, not 1\.96"):
+        get("1.96.0")
+    with pytest.raises(errors.ToolchainRefused, match="not 1.9 "):  # 1.95.0 is not a 1.9.x
+        get("1.9")
+    with pytest.raises(errors.ToolchainRefused, match="it is the manifest of 2026-11-01, not of 2026-11-02"):
+        get("nightly-2026-11-02")
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    # control: the same bytes under the names they belong to are taken
+    serve_as(dist, "dist/channel-rust-1.95.toml", ours)
+    serve_as(dist, "dist/2026-11-01/channel-rust-nightly.toml", ours)
+    assert (get("1.95", "a") / "bin/clippy-driver").exists()
+    assert (get("nightly-2026-11-01", "b") / "bin/clippy-driver").exists()
+    assert (get("nightly", "c") / "bin/clippy-driver").exists()  # undated: nothing to compare with
