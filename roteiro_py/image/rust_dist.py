@@ -220,9 +220,11 @@ class _Redirects(UnreadRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _opener(watch: SocketDeadline) -> urllib.request.OpenerDirector:
+def _opener(watch: SocketDeadline, *, direct: bool) -> urllib.request.OpenerDirector:
     """HTTP and HTTPS only (build_opener adds ftp:, file:, data:), each connection's socket
-    armed with `watch` the moment it exists; the environment's proxies kept."""
+    armed with `watch` the moment it exists; the environment's proxies kept, except for a
+    loopback server (`direct`), which no proxy can reach (urllib would send
+    http://127.0.0.1/ to `http_proxy` unless `no_proxy` named it)."""
 
     def armed(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
         class Armed(base):  # type: ignore[valid-type,misc]
@@ -249,7 +251,8 @@ def _opener(watch: SocketDeadline) -> urllib.request.OpenerDirector:
             return self.do_open(tls, req)
 
     opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), Http(), Https(),
+    for handler in (urllib.request.ProxyHandler({} if direct else None), urllib.request.UnknownHandler(),
+                    Http(), Https(),
                     urllib.request.HTTPDefaultErrorHandler(), _Redirects(),
                     urllib.request.HTTPErrorProcessor()):
         opener.add_handler(handler)
@@ -275,7 +278,8 @@ def download(url: str, limit: int, sink: Callable[[bytes], object], what: str,
         request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox",
                                                        "Accept-Encoding": "identity"})
         try:
-            response = cast(http.client.HTTPResponse, _opener(watch).open(request, timeout=NETWORK_TIMEOUT_S))
+            opener = _opener(watch, direct=_loopback(urllib.parse.urlsplit(url).hostname or ""))
+            response = cast(http.client.HTTPResponse, opener.open(request, timeout=NETWORK_TIMEOUT_S))
         except urllib.error.HTTPError as error:
             error.close()
             raise _Fail(f"{what}: HTTP {error.code} from {_shown(url)}", refused=False) from None

@@ -17,6 +17,7 @@ import os
 import tarfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -490,3 +491,20 @@ def test_a_signed_manifest_of_another_release_or_date_is_refused(
     assert (get("1.95", "a") / "bin/clippy-driver").exists()
     assert (get("nightly-2026-11-01", "b") / "bin/clippy-driver").exists()
     assert (get("nightly", "c") / "bin/clippy-driver").exists()  # undated: nothing to compare with
+
+
+def test_a_loopback_server_is_reached_past_the_environments_proxy(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host with `http_proxy` set (a CI runner) still reaches the stand-in: red before,
+    when urllib sent http://127.0.0.1/ to the proxy (port 9, nothing listens)."""
+    dist.publish(gpg)
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert (fetch(dist, tmp_path) / "bin/cargo-clippy").exists()
+    # control: the environment's proxy is used for a server that is not loopback
+    assert urllib.request.getproxies()["http"] == "http://127.0.0.1:9"
+    with pytest.raises(errors.ToolchainUnreachable, match="Connection refused"):  # by port 9
+        rust_dist.fetch_toolchain(VERSION, tmp_path / "t2", server="https://static.rust-lang.org",
+                                  cache=tmp_path / "cache")
