@@ -509,9 +509,8 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
     root.mkdir()
     budget = _Budget()
     for package in chosen:
-        archive = _cached(package, base, store, label, progress)
         try:
-            with archive.open("rb") as handle:
+            with _verified(package, base, store, label, progress) as handle:
                 _install(handle, package, work / "staging", root, budget)
         except _Unsafe as exc:
             raise errors.ToolchainRefused(label, base, f"{package.name} ({package.target}): {exc}") from None
@@ -524,43 +523,56 @@ def _package_url(url: str, base: str) -> str:
     return url
 
 
-def _cached(package: Package, base: str, store: Path, label: str, progress: Progress | None) -> Path:
-    """The package's file in the cache, downloaded if absent; its sha256 is checked either
-    way, and only a file that matches is ever renamed into the cache."""
+def _verified(package: Package, base: str, store: Path, label: str, progress: Progress | None) -> BinaryIO:
+    """The package's bytes, open for reading, from the cache or downloaded into it. The
+    sha256 is computed over the very handle returned (never checked on one open and read
+    on another, which a swap of the file between the two would defeat), and only a file
+    that matched is renamed into the cache."""
     kept = store / package.sha256
-    if kept.exists():
-        if _sha256_of(kept) == package.sha256:
-            return kept
-        kept.unlink()  # corrupted on disk: fetched again
+    try:
+        cached = open(kept, "rb")  # noqa: SIM115 (returned open, closed by the caller)
+    except FileNotFoundError:
+        pass
+    else:
+        if _sha256_of(cached) == package.sha256:
+            cached.seek(0)
+            return cached
+        cached.close()
+        kept.unlink(missing_ok=True)  # corrupted on disk: fetched again
     url = _package_url(package.url, base)
     what = f"{package.name} for {package.target}"
     digest = hashlib.sha256()
     fd, temporary = tempfile.mkstemp(prefix=".download.", dir=store)
+    out = os.fdopen(fd, "w+b")
+
+    def sink(chunk: bytes) -> None:
+        digest.update(chunk)
+        out.write(chunk)
+
     try:
-        with os.fdopen(fd, "wb") as out:
-            def sink(chunk: bytes) -> None:
-                digest.update(chunk)
-                out.write(chunk)
-            try:
-                download(url, MAX_PACKAGE_BYTES, sink, what, progress)
-            except _Fail as fail:
-                raise (errors.ToolchainRefused(label, base, fail.why) if fail.refused
-                       else errors.ToolchainUnreachable(label, base, fail.why)) from None
+        try:
+            download(url, MAX_PACKAGE_BYTES, sink, what, progress)
+        except _Fail as fail:
+            raise (errors.ToolchainRefused(label, base, fail.why) if fail.refused
+                   else errors.ToolchainUnreachable(label, base, fail.why)) from None
         if digest.hexdigest() != package.sha256:
             raise errors.ToolchainRefused(label, base, f"{what} has sha256 {digest.hexdigest()}, not "
                                           f"{package.sha256} as the signed manifest lists")
+        out.flush()
         os.replace(temporary, kept)
-    finally:
+        out.seek(0)
+        return out
+    except BaseException:
+        out.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-    return kept
+        raise
 
 
-def _sha256_of(path: Path) -> str:
+def _sha256_of(handle: BinaryIO) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
+    while chunk := handle.read(_CHUNK):
+        digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -508,3 +508,25 @@ def test_a_loopback_server_is_reached_past_the_environments_proxy(
     with pytest.raises(errors.ToolchainUnreachable, match="Connection refused"):  # by port 9
         rust_dist.fetch_toolchain(VERSION, tmp_path / "t2", server="https://static.rust-lang.org",
                                   cache=tmp_path / "cache")
+
+
+def test_a_cache_file_whose_bytes_are_not_its_name_is_fetched_again(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    dist.publish(gpg)
+    fetch(dist, tmp_path)
+    clippy = hashlib.sha256(packages()[("clippy-preview", HOST)][1]).hexdigest()
+    (tmp_path / "cache" / clippy).write_bytes(b"altered on disk")
+    dist.asked.clear()
+    again = rust_dist.fetch_toolchain(VERSION, tmp_path / "again", server=dist.url, cache=tmp_path / "cache")
+    assert (again / "bin/clippy-driver").read_bytes() == b"#!clippy-driver\n"
+    assert dist.asked[2:] == [f"dist/{DATE}/clippy-preview-{VERSION}-{HOST}.tar.xz"]  # only that one, again
+    nothing_stored_but = sorted(p.name for p in tmp_path.iterdir())
+    assert nothing_stored_but == ["again", "cache", "toolchain"]
+    # and with the server gone, an altered cache file is never unpacked
+    (tmp_path / "cache" / clippy).write_bytes(b"altered again")
+    dist.files.clear()
+    dist.publish(gpg)
+    del dist.files[f"dist/{DATE}/clippy-preview-{VERSION}-{HOST}.tar.xz"]
+    with pytest.raises(errors.ToolchainUnreachable, match="HTTP 404"):
+        rust_dist.fetch_toolchain(VERSION, tmp_path / "third", server=dist.url, cache=tmp_path / "cache")
+    assert not (tmp_path / "cache" / clippy).exists()
