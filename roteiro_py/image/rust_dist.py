@@ -22,7 +22,8 @@ Guarantees:
   manifest lacks, or marks unavailable, is `errors.ToolchainIncomplete`, naming it.
 - https only, end to end (the manifest, each package, every redirect), with one exception
   stated here and tested: plain http to a loopback address (127.0.0.0/8, ::1, localhost),
-  which is how the tests stand in for the server. Trust never rests on the transport:
+  which is how the tests stand in for the server (and which is reached directly, never
+  through the environment's proxy). Trust never rests on the transport:
   it rests on the signature and the hashes, so a mirror (`RUSTUP_DIST_SERVER`, as rustup
   spells it) is checked as the real server is; package URLs under the default server are
   rewritten to the mirror, as rustup does.
@@ -36,7 +37,8 @@ Guarantees:
 - Nothing is stored unless everything verified: the toolchain is built in a temporary
   directory beside `dest` and renamed to `dest` at the end; every refusal removes it. The
   download cache ($ROTEIRO_HOME/cache/rust-dist/<sha256>) holds only files whose sha256 is
-  their name (checked again when read), so a refused download is never in it.
+  their name (checked again when read, over the very handle that is unpacked), so a
+  refused download is never in it.
 """
 
 from __future__ import annotations
