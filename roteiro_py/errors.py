@@ -1008,6 +1008,100 @@ class PackageSourceUnreachable(Refusal):
         )
 
 
+#: What a toolchain from Rust's distribution must be, said once for every refusal about one.
+RUST_DIST_CHECKED = ("A toolchain from Rust's distribution is taken only when its channel manifest "
+                     "is signed by the Rust release key shipped with this tool (fingerprint "
+                     "108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE) and each package's sha256 is the "
+                     "one the manifest lists; nothing was stored.")
+
+
+class ToolchainSpecInvalid(UsageError):
+    """A toolchain named in a way this tool does not read: not `1.95.0`, `stable`, `beta`,
+    `nightly`, optionally dated (`nightly-2026-11-01`), nor a target triple it accepts."""
+
+    code = "toolchain-spec-invalid"
+
+    def __init__(self, value: str, why: str, where: str = "--from-dist") -> None:
+        super().__init__(f"{where} {value!r}: {why}")
+        self.value = value
+        self.why = why
+        self.where = where
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The toolchain {_p(self.value)} ({_p(self.where)}) is not one this tool can "
+            f"fetch: {_p(self.why).rstrip('.')}.",
+            notes=("Name a release (`1.95.0`), a channel (`stable`, `beta`, `nightly`) or a "
+                   "dated channel (`nightly-2026-11-01`), as rustup does; targets are triples "
+                   "(`aarch64-unknown-linux-gnu`).",),
+        )
+
+
+class ToolchainRefused(Refusal):
+    """A toolchain from Rust's distribution whose manifest or packages did not verify (a
+    signature, a sha256, a size, an unsafe archive member): nothing was stored."""
+
+    code = "toolchain-refused"
+
+    def __init__(self, toolchain: str, server: str, why: str) -> None:
+        super().__init__()
+        self.toolchain = toolchain
+        self.server = server
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Refused the Rust toolchain {_p(self.toolchain)} from {_p(self.server)}: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=(RUST_DIST_CHECKED,
+                   "Check the server (a proxy or a partial mirror can alter files): "
+                   "RUSTUP_DIST_SERVER names a mirror, unset it for static.rust-lang.org."),
+        )
+
+
+class ToolchainIncomplete(Refusal):
+    """The channel's manifest verified but lacks a component or target that was asked for
+    (a nightly without clippy, a target Rust does not build for that release)."""
+
+    code = "toolchain-incomplete"
+
+    def __init__(self, toolchain: str, missing: str, target: str) -> None:
+        super().__init__()
+        self.toolchain = toolchain
+        self.missing = missing
+        self.target = target
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The Rust toolchain {_p(self.toolchain)} has no {_p(self.missing)} for "
+            f"{_p(self.target)}.",
+            notes=(RUST_DIST_CHECKED,
+                   "Pick a release or a nightly date that has it (a nightly without clippy "
+                   "is common), or leave the component or target out."),
+        )
+
+
+class ToolchainUnreachable(Refusal):
+    """Rust's distribution server (or a mirror) could not be reached, or broke off."""
+
+    code = "toolchain-unreachable"
+
+    def __init__(self, toolchain: str, server: str, why: str) -> None:
+        super().__init__()
+        self.toolchain = toolchain
+        self.server = server
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Fetching the Rust toolchain {_p(self.toolchain)} from {_p(self.server)} "
+            f"failed: {_p(self.why).rstrip('.')}.",
+            notes=(RUST_DIST_CHECKED,
+                   "On a host that cannot reach static.rust-lang.org, set RUSTUP_DIST_SERVER "
+                   "to a mirror you can reach (its files are checked the same way)."),
+        )
+
+
 class ScratchUnavailable(Refusal):
     code = "scratch-unavailable"
 

@@ -115,6 +115,23 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
         ["Fetching serde-4 1.0.219 from https://index.example-4/ failed: connection refused.",
          "air-gapped", "pylint-sandbox fetch-deps /t/tree-22\n",
          "pylint-sandbox fetch-deps /t/tree-22 --from DIR"]),
+    errors.ToolchainSpecInvalid: lambda: (errors.ToolchainSpecInvalid("nightly-2026-13-41", "not a date"),
+                                          ["nightly-2026-13-41", "(--from-dist)", "not a date",
+                                           "`nightly-2026-11-01`"]),
+    errors.ToolchainRefused: lambda: (errors.ToolchainRefused("1.95.7", "https://mirror-7.example",
+                                                              "clippy has sha256 0f, not 1e"),
+                                      ["Refused the Rust toolchain 1.95.7 from https://mirror-7.example: "
+                                       "clippy has sha256 0f, not 1e.",
+                                       "108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE", "nothing was stored",
+                                       "RUSTUP_DIST_SERVER"]),
+    errors.ToolchainIncomplete: lambda: (errors.ToolchainIncomplete("nightly-2026-11-08", "clippy-8",
+                                                                    "riscv64gc-unknown-linux-gnu"),
+                                         ["The Rust toolchain nightly-2026-11-08 has no clippy-8 for "
+                                          "riscv64gc-unknown-linux-gnu.", "nightly without clippy"]),
+    errors.ToolchainUnreachable: lambda: (errors.ToolchainUnreachable("1.96.0", "https://mirror-9.example",
+                                                                      "HTTP 503 from the mirror-9"),
+                                          ["Fetching the Rust toolchain 1.96.0 from https://mirror-9.example "
+                                           "failed: HTTP 503 from the mirror-9.", "set RUSTUP_DIST_SERVER"]),
     errors.SourceReplacementRefused: lambda: (errors.SourceReplacementRefused(
         Path("/h/.cargo/config-3.toml"), "source.vendored-9.directory", "it is a path on this host",
         Path("/t/tree-13")), ["/h/.cargo/config-3.toml", "source.vendored-9.directory",

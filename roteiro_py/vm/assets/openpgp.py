@@ -1,4 +1,5 @@
-"""Verify a cleartext-signed OpenPGP message (a Debian `InRelease`) against pinned keys.
+"""Verify OpenPGP signatures against pinned keys: a cleartext-signed message (a Debian
+`InRelease`) and a detached signature over binary data (a Rust channel manifest's `.asc`).
 
 Guarantees:
 - `verify_cleartext` returns the signed text only when at least one v4 signature of type
@@ -8,13 +9,18 @@ Guarantees:
   The text returned is the text that was hashed (dash-escaping undone, trailing blanks
   gone, RFC 4880 section 7.1), never the raw file, so a caller can not parse what was not
   signed.
+- `verify_detached` returns only when at least one v4 signature of type 0x00 (binary
+  document) in an armored or binary signature block verifies over exactly the bytes given,
+  with the same rules as above (a signature of any other type, 0x01 included, does not
+  count: static.rust-lang.org signs `channel-rust-*.toml` as binary, `gpg --detach-sign`).
 - Only RSA (algorithm 1, PKCS#1 v1.5) and EdDSA over Ed25519 (algorithm 22) with SHA-256,
   SHA-384 or SHA-512: what Debian signs with (bookworm's InRelease carries two RSA-4096
   signatures by the archive's automatic keys and one Ed25519 signature by the stable
   release key). A signature made more than `MAX_CLOCK_SKEW_S` in the future, or already
   expired by its own expiration subpacket, or carrying a critical subpacket this reader
   does not know, does not count.
-- `load_keyring` reads binary keyring files (as /usr/share/keyrings ships them) and keeps
+- `load_keyring` reads binary keyring files (as /usr/share/keyrings ships them) or an
+  ASCII-armored public key block (as rust-lang.org publishes `rust-key.gpg.ascii`) and keeps
   only the keys (primary or subkey) whose v4 fingerprint, SHA-1 over 0x99, a two-octet
   length and the key packet body, is in the `pinned` set it is given. Subkey binding
   signatures are not checked: every key that may sign is pinned by its own fingerprint.
@@ -55,6 +61,8 @@ HASHES: dict[int, tuple[str, hashes.HashAlgorithm]] = {
 TAG_SIGNATURE, TAG_PUBLIC_KEY, TAG_PUBLIC_SUBKEY = 2, 6, 14
 
 BEGIN_MESSAGE = "-----BEGIN PGP SIGNED MESSAGE-----"
+#: An armored block is at most this large (the Rust release key's file is 5,326 bytes).
+MAX_ARMORED_BYTES = 1 << 20
 BEGIN_SIGNATURE = "-----BEGIN PGP SIGNATURE-----"
 END_SIGNATURE = "-----END PGP SIGNATURE-----"
 
@@ -159,9 +167,11 @@ def parse_public_key(body: bytes) -> PublicKey | None:
 
 
 def load_keyring(data: bytes, pinned: Iterable[str]) -> list[PublicKey]:
-    """The keys in a binary keyring whose fingerprints are pinned; the others are dropped."""
+    """The keys in a binary or armored keyring whose fingerprints are pinned; the others are dropped."""
     wanted = {fingerprint.upper() for fingerprint in pinned}
     keys = []
+    if not _binary(data):
+        data = dearmor(data, "PUBLIC KEY BLOCK")
     for tag, body in _packets(data):
         if tag in (TAG_PUBLIC_KEY, TAG_PUBLIC_SUBKEY):
             key = parse_public_key(body)
@@ -245,10 +255,12 @@ def parse_signature(body: bytes) -> Signature:
                      created, expires, issuer_fpr, issuer_id, critical)
 
 
-def _check(signature: Signature, key: PublicKey, text: bytes, now: float) -> None:
-    """Raise Unverified unless `signature` by `key` verifies over the canonical `text`."""
-    if signature.kind != 0x01:
-        raise Unverified(f"signature type 0x{signature.kind:02x} (a cleartext message needs 0x01)")
+def _check(signature: Signature, key: PublicKey, text: bytes, now: float, kind: int = 0x01) -> None:
+    """Raise Unverified unless `signature` by `key`, of type `kind`, verifies over `text`
+    (the canonical text of a cleartext message, 0x01; the exact bytes of a document, 0x00)."""
+    if signature.kind != kind:
+        what = "a cleartext message" if kind == 0x01 else "a detached signature over data"
+        raise Unverified(f"signature type 0x{signature.kind:02x} ({what} needs 0x{kind:02x})")
     if signature.hash_algorithm not in HASHES:
         raise Unverified(f"hash algorithm {signature.hash_algorithm} is not accepted")
     if signature.unknown_critical is not None:
@@ -338,16 +350,54 @@ def _split(data: bytes) -> tuple[list[str], bytes]:
             armored.append(text)
     if not ended:
         raise Unverified(f"no {END_SIGNATURE} line (the signature is truncated)")
+    return body, _decode(armored, "signature block")
+
+
+def _decode(armored: list[str], what: str) -> bytes:
+    """The packets of an armored block's base64 lines, its `=` checksum (if any) checked."""
     checksum = None
     if armored and armored[-1].startswith("="):
         checksum = armored.pop()
     try:
         packets = base64.b64decode("".join(armored), validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise Unverified("the signature block is not base64") from exc
+        raise Unverified(f"the {what} is not base64") from exc
     if checksum is not None and checksum[1:] != base64.b64encode(_crc24(packets)).decode():
-        raise Unverified("the signature block's checksum does not match (it was altered)")
-    return body, packets
+        raise Unverified(f"the {what}'s checksum does not match (it was altered)")
+    return packets
+
+
+def _binary(data: bytes) -> bool:
+    """Packets, not armor: every packet's first octet has its high bit set, no ASCII does."""
+    return bool(data) and bool(data[0] & 0x80)
+
+
+def dearmor(data: bytes, kind: str) -> bytes:
+    """The packets of one ASCII-armored block `-----BEGIN PGP <kind>-----` (RFC 4880
+    section 6.2): armor headers (`Version:`, `Comment:`) skipped, the checksum checked,
+    nothing but blank lines before the BEGIN line or after the END line."""
+    if len(data) > MAX_ARMORED_BYTES:
+        raise Unverified(f"the armored {kind.lower()} is larger than {MAX_ARMORED_BYTES} bytes")
+    try:
+        lines = [line.strip(" \t\r") for line in data.decode("ascii").split("\n")]
+    except UnicodeDecodeError as exc:
+        raise Unverified(f"the armored {kind.lower()} is not ASCII") from exc
+    begin, end = f"-----BEGIN PGP {kind}-----", f"-----END PGP {kind}-----"
+    at = 0
+    while at < len(lines) and not lines[at]:
+        at += 1
+    if at >= len(lines) or lines[at] != begin:
+        raise Unverified(f"it does not start with {begin}")
+    at += 1
+    while at < len(lines) and lines[at] and ":" in lines[at]:
+        at += 1  # armor headers
+    if end not in lines[at:]:
+        raise Unverified(f"no {end} line (the block is truncated)")
+    stop = lines.index(end, at)
+    armored = [line for line in lines[at:stop] if line]
+    if any(lines[stop + 1:]):
+        raise Unverified(f"text after {end}")
+    return _decode(armored, kind.lower())
 
 
 def _crc24(data: bytes) -> bytes:
@@ -361,11 +411,10 @@ def _crc24(data: bytes) -> bytes:
     return (crc & 0xFFFFFF).to_bytes(3, "big")
 
 
-def verify_cleartext(data: bytes, keys: Iterable[PublicKey], now: float) -> Verified:
-    """The signed text, if a signature by one of `keys` verifies; Unverified otherwise."""
-    body, packets = _split(data)
-    lines = [line.rstrip(" \t") for line in body]
-    canonical = "\r\n".join(lines).encode("utf-8")
+def _verify(packets: bytes, keys: Iterable[PublicKey], signed: bytes, now: float,
+            kind: int) -> tuple[PublicKey, Signature]:
+    """The first signature packet of type `kind` over `signed` that verifies with one of
+    `keys`, and its key; Unverified naming every failure otherwise."""
     by_fpr = {key.fingerprint: key for key in keys}
     failures: list[str] = []
     packet_bodies = [packet for tag, packet in _packets(packets) if tag == TAG_SIGNATURE]
@@ -389,9 +438,27 @@ def verify_cleartext(data: bytes, keys: Iterable[PublicKey], now: float) -> Veri
             continue
         for key in candidates:
             try:
-                _check(signature, key, canonical, now)
+                _check(signature, key, signed, now, kind)
             except Unverified as exc:
                 failures.append(f"{issuer}: {exc}")
                 continue
-            return Verified("\n".join(lines), key.fingerprint, signature.created or 0)
+            return key, signature
     raise Unverified("no signature verified: " + "; ".join(failures))
+
+
+def verify_cleartext(data: bytes, keys: Iterable[PublicKey], now: float) -> Verified:
+    """The signed text, if a signature by one of `keys` verifies; Unverified otherwise."""
+    body, packets = _split(data)
+    lines = [line.rstrip(" \t") for line in body]
+    canonical = "\r\n".join(lines).encode("utf-8")
+    key, signature = _verify(packets, keys, canonical, now, 0x01)
+    return Verified("\n".join(lines), key.fingerprint, signature.created or 0)
+
+
+def verify_detached(data: bytes, signature: bytes, keys: Iterable[PublicKey], now: float) -> Verified:
+    """Returns when a binary-document signature (0x00) in `signature` (armored, as an
+    `.asc`, or binary, as a `.sig`) by one of `keys` verifies over exactly `data`;
+    Unverified otherwise. The Verified's text is empty: the caller has the bytes."""
+    packets = signature if _binary(signature) else dearmor(signature, "SIGNATURE")
+    key, parsed = _verify(packets, keys, data, now, 0x00)
+    return Verified("", key.fingerprint, parsed.created or 0)

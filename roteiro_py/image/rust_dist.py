@@ -1,0 +1,719 @@
+"""A Rust toolchain from Rust's own distribution, verified end to end, as a rustup-shaped directory.
+
+`fetch_toolchain(spec, dest)` reads `<server>/dist/[<date>/]channel-rust-<channel>.toml`
+and its `.asc`, and leaves at `dest` a directory laid out as rustup installs a toolchain
+(`bin/cargo`, `bin/rustc`, `bin/cargo-clippy`, `bin/clippy-driver`, `lib/`,
+`lib/rustlib/<triple>/lib/`), which the image builder's toolchain layer takes as it is.
+
+Guarantees:
+- The manifest's detached signature is checked BEFORE a byte of it is parsed, by
+  `openpgp.verify_detached`, against the keys in `PINNED_KEYS` only: the Rust release key
+  shipped in roteiro_py/data/rust-key.gpg.ascii (the file static.rust-lang.org publishes)
+  and read by fingerprint. Then the manifest is read as TOML through the project's bounded
+  parser (untrusted.parse_toml), its v2 shape checked; nothing in it is trusted but the
+  hashes and URLs the signature covers.
+- A signed manifest that is not the one asked for is refused (`replayed`): a release's
+  must be of that rustc version, a dated channel's of that date.
+- Every package (rustc, cargo, rust-std for the host and each requested target, clippy by
+  its `[renames]` name, plus requested components) is downloaded bounded
+  (`MAX_PACKAGE_BYTES`, `NETWORK_TIMEOUT_S` + an average of `MIN_BYTES_PER_S`, a
+  deadline that shuts the socket in any phase: socket_deadline.py) and its sha256 checked
+  against the manifest before it is unpacked or cached. A component or target the
+  manifest lacks, or marks unavailable, is `errors.ToolchainIncomplete`, naming it.
+- https only, end to end (the manifest, each package, every redirect), with one exception
+  stated here and tested: plain http to a loopback address (127.0.0.0/8, ::1, localhost),
+  which is how the tests stand in for the server (and which is reached directly, never
+  through the environment's proxy). Trust never rests on the transport:
+  it rests on the signature and the hashes, so a mirror (`RUSTUP_DIST_SERVER`, as rustup
+  spells it) is checked as the real server is; package URLs under the default server are
+  rewritten to the mirror, as rustup does.
+- The rust-installer tarballs (`<pkg>-<version>-<triple>/` holding `components`, and per
+  component a directory with `manifest.in` listing `file:PATH` and `dir:PATH`) are
+  unpacked bounded (`MAX_ENTRIES`, `MAX_UNPACKED_BYTES`, `MAX_PATH_CHARS`, `MAX_DEPTH`)
+  and only regular files and directories are made: a link of any kind, a device, a FIFO,
+  an absolute path, a `..` component, a member outside the tarball's one top directory or
+  a path that appears twice is `errors.ToolchainRefused` (rustup's own unpacker takes
+  files and directories only). Only what a component's `manifest.in` lists is installed.
+- Nothing is stored unless everything verified: the toolchain is built in a temporary
+  directory beside `dest` and renamed to `dest` at the end; every refusal removes it. The
+  download cache ($ROTEIRO_HOME/cache/rust-dist/<sha256>) holds only files whose sha256 is
+  their name (checked again when read, over the very handle that is unpacked), so a
+  refused download is never in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import ipaddress
+import lzma
+import os
+import re
+import shutil
+import socket
+import stat
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, BinaryIO, cast
+
+from roteiro_py import errors
+from roteiro_py.paths import cache_root
+from roteiro_py.redirects import UnreadRedirectHandler
+from roteiro_py.socket_deadline import SocketDeadline
+from roteiro_py.untrusted import FileRefused, parse_toml
+from roteiro_py.vm.assets import openpgp
+
+DEFAULT_SERVER = "https://static.rust-lang.org"
+#: The variable rustup reads for a mirror of the distribution server; read here the same way.
+SERVER_ENV = "RUSTUP_DIST_SERVER"
+#: The guest is amd64 Linux: the toolchain runs there.
+DEFAULT_HOST = "x86_64-unknown-linux-gnu"
+#: What every toolchain holds; clippy is the point of the image.
+REQUIRED = ("rustc", "cargo", "rust-std", "clippy")
+
+#: The keys a channel manifest's signature is accepted from, by v4 fingerprint: the primary
+#: key of "Rust Language (Tag and Release Signing Key) <rust-key@rust-lang.org>" (RSA-4096)
+#: and its signing subkey (which signed releases up to at least 2017), each pinned in its
+#: own right (openpgp.py checks no binding signature). The key material is the file named
+#: here in roteiro_py/data/.
+PINNED_KEYS: dict[str, str] = {
+    "108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE": "rust-key.gpg.ascii",
+    "C13466B7E169A085188632165CB4A9347B3B09DC": "rust-key.gpg.ascii",
+}
+
+#: channel-rust-stable.toml is ~1 MB (every target's URLs and hashes).
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_SIGNATURE_BYTES = 64 << 10
+#: rustc's .tar.xz is ~80 MB; a package larger than this is refused whatever the manifest says.
+MAX_PACKAGE_BYTES = 1 << 30
+#: Bounds over one toolchain's unpacking (rustc unpacks to ~600 MB in ~100 files).
+MAX_UNPACKED_BYTES = 8 << 30
+MAX_ENTRIES = 100_000
+MAX_PATH_CHARS = 1024
+MAX_DEPTH = 32
+#: At most this many targets and extra components may be asked for.
+MAX_REQUESTED = 64
+#: Seconds one network read may stall, and the average a download must keep after it.
+NETWORK_TIMEOUT_S = 60
+MIN_BYTES_PER_S = 32 << 10
+_CHUNK = 1 << 20
+
+#: `1.95.0`, `1.95`, `1.96.0-beta.3`, or a channel; a date only after a channel name.
+_VERSION = re.compile(r"\d{1,3}\.\d{1,4}(\.\d{1,4})?(-beta(\.\d{1,3})?)?")
+_SPEC = re.compile(r"(?P<channel>stable|beta|nightly|" + _VERSION.pattern + r")(-(?P<date>\d{4}-\d{2}-\d{2}))?")
+#: A target triple or component name as Rust's manifests spell them.
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """A toolchain as rustup names one: a release or channel, optionally dated."""
+
+    channel: str
+    date: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.channel}-{self.date}" if self.date else self.channel
+
+    @property
+    def manifest_path(self) -> str:
+        name = f"channel-rust-{self.channel}.toml"
+        return f"dist/{self.date}/{name}" if self.date else f"dist/{name}"
+
+
+def parse_spec(text: str, where: str = "--from-dist") -> ChannelSpec:
+    """`text` as a ChannelSpec, or errors.ToolchainSpecInvalid (exit 2) saying why not."""
+    match = _SPEC.fullmatch(text) if len(text) <= 64 else None
+    if match is None:
+        raise errors.ToolchainSpecInvalid(text[:64], "not a release, a channel or a dated channel", where)
+    channel, date = match["channel"], match["date"]
+    if date is not None:
+        if _VERSION.fullmatch(channel):
+            raise errors.ToolchainSpecInvalid(text, "a release is not dated (a date goes with "
+                                              "stable, beta or nightly)", where)
+        try:
+            time.strptime(date, "%Y-%m-%d")
+        except ValueError:
+            raise errors.ToolchainSpecInvalid(text, f"{date} is not a date", where) from None
+    return ChannelSpec(channel, date)
+
+
+def check_name(value: str, what: str, where: str) -> str:
+    if not NAME.fullmatch(value):
+        raise errors.ToolchainSpecInvalid(value[:64], f"not a {what} name", where)
+    return value
+
+
+# -- where from -----------------------------------------------------------------------------
+
+
+def resolve_server(server: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The server to fetch from: `server`, else $RUSTUP_DIST_SERVER, else static.rust-lang.org."""
+    env = os.environ if environ is None else environ
+    chosen = (server or env.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
+    why = not_fetchable(chosen)
+    if why:
+        raise errors.ToolchainSpecInvalid(chosen[:200], f"the server {why}", "server" if server else SERVER_ENV)
+    return chosen
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def not_fetchable(url: str) -> str | None:
+    """Why `url` is never requested, or None: https, or plain http to a loopback address."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that does not parse)
+    except ValueError:
+        return "does not parse"
+    if any(ch.isspace() or not ch.isprintable() for ch in url) or len(url) > 2048:
+        return "holds spaces or control characters, or is too long"
+    if "@" in parts.netloc:
+        return "names a user"
+    if not parts.hostname:
+        return "has no host"
+    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(parts.hostname)):
+        return None
+    return "is not https (plain http is spoken to a loopback address only)"
+
+
+def _shown(url: str) -> str:
+    return url if len(url) <= 200 else url[:200] + "..."
+
+
+class _Fail(Exception):
+    """A download failed: `refused` (what the server sent is wrong) or unreachable."""
+
+    def __init__(self, why: str, *, refused: bool) -> None:
+        super().__init__(why)
+        self.why = why
+        self.refused = refused
+
+
+class _Redirects(UnreadRedirectHandler):
+    """A redirect is followed only to a URL `not_fetchable` accepts; its body is closed
+    unread first (redirects.py)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
+        why = not_fetchable(newurl)
+        if why:
+            raise _Fail(f"{_shown(req.full_url)} redirected to {_shown(newurl)!r}, which {why}", refused=True)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener(watch: SocketDeadline, *, direct: bool) -> urllib.request.OpenerDirector:
+    """HTTP and HTTPS only (build_opener adds ftp:, file:, data:), each connection's socket
+    armed with `watch` the moment it exists; the environment's proxies kept, except for a
+    loopback server (`direct`), which no proxy can reach (urllib would send
+    http://127.0.0.1/ to `http_proxy` unless `no_proxy` named it)."""
+
+    def armed(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        class Armed(base):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                create = self._create_connection  # type: ignore[has-type]
+
+                def arming(*a: Any, **k: Any) -> socket.socket:
+                    sock = cast(socket.socket, create(*a, **k))
+                    watch.arm(sock)
+                    return sock
+
+                self._create_connection = arming
+        return Armed
+
+    plain, tls = armed(http.client.HTTPConnection), armed(http.client.HTTPSConnection)
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(plain, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(tls, req)
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler({} if direct else None), urllib.request.UnknownHandler(),
+                    Http(), Https(),
+                    urllib.request.HTTPDefaultErrorHandler(), _Redirects(),
+                    urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
+def download(url: str, limit: int, sink: Callable[[bytes], object], what: str,
+             progress: Progress | None = None) -> int:
+    """GET `url`, its body (at most `limit` bytes) given to `sink`; the bytes that came.
+    _Fail(refused=True) for a URL or redirect that is not fetchable or a body too large,
+    _Fail(refused=False) for the rest (no connection, an HTTP error, the deadline)."""
+    why = not_fetchable(url)
+    if why:
+        raise _Fail(f"{what}'s URL {_shown(url)!r} {why}", refused=True)
+    seconds = NETWORK_TIMEOUT_S + limit / MIN_BYTES_PER_S
+    watch = SocketDeadline(seconds, duplicate=True)
+
+    def late() -> _Fail:
+        return _Fail(f"{what} did not arrive within {seconds:.0f} s (at least {MIN_BYTES_PER_S} "
+                     f"bytes a second after {NETWORK_TIMEOUT_S} s)", refused=False)
+
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox",
+                                                       "Accept-Encoding": "identity"})
+        try:
+            opener = _opener(watch, direct=_loopback(urllib.parse.urlsplit(url).hostname or ""))
+            response = cast(http.client.HTTPResponse, opener.open(request, timeout=NETWORK_TIMEOUT_S))
+        except urllib.error.HTTPError as error:
+            error.close()
+            raise _Fail(f"{what}: HTTP {error.code} from {_shown(url)}", refused=False) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as error:
+            if watch.fired:
+                raise late() from None
+            reason = getattr(error, "reason", None) or error
+            raise _Fail(f"{what} could not be fetched from {_shown(url)} ({str(reason)[:200]})",
+                        refused=False) from None
+        with response:
+            length = response.headers.get("Content-Length")
+            if length is not None and length.strip().isdigit() and int(length) > limit:
+                raise _Fail(f"{what} is larger than {limit} bytes (Content-Length: {int(length)})", refused=True)
+            started, done = time.monotonic(), 0
+            while True:
+                try:
+                    chunk = response.read1(min(_CHUNK, limit + 1 - done))
+                except (OSError, http.client.HTTPException, ValueError) as error:
+                    if watch.fired:
+                        raise late() from None
+                    raise _Fail(f"{what} broke off after {done} bytes ({str(error)[:200]})",
+                                refused=False) from None
+                if watch.fired:
+                    raise late()
+                if not chunk:
+                    return done
+                done += len(chunk)
+                if done > limit:
+                    raise _Fail(f"{what} is larger than {limit} bytes", refused=True)
+                sink(chunk)
+                if progress is not None:
+                    progress(what, done, int(length) if length and length.strip().isdigit() else limit)
+                elapsed = time.monotonic() - started
+                if elapsed > NETWORK_TIMEOUT_S and done < (elapsed - NETWORK_TIMEOUT_S) * MIN_BYTES_PER_S:
+                    raise _Fail(f"{what} came at less than {MIN_BYTES_PER_S} bytes a second", refused=False)
+    finally:
+        watch.close()
+
+
+# -- the signed manifest --------------------------------------------------------------------
+
+
+def pinned_keys() -> list[openpgp.PublicKey]:
+    data = resources.files("roteiro_py") / "data"
+    keys: list[openpgp.PublicKey] = []
+    for name in sorted(set(PINNED_KEYS.values())):
+        keys += openpgp.load_keyring((data / name).read_bytes(), PINNED_KEYS)
+    return keys
+
+
+@dataclass(frozen=True)
+class Package:
+    """One package of the manifest for one target: where it is and its sha256."""
+
+    name: str  # as the manifest names it (`clippy-preview`)
+    target: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    date: str
+    #: name -> target -> the package, or None where the manifest says it is not available
+    packages: dict[str, dict[str, Package | None]]
+    #: the manifest's `[renames]`: an old name -> the name it is published under
+    renames: dict[str, str]
+    #: name -> `[pkg.<name>] version`, as "1.95.0 (abcdef012 2026-11-01)"
+    versions: dict[str, str]
+
+    def find(self, name: str, target: str) -> Package | None:
+        targets = self.packages.get(self.renames.get(name, name), {})
+        return targets.get(target) or targets.get("*")
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _table(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Malformed(f"{what} is not a table")
+    return value
+
+
+def parse_manifest(data: bytes) -> Manifest:
+    """A v2 channel manifest's packages and renames (only what is read is checked)."""
+    try:
+        document = parse_toml(data)
+    except FileRefused as refused:
+        raise _Malformed(f"the manifest is not TOML: {refused.reason}") from None
+    if document.get("manifest-version") != "2":
+        raise _Malformed(f"manifest-version is {str(document.get('manifest-version'))[:20]!r}, not '2'")
+    date = document.get("date")
+    if not isinstance(date, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        raise _Malformed("its date is not YYYY-MM-DD")
+    packages: dict[str, dict[str, Package | None]] = {}
+    versions: dict[str, str] = {}
+    for name, pkg in _table(document.get("pkg", {}), "[pkg]").items():
+        version = _table(pkg, f"[pkg.{name}]").get("version")
+        if isinstance(version, str):
+            versions[name] = version[:200]
+        targets: dict[str, Package | None] = {}
+        for target, entry in _table(_table(pkg, f"[pkg.{name}]").get("target", {}), f"[pkg.{name}.target]").items():
+            entry = _table(entry, f"[pkg.{name}.target.{target}]")
+            if entry.get("available") is not True:
+                targets[target] = None
+                continue
+            url, digest = entry.get("xz_url"), entry.get("xz_hash")
+            if url is None:
+                url, digest = entry.get("url"), entry.get("hash")
+            if not isinstance(url, str) or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+                raise _Malformed(f"[pkg.{name}.target.{target}] has no url and sha256 hash")
+            targets[target] = Package(name, target, url, digest)
+        packages[name] = targets
+    renames: dict[str, str] = {}
+    for old, entry in _table(document.get("renames", {}), "[renames]").items():
+        to = _table(entry, f"[renames.{old}]").get("to")
+        if not isinstance(to, str):
+            raise _Malformed(f"[renames.{old}] has no `to`")
+        renames[old] = to
+    return Manifest(date, packages, renames, versions)
+
+
+def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
+    """Why `manifest` is not the one `spec` asked for, or None. A signature says Rust made
+    the manifest, not which one it is: a mirror could serve 1.38.0's, validly signed, as
+    channel-rust-1.95.0.toml, or an older nightly's under a newer date. A release must be
+    the rustc version asked for (`1.95` any 1.95.x), a dated channel the date asked for.
+    An undated channel (`stable`) names no version to compare with."""
+    if spec.date is not None and manifest.date != spec.date:
+        return f"it is the manifest of {manifest.date}, not of {spec.date} (an older one, replayed?)"
+    if _VERSION.fullmatch(spec.channel):
+        rustc = manifest.versions.get("rustc", "").split(" ")[0]
+        wanted = spec.channel.count(".") == 1 and rustc.startswith(spec.channel + ".")
+        if rustc != spec.channel and not wanted:
+            return f"it is the manifest of rustc {rustc or '(no version)'}, not {spec.channel} (replayed?)"
+    return None
+
+
+# -- the toolchain ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to fetch: a spec, the host it runs on, more targets and components."""
+
+    spec: ChannelSpec
+    host: str = DEFAULT_HOST
+    targets: tuple[str, ...] = ()
+    components: tuple[str, ...] = ()
+
+    def wanted(self) -> list[tuple[str, str]]:
+        """(component, target) pairs: the required ones for the host, rust-std for each
+        target, each extra component for the host (or `*`, as rust-src is published)."""
+        pairs = [(name, self.host) for name in REQUIRED]
+        pairs += [("rust-std", target) for target in self.targets if target != self.host]
+        pairs += [(name, self.host) for name in self.components if name not in REQUIRED]
+        return list(dict.fromkeys(pairs))
+
+
+def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None = None,
+                    host: str = DEFAULT_HOST, targets: Sequence[str] = (), components: Sequence[str] = (),
+                    progress: Progress | None = None, now: float | None = None,
+                    cache: Path | None = None) -> Path:
+    """The toolchain `spec` from Rust's distribution, verified, at `dest` (which must not
+    exist); errors.ToolchainRefused / ToolchainIncomplete / ToolchainUnreachable otherwise,
+    with nothing at `dest`. `cache`: where downloads are kept by sha256 (default
+    $ROTEIRO_HOME/cache/rust-dist)."""
+    parsed = spec if isinstance(spec, ChannelSpec) else parse_spec(spec)
+    for value in (host, *targets):
+        check_name(value, "target", "--target")
+    for value in components:
+        check_name(value, "component", "--component")
+    if len(targets) + len(components) > MAX_REQUESTED:
+        raise errors.ToolchainSpecInvalid(str(parsed), f"more than {MAX_REQUESTED} targets and components")
+    base = resolve_server(server)
+    request = Request(parsed, host, tuple(targets), tuple(components))
+    if os.path.lexists(dest):
+        raise FileExistsError(dest)  # the caller chooses a new directory; never merged into
+    store = cache if cache is not None else cache_root() / "rust-dist"
+    store.mkdir(parents=True, exist_ok=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        _build(request, base, work, store, progress, time.time() if now is None else now)
+        os.rename(work / "root", dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+def _build(request: Request, base: str, work: Path, store: Path, progress: Progress | None, now: float) -> None:
+    label = str(request.spec)
+
+    def fetch(url: str, limit: int, what: str) -> bytes:
+        body = bytearray()
+        try:
+            download(url, limit, body.extend, what, progress)
+        except _Fail as fail:
+            raise (errors.ToolchainRefused(label, base, fail.why) if fail.refused
+                   else errors.ToolchainUnreachable(label, base, fail.why)) from None
+        return bytes(body)
+
+    url = f"{base}/{request.spec.manifest_path}"
+    manifest_bytes = fetch(url, MAX_MANIFEST_BYTES, request.spec.manifest_path)
+    signature = fetch(url + ".asc", MAX_SIGNATURE_BYTES, request.spec.manifest_path + ".asc")
+    try:
+        openpgp.verify_detached(manifest_bytes, signature, pinned_keys(), now)
+    except openpgp.Unverified as exc:
+        raise errors.ToolchainRefused(label, base, f"the signature of {request.spec.manifest_path} "
+                                      f"does not verify with the Rust release key ({exc})") from None
+    try:
+        manifest = parse_manifest(manifest_bytes)
+    except _Malformed as exc:
+        raise errors.ToolchainRefused(label, base, f"{request.spec.manifest_path}: {exc}") from None
+    why = replayed(request.spec, manifest)
+    if why:
+        raise errors.ToolchainRefused(label, base, f"{request.spec.manifest_path} is signed, but {why}")
+    chosen: list[Package] = []
+    for name, target in request.wanted():
+        package = manifest.find(name, target)
+        if package is None:
+            raise errors.ToolchainIncomplete(f"{label} ({manifest.date})", name, target)
+        chosen.append(package)
+    root = work / "root"
+    root.mkdir()
+    budget = _Budget()
+    for package in chosen:
+        try:
+            with _verified(package, base, store, label, progress) as handle:
+                _install(handle, package, work / "staging", root, budget)
+        except _Unsafe as exc:
+            raise errors.ToolchainRefused(label, base, f"{package.name} ({package.target}): {exc}") from None
+
+
+def _package_url(url: str, base: str) -> str:
+    """The package's URL, moved to the mirror when it is under the default server (rustup)."""
+    if base != DEFAULT_SERVER and url.startswith(DEFAULT_SERVER + "/"):
+        return base + url[len(DEFAULT_SERVER):]
+    return url
+
+
+def _verified(package: Package, base: str, store: Path, label: str, progress: Progress | None) -> BinaryIO:
+    """The package's bytes, open for reading, from the cache or downloaded into it. The
+    sha256 is computed over the very handle returned (never checked on one open and read
+    on another, which a swap of the file between the two would defeat), and only a file
+    that matched is renamed into the cache."""
+    kept = store / package.sha256
+    try:
+        cached = open(kept, "rb")  # noqa: SIM115 (returned open, closed by the caller)
+    except FileNotFoundError:
+        pass
+    else:
+        if _sha256_of(cached) == package.sha256:
+            cached.seek(0)
+            return cached
+        cached.close()
+        kept.unlink(missing_ok=True)  # corrupted on disk: fetched again
+    url = _package_url(package.url, base)
+    what = f"{package.name} for {package.target}"
+    digest = hashlib.sha256()
+    fd, temporary = tempfile.mkstemp(prefix=".download.", dir=store)
+    out = os.fdopen(fd, "w+b")
+
+    def sink(chunk: bytes) -> None:
+        digest.update(chunk)
+        out.write(chunk)
+
+    try:
+        try:
+            download(url, MAX_PACKAGE_BYTES, sink, what, progress)
+        except _Fail as fail:
+            raise (errors.ToolchainRefused(label, base, fail.why) if fail.refused
+                   else errors.ToolchainUnreachable(label, base, fail.why)) from None
+        if digest.hexdigest() != package.sha256:
+            raise errors.ToolchainRefused(label, base, f"{what} has sha256 {digest.hexdigest()}, not "
+                                          f"{package.sha256} as the signed manifest lists")
+        out.flush()
+        os.replace(temporary, kept)
+        out.seek(0)
+        return out
+    except BaseException:
+        out.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def _sha256_of(handle: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    while chunk := handle.read(_CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+# -- unpacking ---------------------------------------------------------------------------------
+
+
+class _Unsafe(ValueError):
+    pass
+
+
+class _Budget:
+    """What one toolchain's unpacking may still write (MAX_ENTRIES, MAX_UNPACKED_BYTES)."""
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.bytes = 0
+
+    def take(self, size: int) -> None:
+        self.entries += 1
+        self.bytes += size
+        if self.entries > MAX_ENTRIES:
+            raise _Unsafe(f"more than {MAX_ENTRIES} archive members (MAX_ENTRIES)")
+        if self.bytes > MAX_UNPACKED_BYTES:
+            raise _Unsafe(f"more than {MAX_UNPACKED_BYTES} bytes unpacked (MAX_UNPACKED_BYTES)")
+
+
+def _relative(name: str, what: str) -> PurePosixPath:
+    """`name` as a relative path with no `..`, empty or `.` parts, bounded; _Unsafe if not."""
+    if len(name) > MAX_PATH_CHARS or "\0" in name:
+        raise _Unsafe(f"{what} {name[:100]!r} is longer than {MAX_PATH_CHARS} characters or holds NUL")
+    if name.startswith("/"):
+        raise _Unsafe(f"{what} {name[:100]!r} is an absolute path")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise _Unsafe(f"{what} {name[:100]!r} has a '..' component")
+    if not parts or len(parts) > MAX_DEPTH:
+        raise _Unsafe(f"{what} {name[:100]!r} is empty or deeper than {MAX_DEPTH} (MAX_DEPTH)")
+    return PurePosixPath(*parts)
+
+
+def _install(handle: BinaryIO, package: Package, staging: Path, root: Path, budget: _Budget) -> None:
+    """Unpack one rust-installer tarball into `staging`, then move what each of its
+    components' manifest.in lists into `root`."""
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    top: str | None = None
+    try:
+        with _stream(handle, xz=package.url.endswith(".xz")) as archive:
+            for member in archive:
+                path = _relative(member.name, "the member")
+                if top is None:
+                    top = path.parts[0]
+                if path.parts[0] != top:
+                    raise _Unsafe(f"the member {member.name[:100]!r} is outside the top directory {top!r}")
+                budget.take(member.size if member.isreg() else 0)
+                _extract(archive, member, staging / path)
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+        raise _Unsafe(f"the archive does not unpack ({str(exc)[:200]})") from None
+    if top is None:
+        raise _Unsafe("the archive is empty")
+    _place(staging / top, root)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stream(handle: BinaryIO, *, xz: bool) -> tarfile.TarFile:
+    """The tarball as a stream (`r|`): read once, front to back, never seeked."""
+    if xz:
+        return tarfile.open(fileobj=handle, mode="r|xz")
+    return tarfile.open(fileobj=handle, mode="r|gz")
+
+
+def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    if member.isdir():
+        target.mkdir(mode=0o755, parents=True, exist_ok=True)
+        return
+    if not member.isreg() or member.issparse():
+        kind = "a link" if member.issym() or member.islnk() else "a device, FIFO or special member"
+        raise _Unsafe(f"the member {member.name[:100]!r} is {kind}; only files and directories are unpacked")
+    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    source = archive.extractfile(member)
+    assert source is not None  # a regular member always has a file object
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(target, flags, 0o755 if member.mode & 0o111 else 0o644)
+    except FileExistsError:
+        raise _Unsafe(f"the member {member.name[:100]!r} appears twice") from None
+    with os.fdopen(fd, "wb") as out:
+        left = member.size
+        while left > 0:
+            chunk = source.read(min(_CHUNK, left))
+            if not chunk:
+                raise _Unsafe(f"the member {member.name[:100]!r} is truncated")
+            out.write(chunk)
+            left -= len(chunk)
+
+
+def _small_file(path: Path, what: str) -> str:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise _Unsafe(f"it has no {what}") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
+        raise _Unsafe(f"its {what} is not a regular file of at most 1 MiB")
+    try:
+        return path.read_text("utf-8")
+    except UnicodeDecodeError:
+        raise _Unsafe(f"its {what} is not UTF-8") from None
+
+
+def _place(top: Path, root: Path) -> None:
+    """rust-installer's install: for each name in `components`, each `file:`/`dir:` line of
+    `<component>/manifest.in` moves `<component>/<path>` to `root/<path>`."""
+    names = [line.strip() for line in _small_file(top / "components", "components file").splitlines() if line.strip()]
+    if not names:
+        raise _Unsafe("its components file names no component")
+    for name in names:
+        if not NAME.fullmatch(name):
+            raise _Unsafe(f"its components file names {name[:64]!r}, not a component name")
+        lines = _small_file(top / name / "manifest.in", f"{name}/manifest.in").splitlines()
+        for line in lines:
+            if not line.strip():
+                continue
+            kind, _, rest = line.partition(":")
+            if kind not in ("file", "dir"):
+                raise _Unsafe(f"{name}/manifest.in has a line {line[:100]!r}, neither file: nor dir:")
+            path = _relative(rest, f"{name}/manifest.in's path")
+            source = top / name / path
+            st = os.lstat(source) if os.path.lexists(source) else None
+            if st is None or not (stat.S_ISREG(st.st_mode) if kind == "file" else stat.S_ISDIR(st.st_mode)):
+                raise _Unsafe(f"{name}/manifest.in lists {line[:100]!r}, which the archive does not hold")
+            target = root / path
+            target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            if os.path.lexists(target):
+                raise _Unsafe(f"{path} is installed by two components")
+            os.rename(source, target)
+
+
+def files_of(root: Path) -> Iterator[str]:
+    """Every file below `root`, as a sorted relative POSIX path (for tests and the report)."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            yield path.relative_to(root).as_posix()

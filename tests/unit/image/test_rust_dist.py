@@ -1,0 +1,532 @@
+"""A toolchain from a local stand-in for Rust's distribution server (roteiro_py/image/rust_dist.py).
+
+The server is http.server on loopback serving a channel manifest and rust-installer
+tarballs built here, the manifest signed by real gpg with a test key; the code under test
+is told to trust that key in place of the shipped Rust key (and a control shows the
+shipped key refuses the test's signature). Every refusal is checked to leave nothing: no
+`dest`, no temporary directory beside it, and no cache file whose name is not its sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import lzma
+import os
+import tarfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.image import rust_dist
+from roteiro_py.vm.assets import openpgp
+from tests.unit.gpg_support import Gpg, make_gpg
+
+HOST = "x86_64-unknown-linux-gnu"
+ARM = "aarch64-unknown-linux-gnu"
+DATE = "2026-11-01"
+VERSION = "1.95.0"
+RELEASE = "release@example.org"
+
+
+@pytest.fixture(scope="module")
+def gpg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gpg]:
+    yield from make_gpg(tmp_path_factory.mktemp("gnupg"))
+
+
+# -- rust-installer tarballs, as Rust's dist builds them -------------------------------------
+
+
+def installer(pkg: str, triple: str, components: dict[str, dict[str, bytes]], *, xz: bool = True,
+              extra: list[tarfile.TarInfo] | None = None) -> bytes:
+    """`<pkg>-<version>-<triple>/` with `components`, `rust-installer-version`, and per
+    component its files and a `manifest.in` listing them (`file:`; a path ending in `/`
+    is a `dir:` entry whose files follow it)."""
+    top = f"{pkg}-{VERSION}-{triple}"
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:xz" if xz else "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        def add(name: str, data: bytes, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 1
+            tar.addfile(info, io.BytesIO(data))
+
+        directory = tarfile.TarInfo(top)
+        directory.type, directory.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(directory)
+        add(f"{top}/components", "".join(f"{c}\n" for c in components).encode())
+        add(f"{top}/rust-installer-version", b"3\n")
+        for component, files in components.items():
+            lines = []
+            for path, data in files.items():
+                if path.endswith("/"):
+                    lines.append(f"dir:{path.rstrip('/')}")
+                    continue
+                if not any(path.startswith(d) for d in files if d.endswith("/")):
+                    lines.append(f"file:{path}")
+                add(f"{top}/{component}/{path}", data, 0o755 if path.startswith("bin/") else 0o644)
+            add(f"{top}/{component}/manifest.in", "".join(f"{line}\n" for line in lines).encode())
+        for info in extra or []:
+            info.name = f"{top}/{info.name}"
+            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
+    return out.getvalue()
+
+
+def packages() -> dict[tuple[str, str], tuple[str, bytes, bool]]:
+    """(manifest name, target) -> (component name, tarball, is xz)."""
+    std = lambda t: {f"lib/rustlib/{t}/lib/libstd-0123.rlib": f"std for {t}".encode()}  # noqa: E731
+    return {
+        ("rustc", HOST): ("rustc", installer("rustc", HOST, {"rustc": {
+            "bin/rustc": b"#!rustc\n", "lib/librustc_driver-0123.so": b"driver"}}), True),
+        ("cargo", HOST): ("cargo", installer("cargo", HOST, {"cargo": {"bin/cargo": b"#!cargo\n"}},
+                                             xz=False), False),
+        ("rust-std", HOST): ("rust-std", installer("rust-std", HOST, {f"rust-std-{HOST}": std(HOST)}), True),
+        ("rust-std", ARM): ("rust-std", installer("rust-std", ARM, {f"rust-std-{ARM}": std(ARM)}), True),
+        ("clippy-preview", HOST): ("clippy-preview", installer("clippy", HOST, {"clippy-preview": {
+            "bin/cargo-clippy": b"#!cargo-clippy\n", "bin/clippy-driver": b"#!clippy-driver\n"}}), True),
+        ("rust-src", "*"): ("rust-src", installer("rust-src", "noarch", {"rust-src": {
+            "lib/rustlib/src/rust/": b"", "lib/rustlib/src/rust/library/core/lib.rs": b"//! core\n"}}), True),
+    }
+
+
+# -- the stand-in server -------------------------------------------------------------------
+
+
+@dataclass
+class Dist:
+    """What the server serves (path -> bytes) and what it was asked for."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+    redirects: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+
+    def publish(self, gpg: Gpg, *, signer: str = RELEASE, drop: tuple[tuple[str, str], ...] = (),
+                unavailable: tuple[tuple[str, str], ...] = (),
+                replace: dict[tuple[str, str], bytes] | None = None,
+                tamper: bool = False) -> None:
+        """The manifest for `packages()` (less `drop`, `unavailable` marked so), each
+        package under the default server's URL (as Rust's manifests name them), signed by
+        `signer`; `replace` serves other bytes than the manifest's hash describes;
+        `tamper` alters the manifest after signing."""
+        lines = ['manifest-version = "2"', f'date = "{DATE}"']
+        for (name, target), (_component, tarball, xz) in packages().items():
+            if (name, target) in drop:
+                continue
+            if not any(line == f"[pkg.{name}]" for line in lines):
+                lines += [f"[pkg.{name}]", f'version = "{VERSION} (abcdef012 {DATE})"']
+            shown = '"*"' if target == "*" else target
+            lines.append(f"[pkg.{name}.target.{shown}]")
+            if (name, target) in unavailable:
+                lines.append("available = false")
+                continue
+            file = f"dist/{DATE}/{name}-{VERSION}-{target.replace('*', 'noarch')}.tar.{'xz' if xz else 'gz'}"
+            self.files[file] = (replace or {}).get((name, target), tarball)
+            key = "xz_" if xz else ""
+            lines += ["available = true", f'{key}url = "https://static.rust-lang.org/{file}"',
+                      f'{key}hash = "{hashlib.sha256(tarball).hexdigest()}"']
+        lines += ["[renames.clippy]", 'to = "clippy-preview"', "[renames.rls]", 'to = "rls-preview"']
+        manifest = ("\n".join(lines) + "\n").encode()
+        path = f"dist/channel-rust-{VERSION}.toml"
+        self.files[path + ".asc"] = gpg.detach_sign(signer, manifest)
+        self.files[path] = manifest.replace(b"available = true", b"available = true ", 1) if tamper else manifest
+
+
+@pytest.fixture
+def dist() -> Iterator[Dist]:
+    served = Dist()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            path = self.path.lstrip("/")
+            served.asked.append(path)
+            if path in served.redirects:
+                self.send_response(302)
+                self.send_header("Location", served.redirects[path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = served.files.get(path)
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    served.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield served
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def trust_test_key(gpg: Gpg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's release key stands in for the shipped Rust key (only the key: every
+    check of the signature is the code's own)."""
+    keys = openpgp.load_keyring(gpg.run("--export", RELEASE), [gpg.fingerprint(RELEASE)])
+    monkeypatch.setattr(rust_dist, "pinned_keys", lambda: keys)
+
+
+def nothing_stored(dest: Path, cache: Path) -> None:
+    assert not os.path.lexists(dest)
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["cache"], "a temporary directory was left"
+    for kept in cache.iterdir():  # only what verified, named by its sha256
+        assert kept.name == hashlib.sha256(kept.read_bytes()).hexdigest()
+
+
+def fetch(dist: Dist, tmp_path: Path, **kwargs: object) -> Path:
+    return rust_dist.fetch_toolchain(VERSION, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache",
+                                     **kwargs)  # type: ignore[arg-type]
+
+
+# -- good ------------------------------------------------------------------------------------
+
+
+def test_a_verified_toolchain_is_laid_out_as_rustup_lays_one(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dist.publish(gpg)
+    monkeypatch.setenv(rust_dist.SERVER_ENV, dist.url)  # the mirror, as rustup reads it
+    dest = rust_dist.fetch_toolchain(VERSION, tmp_path / "toolchain", cache=tmp_path / "cache",
+                                     targets=[ARM], components=["rust-src"])
+    assert list(rust_dist.files_of(dest)) == [
+        "bin/cargo", "bin/cargo-clippy", "bin/clippy-driver", "bin/rustc", "lib/librustc_driver-0123.so",
+        f"lib/rustlib/{ARM}/lib/libstd-0123.rlib", "lib/rustlib/src/rust/library/core/lib.rs",
+        f"lib/rustlib/{HOST}/lib/libstd-0123.rlib"]
+    assert (dest / "bin/clippy-driver").read_bytes() == b"#!clippy-driver\n"
+    assert os.stat(dest / "bin/cargo").st_mode & 0o777 == 0o755
+    assert os.stat(dest / "lib/librustc_driver-0123.so").st_mode & 0o777 == 0o644
+    # the manifest and its signature first, then packages, from the mirror (rewritten URLs)
+    assert dist.asked[:2] == [f"dist/channel-rust-{VERSION}.toml", f"dist/channel-rust-{VERSION}.toml.asc"]
+    assert sorted(dist.asked[2:]) == sorted(f for f in dist.files if f.startswith(f"dist/{DATE}/"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "toolchain"]
+    # the cache is keyed by sha256: a second toolchain needs no package from the server
+    dist.asked.clear()
+    for file in [f for f in dist.files if f.startswith(f"dist/{DATE}/")]:
+        del dist.files[file]
+    again = rust_dist.fetch_toolchain(VERSION, tmp_path / "again", cache=tmp_path / "cache",
+                                      targets=[ARM], components=["rust-src"])
+    assert list(rust_dist.files_of(again)) == list(rust_dist.files_of(dest))
+    assert len(dist.asked) == 2
+
+
+def test_the_shipped_rust_key_is_what_is_trusted_by_default(gpg: Gpg, dist: Dist, tmp_path: Path) -> None:
+    """Control for `trust_test_key`: without it, the test's signature is refused."""
+    dist.publish(gpg)
+    assert {key.fingerprint for key in rust_dist.pinned_keys()} == set(rust_dist.PINNED_KEYS)
+    with pytest.raises(errors.ToolchainRefused, match="not a pinned key"):
+        fetch(dist, tmp_path)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+# -- refused, nothing stored ----------------------------------------------------------------
+
+
+def test_a_tampered_manifest_is_refused_before_it_is_read(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    dist.publish(gpg, tamper=True)
+    with pytest.raises(errors.ToolchainRefused) as refused:
+        fetch(dist, tmp_path)
+    assert "does not verify with the Rust release key" in str(refused.value)
+    assert refused.value.exit_code == errors.EXIT_REFUSED
+    assert len(dist.asked) == 2  # no package was asked for
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+def test_a_manifest_signed_by_another_key_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    dist.publish(gpg, signer="s@example.org")
+    with pytest.raises(errors.ToolchainRefused, match="not a pinned key"):
+        fetch(dist, tmp_path)
+    assert len(dist.asked) == 2
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+def test_a_package_whose_sha256_differs_is_refused_and_not_cached(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    other = installer("clippy", HOST, {"clippy-preview": {"bin/cargo-clippy": b"evil", "bin/clippy-driver": b"x"}})
+    dist.publish(gpg, replace={("clippy-preview", HOST): other})
+    with pytest.raises(errors.ToolchainRefused) as refused:
+        fetch(dist, tmp_path)
+    message = str(refused.value)
+    assert f"clippy-preview for {HOST} has sha256 {hashlib.sha256(other).hexdigest()}" in message
+    assert "as the signed manifest lists" in message
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    assert hashlib.sha256(other).hexdigest() not in os.listdir(tmp_path / "cache")
+
+
+@pytest.mark.parametrize("how", ["dropped", "unavailable"])
+def test_a_missing_component_is_refused_by_name(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, how: str) -> None:
+    gone = (("clippy-preview", HOST),)
+    dist.publish(gpg, **({"drop": gone} if how == "dropped" else {"unavailable": gone}))  # type: ignore[arg-type]
+    with pytest.raises(errors.ToolchainIncomplete) as refused:
+        fetch(dist, tmp_path)
+    assert str(refused.value) == f"The Rust toolchain {VERSION} ({DATE}) has no clippy for {HOST}."
+    assert len(dist.asked) == 2
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+def test_a_missing_target_is_refused_by_name(gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    dist.publish(gpg)
+    with pytest.raises(errors.ToolchainIncomplete) as refused:
+        fetch(dist, tmp_path, targets=["riscv64gc-unknown-linux-gnu"])
+    assert "has no rust-std for riscv64gc-unknown-linux-gnu" in str(refused.value)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    # control: a target the manifest has is fetched
+    assert (fetch(dist, tmp_path, targets=[ARM]) / f"lib/rustlib/{ARM}/lib/libstd-0123.rlib").exists()
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 1, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.linkname = kind, size if kind == tarfile.REGTYPE else 0, link
+    return info
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    (_member("rustc/bin/sh", tarfile.SYMTYPE, link="/bin/sh"), "is a link"),
+    (_member("rustc/bin/inner", tarfile.SYMTYPE, link="rustc"), "is a link"),
+    (_member("rustc/bin/hard", tarfile.LNKTYPE, link="rustc-1.95.0-x86_64-unknown-linux-gnu/rustc/bin/rustc"),
+     "is a link"),
+    (_member("rustc/dev/null", tarfile.CHRTYPE), "a device, FIFO or special member"),
+    (_member("rustc/fifo", tarfile.FIFOTYPE), "a device, FIFO or special member"),
+    (_member("../../escape"), "has a '..' component"),
+    (_member("rustc/bin/rustc"), "appears twice"),
+])
+def test_an_unsafe_tarball_is_refused(gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path,
+                                      extra: tarfile.TarInfo, why: str) -> None:
+    evil = installer("rustc", HOST, {"rustc": {"bin/rustc": b"#!rustc\n"}}, extra=[extra])
+    dist.publish(gpg)  # then re-signed listing the evil tarball's own sha256: only unpacking can refuse it
+    manifest = dist.files[f"dist/channel-rust-{VERSION}.toml"]
+    good = packages()[("rustc", HOST)][1]
+    manifest = manifest.replace(hashlib.sha256(good).hexdigest().encode(), hashlib.sha256(evil).hexdigest().encode())
+    dist.files[f"dist/channel-rust-{VERSION}.toml"] = manifest
+    dist.files[f"dist/channel-rust-{VERSION}.toml.asc"] = gpg.detach_sign(RELEASE, manifest)
+    dist.files[f"dist/{DATE}/rustc-{VERSION}-{HOST}.tar.xz"] = evil
+    with pytest.raises(errors.ToolchainRefused, match=why):
+        fetch(dist, tmp_path)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_an_absolute_member_is_refused() -> None:
+    with pytest.raises(rust_dist._Unsafe, match="is an absolute path"):
+        rust_dist._relative("/etc/passwd", "the member")
+    assert str(rust_dist._relative("./a//b/./c", "the member")) == "a/b/c"  # control
+
+
+# -- where from ------------------------------------------------------------------------------
+
+
+def test_plain_http_is_spoken_to_loopback_only() -> None:
+    assert rust_dist.not_fetchable("https://static.rust-lang.org/dist/x") is None
+    for ok in ("http://127.0.0.1:8080/", "http://[::1]/", "http://localhost/", "http://127.3.4.5/"):
+        assert rust_dist.not_fetchable(ok) is None, ok
+    for bad in ("http://static.rust-lang.org/", "http://10.0.0.1/", "ftp://127.0.0.1/", "file:///etc/passwd",
+                "https://user@static.rust-lang.org/", "https:///nohost", "https://a b/"):
+        assert rust_dist.not_fetchable(bad) is not None, bad
+    with pytest.raises(errors.ToolchainSpecInvalid, match="is not https"):
+        rust_dist.resolve_server(None, {rust_dist.SERVER_ENV: "http://mirror.example/"})
+    assert rust_dist.resolve_server(None, {}) == rust_dist.DEFAULT_SERVER
+
+
+def test_a_redirect_off_https_is_refused_before_it_is_followed(gpg: Gpg, dist: Dist, tmp_path: Path) -> None:
+    dist.redirects["dist/channel-rust-1.95.0.toml"] = "http://192.0.2.1/channel-rust-1.95.0.toml"
+    started = time.monotonic()
+    with pytest.raises(errors.ToolchainRefused, match="which is not https"):
+        fetch(dist, tmp_path)
+    assert time.monotonic() - started < 10  # refused, not tried (TEST-NET-1 answers nobody)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    # control: a redirect to a fetchable URL is followed
+    dist.publish(gpg)
+    dist.redirects["dist/channel-rust-1.95.0.toml"] = dist.url + "/dist/channel-rust-1.95.0.toml.asc"
+    with pytest.raises(errors.ToolchainRefused, match="does not verify"):
+        fetch(dist, tmp_path)  # followed: the .asc served as the manifest does not verify
+
+
+def test_an_oversized_manifest_is_refused(dist: Dist, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rust_dist, "MAX_MANIFEST_BYTES", 100)
+    dist.files[f"dist/channel-rust-{VERSION}.toml"] = b"#" * 101
+    with pytest.raises(errors.ToolchainRefused, match="larger than 100 bytes"):
+        fetch(dist, tmp_path)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+def test_a_server_that_is_down_is_unreachable(tmp_path: Path) -> None:
+    with pytest.raises(errors.ToolchainUnreachable, match="could not be fetched"):
+        rust_dist.fetch_toolchain(VERSION, tmp_path / "t", server="http://127.0.0.1:9", cache=tmp_path / "cache")
+
+
+# -- names -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "channel", "date", "path"), [
+    ("1.95.0", "1.95.0", None, "dist/channel-rust-1.95.0.toml"),
+    ("1.95", "1.95", None, "dist/channel-rust-1.95.toml"),
+    ("stable", "stable", None, "dist/channel-rust-stable.toml"),
+    ("nightly-2026-11-01", "nightly", "2026-11-01", "dist/2026-11-01/channel-rust-nightly.toml"),
+    ("beta-2026-10-30", "beta", "2026-10-30", "dist/2026-10-30/channel-rust-beta.toml"),
+])
+def test_a_spec_names_its_manifest(text: str, channel: str, date: str | None, path: str) -> None:
+    spec = rust_dist.parse_spec(text)
+    assert (spec.channel, spec.date, spec.manifest_path, str(spec)) == (channel, date, path, text)
+
+
+@pytest.mark.parametrize("text", ["", "1.95.0-2026-11-01", "nightly-2026-13-01", "stable-x86_64-unknown-linux-gnu",
+                                  "../../etc", "nightly-2026-11-01/../x", "1.95.0 ", "v1.95.0", "x" * 65])
+def test_a_spec_that_is_not_one_is_a_usage_error(text: str) -> None:
+    with pytest.raises(errors.ToolchainSpecInvalid) as refused:
+        rust_dist.parse_spec(text)
+    assert refused.value.exit_code == errors.EXIT_USAGE
+
+
+def test_a_manifest_that_is_not_v2_is_refused() -> None:
+    with pytest.raises(rust_dist._Malformed, match="manifest-version"):
+        rust_dist.parse_manifest(b'manifest-version = "1"\ndate = "2026-11-01"\n')
+    with pytest.raises(rust_dist._Malformed, match="not TOML"):
+        rust_dist.parse_manifest(b"[[[")
+    with pytest.raises(rust_dist._Malformed, match="no url and sha256"):
+        rust_dist.parse_manifest(b'manifest-version = "2"\ndate = "2026-11-01"\n'
+                                 b'[pkg.rustc.target.x]\navailable = true\nurl = "https://a/b"\nhash = "zz"\n')
+
+
+def test_the_fingerprint_a_refusal_names_is_the_pinned_primary_key() -> None:
+    named = [fpr for fpr in rust_dist.PINNED_KEYS if fpr in errors.RUST_DIST_CHECKED]
+    assert named == ["108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE"]
+    primary = openpgp.load_keyring(
+        (rust_dist.resources.files("roteiro_py") / "data" / "rust-key.gpg.ascii").read_bytes(), named)
+    assert [key.fingerprint for key in primary] == named
+
+
+# -- Rust's own bytes --------------------------------------------------------------------------
+
+REAL = Path(__file__).resolve().parents[2] / "data" / "rust-dist"
+REAL_SHA256 = "2f66712691e7b1e2d8eaa48417d935424008f8a1757c377db48c2ca88ccb42f4"
+
+
+def real_manifest() -> tuple[bytes, bytes]:
+    manifest = lzma.decompress((REAL / "channel-rust-1.38.0.toml.xz").read_bytes())
+    assert hashlib.sha256(manifest).hexdigest() == REAL_SHA256
+    return manifest, (REAL / "channel-rust-1.38.0.toml.asc").read_bytes()
+
+
+def test_a_manifest_rust_signed_verifies_with_the_shipped_key() -> None:
+    """Rust 1.38.0's stable manifest (2019-09-26), signed by the release key's signing
+    subkey: verified with the key in roteiro_py/data, refused once altered by one byte, and
+    refused without the subkey's pin (so pinning the subkey is what lets it in)."""
+    manifest, signature = real_manifest()
+    verified = openpgp.verify_detached(manifest, signature, rust_dist.pinned_keys(), time.time())
+    assert verified.fingerprint == "C13466B7E169A085188632165CB4A9347B3B09DC"
+    assert time.strftime("%Y-%m-%d", time.gmtime(verified.created)) == "2019-09-26"
+    with pytest.raises(openpgp.Unverified, match="does not match|does not verify"):
+        openpgp.verify_detached(manifest.replace(b"1.38.0", b"1.38.1", 1), signature, rust_dist.pinned_keys(),
+                                time.time())
+    primary_only = [k for k in rust_dist.pinned_keys() if k.fingerprint.startswith("108F")]
+    with pytest.raises(openpgp.Unverified, match="not a pinned key"):
+        openpgp.verify_detached(manifest, signature, primary_only, time.time())
+    parsed = rust_dist.parse_manifest(manifest)
+    assert (parsed.date, parsed.renames["clippy"]) == ("2019-09-26", "clippy-preview")
+    clippy = parsed.find("clippy", HOST)
+    assert clippy is not None and clippy.url.endswith(f"/dist/2019-09-26/clippy-0.0.212-{HOST}.tar.xz")
+    assert parsed.find("rust-src", HOST) is not None  # published for target "*"
+
+
+def test_rusts_manifest_is_followed_to_its_packages_on_a_mirror(dist: Dist, tmp_path: Path) -> None:
+    """The real manifest served by the stand-in (as a mirror would), with the shipped key
+    and nothing patched: it verifies, is read, and the first package is asked for at the
+    mirror's rewritten URL; the mirror has none, so the fetch is unreachable, nothing kept."""
+    manifest, signature = real_manifest()
+    dist.files["dist/channel-rust-1.38.0.toml"] = manifest
+    dist.files["dist/channel-rust-1.38.0.toml.asc"] = signature
+    with pytest.raises(errors.ToolchainUnreachable, match="HTTP 404"):
+        rust_dist.fetch_toolchain("1.38.0", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache")
+    assert dist.asked == ["dist/channel-rust-1.38.0.toml", "dist/channel-rust-1.38.0.toml.asc",
+                          f"dist/2019-09-26/rustc-1.38.0-{HOST}.tar.xz"]
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    dist.asked.clear()
+    with pytest.raises(errors.ToolchainIncomplete, match="has no rust-std for x86_64-unknown-nonesuch"):
+        rust_dist.fetch_toolchain("1.38.0", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache",
+                                  targets=["x86_64-unknown-nonesuch"])
+    assert len(dist.asked) == 2
+
+
+def serve_as(dist: Dist, path: str, source: str) -> None:
+    """Serve the manifest (and signature) at `source` also at `path`."""
+    for suffix in ("", ".asc"):
+        dist.files[path + suffix] = dist.files[source + suffix]
+
+
+def test_a_signed_manifest_of_another_release_or_date_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """A mirror serving a validly signed but other manifest (a downgrade) is refused."""
+    dist.publish(gpg)
+    ours = f"dist/channel-rust-{VERSION}.toml"
+    for path in ("dist/channel-rust-1.96.0.toml", "dist/channel-rust-1.9.toml", "dist/channel-rust-nightly.toml",
+                 "dist/2026-11-02/channel-rust-nightly.toml"):
+        serve_as(dist, path, ours)
+
+    def get(spec: str, name: str = "toolchain") -> Path:
+        return rust_dist.fetch_toolchain(spec, tmp_path / name, server=dist.url, cache=tmp_path / "cache")
+
+    with pytest.raises(errors.ToolchainRefused, match=r"signed, but it is the manifest of rustc 1\.95\.0, not 1\.96"):
+        get("1.96.0")
+    with pytest.raises(errors.ToolchainRefused, match="not 1.9 "):  # 1.95.0 is not a 1.9.x
+        get("1.9")
+    with pytest.raises(errors.ToolchainRefused, match="it is the manifest of 2026-11-01, not of 2026-11-02"):
+        get("nightly-2026-11-02")
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    # control: the same bytes under the names they belong to are taken
+    serve_as(dist, "dist/channel-rust-1.95.toml", ours)
+    serve_as(dist, "dist/2026-11-01/channel-rust-nightly.toml", ours)
+    assert (get("1.95", "a") / "bin/clippy-driver").exists()
+    assert (get("nightly-2026-11-01", "b") / "bin/clippy-driver").exists()
+    assert (get("nightly", "c") / "bin/clippy-driver").exists()  # undated: nothing to compare with
+
+
+def test_a_loopback_server_is_reached_past_the_environments_proxy(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host with `http_proxy` set (a CI runner) still reaches the stand-in: red before,
+    when urllib sent http://127.0.0.1/ to the proxy (port 9, nothing listens)."""
+    dist.publish(gpg)
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert (fetch(dist, tmp_path) / "bin/cargo-clippy").exists()
+    # control: the environment's proxy is used for a server that is not loopback
+    assert urllib.request.getproxies()["http"] == "http://127.0.0.1:9"
+    with pytest.raises(errors.ToolchainUnreachable, match="Connection refused"):  # by port 9
+        rust_dist.fetch_toolchain(VERSION, tmp_path / "t2", server="https://static.rust-lang.org",
+                                  cache=tmp_path / "cache")
+
+
+def test_a_cache_file_whose_bytes_are_not_its_name_is_fetched_again(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    dist.publish(gpg)
+    fetch(dist, tmp_path)
+    clippy = hashlib.sha256(packages()[("clippy-preview", HOST)][1]).hexdigest()
+    (tmp_path / "cache" / clippy).write_bytes(b"altered on disk")
+    dist.asked.clear()
+    again = rust_dist.fetch_toolchain(VERSION, tmp_path / "again", server=dist.url, cache=tmp_path / "cache")
+    assert (again / "bin/clippy-driver").read_bytes() == b"#!clippy-driver\n"
+    assert dist.asked[2:] == [f"dist/{DATE}/clippy-preview-{VERSION}-{HOST}.tar.xz"]  # only that one, again
+    nothing_stored_but = sorted(p.name for p in tmp_path.iterdir())
+    assert nothing_stored_but == ["again", "cache", "toolchain"]
+    # and with the server gone, an altered cache file is never unpacked
+    (tmp_path / "cache" / clippy).write_bytes(b"altered again")
+    dist.files.clear()
+    dist.publish(gpg)
+    del dist.files[f"dist/{DATE}/clippy-preview-{VERSION}-{HOST}.tar.xz"]
+    with pytest.raises(errors.ToolchainUnreachable, match="HTTP 404"):
+        rust_dist.fetch_toolchain(VERSION, tmp_path / "third", server=dist.url, cache=tmp_path / "cache")
+    assert not (tmp_path / "cache" / clippy).exists()
