@@ -114,6 +114,16 @@ prepare() {
   pylint-sandbox fetch-deps "$path"
 }
 
+# diff_name BASE: the file name of the pull request's diff, which the report and the
+# summary show: what the diff is, `origin_BASE...HEAD.diff` (a branch name's `/` made
+# `_`, as a file name cannot hold one), or `pull-request.diff` when that is longer than
+# a file name may be. Never the temporary directory's random name.
+diff_name() {
+  local name="origin_${1//\//_}...HEAD.diff"
+  if [ "${#name}" -gt 200 ]; then name=pull-request.diff; fi
+  printf '%s' "$name"
+}
+
 # make_pr_diff BASE OUT: write to OUT the diff of HEAD against its merge base with the
 # branch BASE of `origin`, as docs/ADOPTING.md gives it: git's defaults spelled out, so
 # no user or repository configuration (colour, external diff tools, diff.relative,

@@ -6,13 +6,18 @@
 #
 # - diff "auto" on a pull_request(_target) event makes the pull request's diff with git
 #   (ci/common.sh make_pr_diff, docs/ADOPTING.md's options) and passes it as --diff:
-#   only findings on lines the pull request adds fail the job. "none": no diff; any other
-#   value is the path of a diff the workflow wrote.
+#   only findings on lines the pull request adds fail the job. The file is named for what
+#   it is (`origin_BASE...HEAD.diff`, ci/common.sh diff_name), since the report and the
+#   summary name it. A pull request with no net change has an empty diff: it is linted,
+#   no finding is new, and the summary says the change adds no lines. "none": no diff;
+#   any other value is the path of a diff the workflow wrote.
 # - It exits with the lint's own status (0 clean at fail-on, 1 findings, 2 usage, 3
 #   refused, 4 internal): the step is continue-on-error, so the SARIF upload still runs,
 #   and the action's last step (finish.sh) fails the job with that status.
 # - Outputs (GITHUB_OUTPUT), written whatever happened: exit-code; findings (the report's
-#   count of findings, empty when no report was written); sarif and report (the files'
+#   count of findings, empty when no report was written), split into new-findings (those
+#   that can fail the job: not in the baseline and not outside the diff; every finding
+#   when neither was given) and known-findings (the rest); sarif and report (the files'
 #   paths, empty when not written: a refused lint writes none, and nothing is uploaded).
 #   Reports left in the checkout before the run are removed first, so an output never
 #   describes a file the tree committed.
@@ -34,12 +39,18 @@ sarif="$workspace/clippy.sarif"
 
 # shellcheck disable=SC2317  # run by the EXIT trap
 finish() {
-  local status=$? findings="" written_sarif="" written_report=""
+  local status=$? findings="" new="" known="" counts="" written_sarif="" written_report=""
   if [ -f "$report" ] && [ ! -L "$report" ]; then
     written_report="$report"
-    findings="$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["summary"]["total"]))' \
-      "$report" 2>/dev/null || true)"
-    [[ "$findings" =~ ^[0-9]+$ ]] || findings=""
+    # new: as the report model's Finding.gating decides (report/model.py)
+    counts="$(python3 -c 'import json, sys
+report = json.load(open(sys.argv[1]))
+new = sum(f.get("baseline") != "known" and f.get("in_diff") is not False for f in report["findings"])
+total = int(report["summary"]["total"])
+print(total, new, total - new)' "$report" 2>/dev/null || true)"
+    if [[ "$counts" =~ ^([0-9]+)\ ([0-9]+)\ ([0-9]+)$ ]]; then
+      findings="${BASH_REMATCH[1]}" new="${BASH_REMATCH[2]}" known="${BASH_REMATCH[3]}"
+    fi
   fi
   if [ -f "$sarif" ] && [ ! -L "$sarif" ]; then
     written_sarif="$sarif"
@@ -47,6 +58,8 @@ finish() {
   {
     printf 'exit-code=%s\n' "$status"
     printf 'findings=%s\n' "$findings"
+    printf 'new-findings=%s\n' "$new"
+    printf 'known-findings=%s\n' "$known"
     printf 'sarif=%s\n' "$written_sarif"
     printf 'report=%s\n' "$written_report"
   } >>"$GITHUB_OUTPUT"
@@ -84,12 +97,17 @@ case "${INPUT_DIFF:-auto}" in
           ci_error "a ${GITHUB_EVENT_NAME} event without GITHUB_BASE_REF: no base to diff against"
           exit 3
         fi
-        diff="$(mktemp "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/pylint-sandbox-pr.XXXXXX.diff")"
+        diff_dir="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/pylint-sandbox-pr.XXXXXX")"
+        diff="$diff_dir/$(diff_name "$GITHUB_BASE_REF")"
         if ! make_pr_diff "$GITHUB_BASE_REF" "$diff"; then
           ci_error "could not make the diff of this pull request against origin/$GITHUB_BASE_REF (git said why above); diff: none lints without it"
           exit 3
         fi
-        ci_note "linting against the diff of this pull request with origin/$GITHUB_BASE_REF"
+        if [ -s "$diff" ]; then
+          ci_note "linting against the diff of this pull request with origin/$GITHUB_BASE_REF"
+        else
+          ci_note "this pull request adds no lines to origin/$GITHUB_BASE_REF (no net change): linting, and no finding is new"
+        fi
         args+=("--diff=$diff")
         ;;
     esac

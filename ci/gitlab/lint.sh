@@ -46,12 +46,17 @@ case "${PYLINT_SANDBOX_DIFF:-auto}" in
         ci_error "a merge request pipeline without CI_MERGE_REQUEST_TARGET_BRANCH_NAME: no base to diff against"
         exit 3
       fi
-      diff="$(mktemp "${TMPDIR:-/tmp}/pylint-sandbox-mr.XXXXXX.diff")"
+      diff_dir="$(mktemp -d "${TMPDIR:-/tmp}/pylint-sandbox-mr.XXXXXX")"
+      diff="$diff_dir/$(diff_name "$base")"
       if ! make_pr_diff "$base" "$diff"; then
         ci_error "could not make the diff of this merge request against origin/$base (git said why above); PYLINT_SANDBOX_DIFF=none lints without it"
         exit 3
       fi
-      ci_note "linting against the diff of this merge request with origin/$base"
+      if [ -s "$diff" ]; then
+        ci_note "linting against the diff of this merge request with origin/$base"
+      else
+        ci_note "this merge request adds no lines to origin/$base (no net change): linting, and no finding is new"
+      fi
       args+=("--diff=$diff")
     fi
     ;;

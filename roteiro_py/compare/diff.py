@@ -21,9 +21,13 @@ the content lines are the branch's code, so
   with the line and the options that write it right. (A plain diff, with no `diff --git`
   line, has no convention to check: `b/` is stripped when there. compare/ checks that
   the files a diff adds lines to are in the tree, which `--relative` also fails.);
-- a diff that names no file at all is refused ("the diff is empty"): a `git diff ... >
-  pr.diff || true` that failed writes nothing, and read as "nothing added" it too would
-  pass every run;
+- text that names no file (no `diff --git` or `+++` line) is refused: it is not a diff.
+  An empty file (nothing but whitespace) is the diff of a change that adds nothing, as
+  `git diff BASE...HEAD` writes it for a pull request with no net change: no line is
+  added, so no finding is in the diff, and every renderer says "adds no lines". (Until
+  issue 23 it was refused, as what a `git diff ... > pr.diff || true` that failed writes;
+  that made every such pull request fail the Action as a usage error. A command that
+  writes the diff must fail its job when git fails: docs/ADOPTING.md says so.);
 - a file whose lines the diff does not show (git's `Binary files A and B differ`, or a
   `GIT binary patch`) is never read as a file that added nothing. The branch chooses
   that: its `.gitattributes` can say `*.rs -diff` (and a NUL byte in a file does the
@@ -366,9 +370,6 @@ def parse_diff(data: bytes) -> ChangedLines:
         raise DiffError("it ends inside a hunk (was it cut short?)", number)
     if not files and data.strip():
         raise DiffError("it has no `diff --git` or `+++` line: not a unified diff")
-    if not files:
-        raise DiffError("the diff is empty: it names no file (did the `git diff` that wrote it fail? "
-                        "a change that changes nothing needs no --diff)")
     for file_runs in changed.added.values():
         file_runs.settle()
     return changed

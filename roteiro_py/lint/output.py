@@ -26,7 +26,9 @@ own, outside the tree. When set, a lint or a render appends the Markdown summary
 for appending without following a link and without creating it, and must be a regular
 file: a link, a missing file, a FIFO or a device is not written and one line on stderr
 says so; the run's exit status does not change (the reports were written; the summary
-is a courtesy to the reader of the job's page). GitHub drops a step's whole summary past
+is a courtesy to the reader of the job's page). Each listed finding links to its file at
+the job's commit when GITHUB_SERVER_URL, GITHUB_REPOSITORY and GITHUB_SHA have GitHub's
+shapes (report/links.py `blob_base`). GitHub drops a step's whole summary past
 STEP_SUMMARY_LIMIT bytes, so what the file holds already is counted: without room for
 the lists of lints and findings only the counts are appended, without room for those
 nothing is.
@@ -209,11 +211,14 @@ def append_step_summary(report: Report, environ: Mapping[str, str] | None = None
     """Append the Markdown summary to `$GITHUB_STEP_SUMMARY` when it is set (module
     docstring); returns a line for stderr when it was set and not written, else None."""
     # lazy: report/ (pydantic, rich), as in terminal_style() above
+    from roteiro_py.report.links import blob_base
     from roteiro_py.report.markdown import STEP_SUMMARY_LIMIT
     from roteiro_py.report.render import render_summary
-    where = (os.environ if environ is None else environ).get(STEP_SUMMARY_ENV)
+    environ = os.environ if environ is None else environ
+    where = environ.get(STEP_SUMMARY_ENV)
     if not where:
         return None
+    links = blob_base(environ)
 
     def skipped(why: str) -> str:
         return f"pylint-sandbox: ${STEP_SUMMARY_ENV} ({sanitise(where)}) was not written: {why}.\n"
@@ -235,7 +240,8 @@ def append_step_summary(report: Report, environ: Mapping[str, str] | None = None
             return skipped("it is not a regular file")
         room = STEP_SUMMARY_LIMIT - st.st_size
         for with_findings in (True, False):
-            data = (("\n" if st.st_size else "") + render_summary(report, with_findings=with_findings)).encode()
+            data = (("\n" if st.st_size else "") + render_summary(report, with_findings=with_findings,
+                                                                     links=links)).encode()
             if len(data) <= room:
                 view = memoryview(data)
                 while view:

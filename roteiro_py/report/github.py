@@ -42,10 +42,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from roteiro_py.report.human import fix_text
 from roteiro_py.report.links import doc_url
 from roteiro_py.report.markdown import MAX_FINDINGS as SUMMARY_FINDINGS
 from roteiro_py.report.markdown import listed_as
-from roteiro_py.report.model import Finding, Fix, Report, comparison_phrase
+from roteiro_py.report.model import Finding, Report, comparison_phrase
 
 #: Annotations of one type GitHub shows per step (error, warning, notice each).
 ANNOTATION_LIMIT = 10
@@ -90,37 +91,11 @@ def _cut(text: str, limit: int, mark: str = _CUT_MARK) -> str:
     return kept + mark if units(kept + mark) <= limit else mark[:limit]
 
 
-def _fix_text(fix: Fix) -> str:
-    """One suggestion as cargo shows it (report/human.py `_fix`, without colour and with
-    every line: the caller cuts the whole at SUGGESTION_SHARE)."""
-    lines = [f"help: {fix.message}"]
-    if fix.before is not None and fix.after is not None and fix.line is not None:
-        old, new = fix.before.removesuffix("\n").split("\n"), fix.after.removesuffix("\n").split("\n")
-        gutter = len(str(fix.line + max(len(old), len(new)) - 1))
-        if len(old) == len(new):  # line by line: an unchanged line is context
-            for offset, (was, now) in enumerate(zip(old, new, strict=True)):
-                number = f"{fix.line + offset:>{gutter}}"
-                lines += [f"{number}   {was}"] if was == now else [f"{number} - {was}", f"{number} + {now}"]
-        else:
-            lines += [f"{fix.line + offset:>{gutter}} - {was}" for offset, was in enumerate(old)]
-            lines += [f"{fix.line + offset:>{gutter}} + {now}" for offset, now in enumerate(new)]
-        return "\n".join(lines)
-    for edit in fix.edits:
-        where = f"  {edit.path}:{edit.line}:{edit.column}: "
-        if not edit.replacement:
-            lines.append(where + "remove")
-        elif "\n" in edit.replacement:
-            lines.append(where + "replace with:\n" + edit.replacement)
-        else:
-            lines.append(where + f"replace with `{edit.replacement}`")
-    return "\n".join(lines)
-
-
 def message_of(finding: Finding, rustc_release: str) -> str:
     """The annotation's text (before escaping), within MESSAGE_LIMIT."""
     tail = ""
     if finding.fixes:
-        shown = "".join("\n" + _fix_text(fix) for fix in finding.fixes)
+        shown = "".join("\n" + fix_text(fix) for fix in finding.fixes)
         tail += _cut(shown, SUGGESTION_SHARE, "… [suggestion cut]")
     elif finding.suggestion is not None:  # a report written before `fixes`: its first part
         suggestion = finding.suggestion

@@ -271,6 +271,32 @@ def _child(child: Child, pad: str = " ") -> Text:
                          (at, "dim"))
 
 
+def fix_text(fix: Fix) -> str:
+    """One suggestion as cargo shows it (`_fix`, without colour and with every line: the
+    github format and the step summary each cut the whole at their own bound)."""
+    lines = [f"help: {fix.message}"]
+    if fix.before is not None and fix.after is not None and fix.line is not None:
+        old, new = fix.before.removesuffix("\n").split("\n"), fix.after.removesuffix("\n").split("\n")
+        gutter = len(str(fix.line + max(len(old), len(new)) - 1))
+        if len(old) == len(new):  # line by line: an unchanged line is context
+            for offset, (was, now) in enumerate(zip(old, new, strict=True)):
+                number = f"{fix.line + offset:>{gutter}}"
+                lines += [f"{number}   {was}"] if was == now else [f"{number} - {was}", f"{number} + {now}"]
+        else:
+            lines += [f"{fix.line + offset:>{gutter}} - {was}" for offset, was in enumerate(old)]
+            lines += [f"{fix.line + offset:>{gutter}} + {now}" for offset, now in enumerate(new)]
+        return "\n".join(lines)
+    for edit in fix.edits:
+        where = f"  {edit.path}:{edit.line}:{edit.column}: "
+        if not edit.replacement:
+            lines.append(where + "remove")
+        elif "\n" in edit.replacement:
+            lines.append(where + "replace with:\n" + edit.replacement)
+        else:
+            lines.append(where + f"replace with `{edit.replacement}`")
+    return "\n".join(lines)
+
+
 def _fix(fix: Fix, width: int | None = None) -> list[Text]:
     """`help: <message>` and the lines as they are and as the suggestion makes them, as
     cargo shows a suggestion (`2 -     assert_eq!(x, true);` / `2 +     assert!(x);`)

@@ -11,7 +11,14 @@ span cannot hold a line break (a block would start), so whitespace is folded to 
 space, and its fence is one backtick longer than any run in the text, so the text
 cannot close it. No guest string is put in a table: tables hold only our own words and
 numbers. A link is written only to a documentation page whose URL report/links.py built
-from a name it checked.
+from a name it checked, or to the finding's file at the job's commit (`links`: built by
+report/links.py `blob_base` from variables it checked, the path percent-encoded).
+
+A suggestion's code (`Finding.fixes`, what `cargo clippy --fix` would write, as the github
+format shows it: report/human.py `fix_text`) is a fenced code block under its finding:
+inside one nothing is Markdown or HTML, and its fence is one backtick longer than any
+run in the text (at least three), so no line of it can close the block. Every line is
+indented as the list item's content, so none can end the item and the block with it.
 
 Compared with a baseline or a diff (roteiro_py/compare/), only the findings that gate the
 run (`Finding.gating`: new, in the diff) are listed, as the human report shows them and the
@@ -22,7 +29,8 @@ added, on the page github's overflow line sends readers to.
 
 Bounded: at most MAX_LINTS lints and MAX_FINDINGS findings are listed (errors first,
 then by file and line; the summary says how many of how many), each string at most
-FIELD_CHARS characters. At its largest that is about 60 KB, far below the
+FIELD_CHARS characters, its suggestions SUGGESTION_CHARS. At its largest that is about
+160 KB, far below the
 STEP_SUMMARY_LIMIT GitHub accepts for one step (past it GitHub drops the whole summary:
 "$GITHUB_STEP_SUMMARY upload aborted, supports content up to a size of 1024k"); the
 writer (lint/output.py) checks what the file holds already.
@@ -34,8 +42,8 @@ import re
 from collections import Counter
 
 from roteiro_py.guidance import counted
-from roteiro_py.report.human import dependency_line
-from roteiro_py.report.links import doc_url
+from roteiro_py.report.human import dependency_line, fix_text
+from roteiro_py.report.links import blob_url, doc_url
 from roteiro_py.report.model import LEVELS, Finding, Report, comparison_phrase
 
 #: Findings listed by the summary; the github format's note past its limit says so.
@@ -44,6 +52,9 @@ MAX_FINDINGS = 50
 MAX_LINTS = 50
 #: Characters of one guest string shown.
 FIELD_CHARS = 300
+#: Characters of one finding's suggestions shown (its fixes together); the rest is cut
+#: with a mark. 50 findings with this much is 100 KB.
+SUGGESTION_CHARS = 2000
 #: Bytes GitHub accepts in one step's summary file.
 STEP_SUMMARY_LIMIT = 1024 * 1024
 
@@ -64,13 +75,28 @@ def code(text: str, limit: int = FIELD_CHARS) -> str:
     return f"{fence} {flat} {fence}"
 
 
+def block(text: str, indent: str = "  ") -> list[str]:
+    """`text` as a fenced code block whose lines are indented by `indent` (see the
+    docstring): a fence of backticks longer than any run in it, at least three."""
+    fence = "`" * max(3, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    return [indent + fence, *(indent + line for line in text.split("\n")), indent + fence]
+
+
 def _heading(report: Report) -> str:
+    """The headline: the findings counted, and, when they were judged against a baseline
+    or a diff, how many are new (they gate the run) and how many known (in the baseline,
+    or outside the diff)."""
     summary = report.summary
     counts = ", ".join(counted(summary.counts.get(level, 0), level) for level in LEVELS
                        if summary.counts.get(level, 0))
     build = "build succeeded" if summary.build_succeeded else "**build FAILED**"
-    return (f"### clippy: {counted(summary.total, 'finding')}"
-            + (f" ({counts})" if counts else "") + f"; {build}")
+    findings = counted(summary.total, "finding") + (f" ({counts})" if counts else "")
+    compared = report.comparison
+    if compared is None:
+        return f"### clippy: {findings}; {build}"
+    new = sum(finding.gating for finding in report.findings)
+    nothing_added = "; this change adds no lines" if compared.diff is not None and not compared.diff_files else ""
+    return f"### clippy: {new} new, {summary.total - new} known of {findings}{nothing_added}; {build}"
 
 
 def _provenance(report: Report) -> list[str]:
@@ -85,21 +111,39 @@ def _provenance(report: Report) -> list[str]:
     return lines
 
 
-def _finding(finding: Finding, release: str) -> str:
+def _suggestions(finding: Finding) -> str | None:
+    """The finding's suggestions as the github format shows them, within SUGGESTION_CHARS;
+    for a report written before `fixes`, its first replacement."""
+    if finding.fixes:
+        text = "\n".join(fix_text(fix) for fix in finding.fixes)
+    elif finding.suggestion is not None:
+        text = f"suggestion:\n{finding.suggestion.removesuffix(chr(10))}"
+    else:
+        return None
+    return text if len(text) <= SUGGESTION_CHARS else text[: SUGGESTION_CHARS - 1] + "…"
+
+
+def _finding(finding: Finding, release: str, links: str | None) -> list[str]:
     where = "(no location)"
     if finding.path is not None:
         where = code(f"{finding.path}:{finding.line}:{finding.column}" if finding.line
                      else finding.path)
+        if links is not None:
+            where = f"[{where}]({blob_url(links, finding.path, finding.line)})"
     name = code(finding.code or f"rustc {finding.level}")
     line = f"- **{finding.level}** {name} at {where}: {code(finding.message)}"
     if finding.label:
         line += f" ({code(finding.label)})"
-    if finding.help:
+    # rustc's first help is usually a suggestion's own message, shown with its code below
+    if finding.help and all(fix.message != finding.help for fix in finding.fixes):
         line += f"; help: {code(finding.help)}"
     url = doc_url(finding.code, release)
     if url is not None:
         line += f" ([docs]({url}))"
-    return line
+    suggestions = _suggestions(finding)
+    if suggestions is None:
+        return [line]
+    return [line, "", *block(suggestions)]
 
 
 def listed_as(report: Report) -> str:
@@ -135,14 +179,18 @@ def _comparison(report: Report) -> list[str]:
     return [phrase + ".", ""]
 
 
-def render_markdown(report: Report, *, with_findings: bool = True) -> str:
+def render_markdown(report: Report, *, with_findings: bool = True, links: str | None = None) -> str:
     """The summary; without `with_findings`, only the counts and the provenance (what
-    the writer falls back to when the step's summary has no room for more)."""
+    the writer falls back to when the step's summary has no room for more). `links`:
+    report/links.py `blob_base`, where each listed finding's file is linked; None: no link.
+    The table lists the levels that have findings (none when no level has)."""
     summary = report.summary
     out = [_heading(report), ""]
-    out += ["| level | findings |", "|---|---:|"]
-    out += [f"| {level} | {summary.counts.get(level, 0)} |" for level in LEVELS]
-    out.append("")
+    levels = [level for level in LEVELS if summary.counts.get(level, 0)]
+    if levels:
+        out += ["| level | findings |", "|---|---:|"]
+        out += [f"| {level} | {summary.counts[level]} |" for level in levels]
+        out.append("")
     notes = []
     if summary.outside_repository:
         notes.append(f"{summary.outside_repository} outside the repository, not reported")
@@ -168,7 +216,8 @@ def render_markdown(report: Report, *, with_findings: bool = True) -> str:
         out.append(f"**{listed_as(report)}** ({which}, errors first; the JSON and SARIF reports have "
                    "every one):")
         out.append("")
-        out += [_finding(finding, report.toolchain.rustc_release) for finding in shown]
+        for finding in shown:
+            out += _finding(finding, report.toolchain.rustc_release, links)
         out.append("")
     elif report.findings and with_findings:
         out += [f"**{listed_as(report)}**: none.", ""]

@@ -437,7 +437,9 @@ def comparison_phrase(report: Report, hidden: str) -> str | None:
         parts.append(f"{gating} in the diff")
     if compared.diff is not None:
         files = f"{compared.diff_files} file{'s' if compared.diff_files != 1 else ''}"
-        parts.append(f"{outside} {new}outside the diff ({compared.diff} adds lines to {files}, {hidden})")
+        # an empty diff (no net change), or one that only deletes or renames
+        adds = f"adds lines to {files}" if compared.diff_files else "adds no lines"
+        parts.append(f"{outside} {new}outside the diff ({compared.diff} {adds}, {hidden})")
     if report.summary.dropped_findings:
         parts.append(f"{report.summary.dropped_findings} past the report's cap not compared "
                      "(the run fails: any of them may be new)")

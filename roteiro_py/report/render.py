@@ -38,7 +38,8 @@ def render(report: Report, format: Format, *, width: int = 100, color: bool = Fa
     raise ValueError(f"unknown report format {format!r}; expected one of {FORMATS}")
 
 
-def render_summary(report: Report, *, with_findings: bool = True) -> str:
+def render_summary(report: Report, *, with_findings: bool = True, links: str | None = None) -> str:
     """What `$GITHUB_STEP_SUMMARY` receives: the markdown format (report/markdown.py),
-    or without the lists of lints and findings when the step's summary has no room."""
-    return guard(render_markdown(report, with_findings=with_findings))
+    or without the lists of lints and findings when the step's summary has no room;
+    `links` as render_markdown takes it."""
+    return guard(render_markdown(report, with_findings=with_findings, links=links))

@@ -69,8 +69,8 @@ def test_a_push_fails_on_warnings_with_every_output(checkout: Path, clippy_image
     report = json.loads((checkout / "clippy.json").read_text())
     total = report["summary"]["total"]
     assert total == report["summary"]["counts"]["warning"] == 3  # the demo's, default targets
-    assert outputs(tmp_path / "output") == {"exit-code": "1", "findings": str(total),
-                                            "sarif": str(checkout / "clippy.sarif"),
+    assert outputs(tmp_path / "output") == {"exit-code": "1", "findings": str(total), "new-findings": str(total),
+                                            "known-findings": "0", "sarif": str(checkout / "clippy.sarif"),
                                             "report": str(checkout / "clippy.json")}
 
     sarif = json.loads((checkout / "clippy.sarif").read_text())
@@ -81,6 +81,7 @@ def test_a_push_fails_on_warnings_with_every_output(checkout: Path, clippy_image
     summary = (tmp_path / "summary").read_text()
     assert summary.startswith(f"### clippy: {total} findings ({total} warnings); build succeeded\n")
     assert "| warning | 3 |" in summary and "clippy::needless_return" in summary
+    assert "| error" not in summary and "| note" not in summary  # only levels with findings
 
     annotations = [line for line in done.stdout.splitlines() if line.startswith("::warning ")]
     assert len(annotations) == total
@@ -98,7 +99,8 @@ def test_a_push_fails_on_warnings_with_every_output(checkout: Path, clippy_image
 def test_fail_on_never_passes_the_same_findings(checkout: Path, clippy_image: Image, tmp_path: Path) -> None:
     done = run(CI / "github" / "lint.sh", github(checkout, tmp_path, clippy_image, fail_on="never", sarif="false"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert outputs(tmp_path / "output") == {"exit-code": "0", "findings": "3", "sarif": "",
+    assert outputs(tmp_path / "output") == {"exit-code": "0", "findings": "3", "new-findings": "3",
+                                            "known-findings": "0", "sarif": "",
                                             "report": str(checkout / "clippy.json")}
     assert not (checkout / "clippy.sarif").exists()  # sarif: false writes none (and nothing is uploaded)
     assert sum(line.startswith("::warning ") for line in done.stdout.splitlines()) == 3
@@ -129,8 +131,40 @@ def test_a_pull_request_adding_no_finding_passes_on_its_own_diff(checkout: Path,
         ("clippy::needless_return", 10, False), ("clippy::clone_on_copy", 17, False),  # 5 lines down
         ("clippy::len_zero", 5, False)}
     assert not [line for line in done.stdout.splitlines() if line.startswith("::warning ")]
-    assert outputs(tmp_path / "output")["exit-code"] == "0"
+    said = outputs(tmp_path / "output")
+    assert (said["exit-code"], said["findings"], said["new-findings"], said["known-findings"]) == ("0", "3", "0", "3")
     jsonschema.validate(json.loads((checkout / "clippy.sarif").read_text()), SARIF_SCHEMA)
+    # the summary names the diff for what it is, never the temporary file's random name
+    summary = (tmp_path / "summary").read_text()
+    assert summary.startswith("### clippy: 0 new, 3 known of 3 findings (3 warnings); build succeeded\n")
+    assert "` origin_main...HEAD.diff ` adds lines to 1 file" in summary and "pylint-sandbox-pr" not in summary
+
+
+def test_a_pull_request_with_no_net_change_is_linted_and_adds_nothing(checkout: Path, clippy_image: Image,
+                                                                      tmp_path: Path) -> None:
+    """Issue 23: git writes an empty diff for it, which the lint refused as a usage error
+    (exit 2), failing the pull request. Now it is linted: the tree's three warnings are all
+    known (outside a diff that adds nothing), the job passes, and the summary says why."""
+    git(checkout, "checkout", "-qb", "feature")
+    readme = checkout / "NOTES.md"
+    readme.write_text("a note\n")
+    git(checkout, "add", "NOTES.md")
+    git(checkout, "commit", "-qm", "add a note")
+    git(checkout, "rm", "-q", "NOTES.md")
+    git(checkout, "commit", "-qm", "and take it back")
+
+    done = run(CI / "github" / "lint.sh", github(checkout, tmp_path, clippy_image) | {
+        "GITHUB_EVENT_NAME": "pull_request", "GITHUB_BASE_REF": "main"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "this pull request adds no lines to origin/main (no net change)" in done.stderr
+    said = outputs(tmp_path / "output")
+    assert (said["exit-code"], said["findings"], said["new-findings"], said["known-findings"]) == ("0", "3", "0", "3")
+    summary = (tmp_path / "summary").read_text()
+    assert summary.startswith("### clippy: 0 new, 3 known of 3 findings (3 warnings); this change adds no lines; ")
+    assert "` origin_main...HEAD.diff ` adds no lines" in summary
+    report = json.loads((checkout / "clippy.json").read_text())
+    assert [f["in_diff"] for f in report["findings"]] == [False] * 3
+    assert not [line for line in done.stdout.splitlines() if line.startswith("::warning ")]
 
 
 def test_the_gitlab_job_fails_on_warnings_with_a_code_quality_report(checkout: Path, clippy_image: Image) -> None:

@@ -58,7 +58,8 @@ def test_an_input_is_one_argument_never_shell_text(runner: dict[str, str], tmp_p
     assert "'$(touch' after `--` is not a lint-level flag" in done.stderr
     assert not [p for p in tmp_path.rglob("pwned-*")]
     assert not (workspace / "clippy.json").exists() and not (workspace / "clippy.sarif").is_symlink()
-    assert outputs(tmp_path / "output") == {"exit-code": "2", "findings": "", "sarif": "", "report": ""}
+    assert outputs(tmp_path / "output") == {"exit-code": "2", "findings": "", "new-findings": "", "known-findings": "",
+                                            "sarif": "", "report": ""}
     assert Path(runner["GITHUB_STEP_SUMMARY"]).read_text().startswith(
         "### clippy: no report (pylint-sandbox exited 2)")
 
@@ -391,3 +392,34 @@ def test_a_path_input_is_made_absolute_without_a_trailing_dot(tmp_path: Path, va
     done = subprocess.run(["bash", "-c", f'source {CI / "common.sh"}; as_path "$1"', "bash", value],
                           cwd=tmp_path, capture_output=True, text=True, timeout=30, check=True)
     assert done.stdout == made.format(pwd=tmp_path)
+
+
+@pytest.mark.parametrize(("base", "name"), [
+    ("main", "origin_main...HEAD.diff"), ("release/1.x", "origin_release_1.x...HEAD.diff"),
+    ("a/../../b", "origin_a_.._.._b...HEAD.diff"), ("x" * 300, "pull-request.diff"),
+])
+def test_the_pull_requests_diff_is_named_for_what_it_is(base: str, name: str) -> None:
+    """Issue 23: the summary named the diff `pylint-sandbox-pr.Xy12Ab.diff` (the temporary
+    file). One file name, whatever the branch: no `/` can make it a path elsewhere."""
+    done = subprocess.run(["bash", "-c", f'source {CI / "common.sh"}; diff_name "$1"', "bash", base],
+                          capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout == name and "/" not in done.stdout
+
+
+def test_a_failed_sarif_upload_is_said_in_the_log_and_the_summary(runner: dict[str, str], tmp_path: Path) -> None:
+    """Issue 23: a private repository without code scanning failed the upload in silence
+    (the step is continue-on-error); action.yml runs this only when it failed."""
+    summary = Path(runner["GITHUB_STEP_SUMMARY"])
+    summary.write_text("### clippy: 3 findings\n")
+    done = run(CI / "github" / "sarif-skipped.sh", runner)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("::warning title=pylint-sandbox::the SARIF upload to code scanning failed")
+    assert done.stdout.count("\n") == 1 and "Advanced Security" in done.stdout
+    assert summary.read_text().startswith("### clippy: 3 findings\n\n**SARIF upload skipped**: the SARIF upload")
+    # a summary that is a link is not written through (the runner's never is one)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    linked = tmp_path / "linked"
+    linked.symlink_to(victim)
+    again = run(CI / "github" / "sarif-skipped.sh", {**runner, "GITHUB_STEP_SUMMARY": str(linked)})
+    assert again.returncode == 0 and again.stdout.startswith("::warning ") and victim.read_text() == "keep\n"

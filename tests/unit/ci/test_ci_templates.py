@@ -10,7 +10,9 @@ to catch the fault it is for on a broken copy (the control arm)."""
 from __future__ import annotations
 
 import copy
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +168,7 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert env_problems(action) == []
     assert uses_problems(action) == []
     assert accel_problems(action) == []
-    assert sum("run" in step for step in steps(action)) == 4  # install, prepare, lint, finish
+    assert sum("run" in step for step in steps(action)) == 5  # install, prepare, lint, sarif-skipped, finish
 
 
 @pytest.mark.parametrize(("mutate", "check", "expected"), [
@@ -217,6 +219,10 @@ def test_sarif_is_uploaded_only_when_written_and_the_job_fails_last() -> None:
     assert listed[-1]["run"].strip().endswith('/ci/github/finish.sh"')
     assert listed[-1]["env"]["EXIT_CODE"] == "${{ steps.lint.outputs.exit-code }}"
     assert listed.index(lint) < listed.index(upload) < len(listed) - 1
+    # a failed upload (a private repository without code scanning) is said, not silent
+    skipped = listed[listed.index(upload) + 1]
+    assert upload["id"] == "upload-sarif" and skipped["if"] == "steps.upload-sarif.outcome == 'failure'"
+    assert skipped["run"].strip().endswith('/ci/github/sarif-skipped.sh"')
 
 
 def _cached_paths(action: dict[str, Any]) -> dict[str, set[str]]:
@@ -375,8 +381,9 @@ def test_the_gitlab_caches_are_the_parts_cache_sh_moves() -> None:
                      "roteiro/packages"}
     assert all(cache["when"] == "always" for cache in job["cache"])
     keyed = {cache["key"]["prefix"]: cache["key"]["files"] for cache in job["cache"] if isinstance(cache["key"], dict)}
-    assert keyed == {"pylint-sandbox-image": ["roteiro.toml"], "pylint-sandbox-deps": ["Cargo.lock", "Cargo.toml"],
-                     "pylint-sandbox-packages": ["Cargo.lock"]}
+    assert set(keyed) == {"pylint-sandbox-image", "pylint-sandbox-deps", "pylint-sandbox-packages"}
+    assert keyed["pylint-sandbox-image"] == ["roteiro.toml"]
+    assert all(len(files) <= 2 for files in keyed.values())  # GitLab's limit
     # The state lives beside the project directory, never inside the tree a lint copies.
     assert job["variables"]["ROTEIRO_HOME"].startswith("${CI_PROJECT_DIR}.")
     assert job["variables"]["PYLINT_SANDBOX_DIR"].startswith("${CI_PROJECT_DIR}.")
@@ -409,3 +416,50 @@ def test_the_gitlab_accelerator_is_one_a_lint_takes() -> None:
     defaulting = text.replace('PYLINT_SANDBOX_ACCEL: "auto"', 'PYLINT_SANDBOX_ACCEL: "hvf"')
     assert defaulting != text
     assert "the default 'hvf'" in " ".join(gitlab_accel_problems(yaml.safe_load(defaulting), defaulting))
+
+
+#: A repository with a workspace at the root, a nested one (its own lockfile) and files
+#: whose names a careless pattern would also take.
+_TREE = ["Cargo.lock", "Cargo.toml", "crates/a/Cargo.toml", "tools/gen/Cargo.lock", "tools/gen/Cargo.toml",
+         ".cargo/config.toml", "src/lib.rs", "src/cargo_util.rs", "README.md"]
+
+
+def _matched(patterns: list[str], repo: Path) -> dict[str, set[str]]:
+    """What each reading GitLab has had of `key: files:` takes: git pathspecs (`git
+    ls-files`, older GitLab) and globs (Python's, `**` matching zero directories too, as
+    GitLab's since its fix; and without that, as before the fix)."""
+    import fnmatch
+    import glob
+
+    listed = subprocess.run(["git", "ls-files", "--", *patterns], cwd=repo, capture_output=True, text=True,
+                            check=True, timeout=30, env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull}).stdout
+    globbed = {hit for pattern in patterns for hit in glob.glob(pattern, root_dir=repo, recursive=True)}
+    # before the fix: `*` within one name, and `**/` needing a directory (none at the top)
+    old_glob = {path for path in _TREE for pattern in patterns
+                if ("/" not in pattern and "/" not in path and fnmatch.fnmatchcase(path, pattern))
+                or (pattern.startswith("**/") and "/" in path
+                    and fnmatch.fnmatchcase(path.rsplit("/", 1)[1], pattern[3:]))}
+    return {"pathspec": set(listed.split()), "glob": globbed, "glob before the fix": old_glob}
+
+
+@pytest.mark.parametrize(("prefix", "wanted"), [
+    ("pylint-sandbox-deps", {"Cargo.lock", "Cargo.toml", "crates/a/Cargo.toml", "tools/gen/Cargo.lock",
+                             "tools/gen/Cargo.toml"}),
+    ("pylint-sandbox-packages", {"Cargo.lock", "tools/gen/Cargo.lock"}),
+])
+def test_the_gitlab_cache_keys_cover_every_lockfile_and_manifest(tmp_path: Path, prefix: str,
+                                                                  wanted: set[str]) -> None:
+    """Issue 23: the keys named the root's Cargo.lock and Cargo.toml only, so a nested
+    workspace's lockfile changed no key (the Action's hashFiles('**/Cargo.lock', ...) did)."""
+    repo = tmp_path / "repo"
+    for name in _TREE:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("x\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=30)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True, timeout=30)
+    job = load(GITLAB)["pylint-sandbox"]
+    files = next(c["key"]["files"] for c in job["cache"] if isinstance(c["key"], dict) and c["key"]["prefix"] == prefix)
+    for reading, matched in _matched(files, repo).items():
+        assert matched == wanted, (reading, files)
+    for reading, matched in _matched(["Cargo.lock", "Cargo.toml"], repo).items():  # control: the old key
+        assert "tools/gen/Cargo.lock" not in matched, reading

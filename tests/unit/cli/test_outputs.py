@@ -202,9 +202,13 @@ def test_the_step_summary_is_appended_when_set_and_only_then(tmp_path: Path, tre
     result = lint(tmp_path, "--format", "json", env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert result.returncode == 1 and result.stderr == "", result.stderr
     assert summary.read_text() == "## an earlier command of this step\n\n" + render_summary(saved)
-    # render appends too
-    cli(tmp_path, "render", "saved.json", "--format", "json", env={"GITHUB_STEP_SUMMARY": str(summary)})
+    # render appends too, and in a GitHub job each listed finding links to its file at the commit
+    job = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_SHA": "c" * 40}
+    cli(tmp_path, "render", "saved.json", "--format", "json", env={"GITHUB_STEP_SUMMARY": str(summary), **job})
     assert summary.read_text().count("### clippy: 3 findings") == 2
+    base = "https://github.com/o/r/blob/" + "c" * 40
+    assert summary.read_text().endswith(render_summary(saved, links=base))
+    assert f"]({base}/" in summary.read_text() and f"]({base}/" not in render_summary(saved)  # control
     # unset (tests/conftest.py unsets it for every test), nothing is written anywhere
     assert "GITHUB_STEP_SUMMARY" not in os.environ
     before, listing = summary.read_text(), sorted(p.name for p in tmp_path.iterdir())

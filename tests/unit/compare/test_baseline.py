@@ -235,6 +235,8 @@ def test_the_step_summary_lists_the_gating_findings_and_counts_the_rest() -> Non
 
     judged = judged_mix()
     text = render_markdown(judged)
+    # the headline separates new from known (issue 23): known is in the baseline or outside the diff
+    assert text.startswith("### clippy: 1 new, 2 known of 3 findings (3 warnings); build succeeded\n")
     bullets = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(bullets) == 1 and "message 2" in bullets[0]
     assert "message 1" not in text and "message 3" not in text
@@ -259,7 +261,13 @@ def test_the_step_summary_lists_the_gating_findings_and_counts_the_rest() -> Non
     assert "#12" not in outside and "@org/team &lt;img src=x&gt;.json" in html  # control: shown
     plain = render_markdown(make_report([finding(1), finding(3)]))  # control: no comparison
     assert "message 1" in plain and "message 3" in plain and "**Findings** (all 2" in plain
-    assert "not listed" not in plain
+    assert "not listed" not in plain and plain.startswith("### clippy: 2 findings (2 warnings); build")
+    # a pull request with no net change: an empty diff, nothing new, and the summary says why
+    nothing = compare(make_report([finding(1), finding(3)]), Against(changes=parse_diff(b""), diff_name="pr.diff"))
+    said = render_markdown(nothing)
+    assert said.startswith("### clippy: 0 new, 2 known of 2 findings (2 warnings); this change adds no lines; ")
+    assert "0 in the diff, 2 outside the diff (` pr.diff ` adds no lines, not listed)." in said
+    assert exit_code(nothing, "warning") == EXIT_OK
 
 
 def test_json_and_sarif_keep_every_finding_marked() -> None:
@@ -445,6 +453,15 @@ def test_the_command_line_judges_a_pull_request_against_a_saved_baseline(tmp_pat
     assert [f["baseline"] for f in json.loads(rerun.stdout)["findings"]] == ["known"] * 4
     control = cli(unchanged, "--format", "json", cwd=demo.repo / "rust")  # control: without the baseline
     assert control.returncode == EXIT_FINDINGS, control.stderr
+    # a pull request with no net change: git writes an empty diff, and no finding is in it
+    # (issue 23: it was a usage error, exit 2, which failed the Action on such a pull request)
+    (tmp_path / "none.diff").write_bytes(git(demo.repo, "diff", "--no-color", "main...topic"))
+    assert (tmp_path / "none.diff").stat().st_size == 0
+    nothing = cli(unchanged, "--diff", str(tmp_path / "none.diff"), "--format", "json", cwd=demo.repo / "rust")
+    assert nothing.returncode == EXIT_OK, nothing.stderr
+    assert [f["in_diff"] for f in json.loads(nothing.stdout)["findings"]] == [False] * 4
+    said = cli(unchanged, "--diff", str(tmp_path / "none.diff"), cwd=demo.repo / "rust")
+    assert "0 in the diff, 4 outside the diff (none.diff adds no lines, not shown)" in said.stdout
 
     demo.edit(LIB, "/// Sums", "pub fn triple(x: i32) -> i32 {\n    return x * 3;\n}\n\n/// Sums")
     pull = tmp_path / "pull.json"
@@ -508,7 +525,7 @@ def test_a_branch_that_hides_its_rust_lines_with_gitattributes_is_refused_not_pa
     ("--diff", b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n+\0\n", "NUL byte"),
     ("--diff", b"--- a/x\n+++ b/x\n@@ -1,9 +1,9 @@\n+a\n", "ends inside a hunk"),
     ("--diff", DIFF.replace(b" a/", b" i/").replace(b" b/", b" w/"), "do not start with `a/` and `b/`"),
-    ("--diff", b"", "the diff is empty"),
+    ("--diff", b"not a diff\n", "not a unified diff"),
     ("--diff", DIFF.replace(b"src/lib.rs", b"lib.rs"), "none of the 1 file it adds lines to"),
 ])
 def test_an_unusable_file_exits_2_before_anything_runs(tmp_path: Path, flag: str, content: bytes,

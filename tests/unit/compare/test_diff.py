@@ -278,10 +278,18 @@ def test_the_prefixes_quoted_names_and_dev_null_are_read_in_a_git_section() -> N
 
 
 @pytest.mark.parametrize("text", [b"", b"\n", b"\r\n\n  \n"])
-def test_an_empty_diff_is_refused(text: bytes) -> None:
-    """`git diff ... > pr.diff || true` that failed writes nothing: read as "no line
-    added", every finding was outside the diff and the run passed."""
-    with pytest.raises(DiffError, match="the diff is empty"):
+def test_an_empty_diff_is_a_change_that_adds_no_line(text: bytes) -> None:
+    """What `git diff BASE...HEAD` writes for a pull request with no net change (issue 23):
+    until then refused ("the diff is empty"), which failed the Action as a usage error."""
+    changes = parse_diff(text)
+    assert changes.files == 0 and added(changes) == {} and not changes.opaque
+    assert not changes.touches("src/lib.rs", 1, 10**6)
+
+
+@pytest.mark.parametrize("text", [b"hello\n", b"index 1234..5678 100644\n", b"  \n-a\n"])
+def test_text_that_names_no_file_is_still_no_diff(text: bytes) -> None:
+    """Control of the empty-diff rule: only an empty file is a change of nothing."""
+    with pytest.raises(DiffError, match="not a unified diff"):
         parse_diff(text)
 
 

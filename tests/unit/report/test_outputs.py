@@ -19,7 +19,7 @@ from roteiro_py.report import Finding, Report, markdown, render, sarif
 from roteiro_py.report import github as gh
 from roteiro_py.report.fingerprint import finding_fingerprint, fingerprints
 from roteiro_py.report.gitlab import SEVERITIES
-from roteiro_py.report.model import MAX_FIXES
+from roteiro_py.report.model import MAX_FIXES, Edit, Fix
 
 SARIF_SCHEMA = json.loads((DATA / "sarif" / "sarif-schema-2.1.0.json").read_text())
 
@@ -330,26 +330,32 @@ HOSTILE = ("x | y `tick` ``two`` <img src=x onerror=alert(1)> <script>s()</scrip
 
 def test_summary_guest_text_is_only_ever_code(demo_report: Report) -> None:
     hostile = finding("error", code="clippy::x | <b>y</b> @z", message=HOSTILE, help=HOSTILE,
-                      path="src/@octocat|<i>.rs")
+                      path="src/@octocat|<i>.rs", fixes=[Fix(message=HOSTILE, edits=[Edit(
+                          path="src/@octocat|<i>.rs", line=1, column=1, end_line=1, end_column=2,
+                          replacement=HOSTILE + "\n````\n</code></pre><img src=x>\n- item")])])
     report = make_report([hostile, finding()]).model_copy(update={"provenance": make_report(
         []).provenance.model_copy(update={"image_reference": "r.example/x:" + HOSTILE[:40],
                                           "image_chosen_in": "@team <b>roteiro.toml</b>"})})
-    text = markdown.render_markdown(report)
+    base = "https://github.com/o/r/blob/" + "a" * 40
+    text = markdown.render_markdown(report, links=base)
     html = _html(text)
     outside = "".join(html.outside)
     for marker in ("@octocat", "@org", "@z", "@team", "#123", "evil.example", "<img", "onerror",
-                   "script", "heading", "quote", "bold", "|"):
+                   "script", "heading", "quote", "bold", "|", "item"):
         assert marker not in outside, marker
+    # suggestions are code blocks (pre), nothing else is added; one list, its two items
     assert {tag for tag, _ in html.tags} <= {"h3", "table", "thead", "tbody", "tr", "th", "td",
-                                             "p", "strong", "ul", "li", "code", "a"}
+                                             "p", "strong", "ul", "li", "code", "a", "pre"}
+    assert [tag for tag, _ in html.tags].count("li") == 2 + 2  # two findings, two lints
     links = [attrs.get("href") for tag, attrs in html.tags if tag == "a"]
-    assert links == ["https://rust-lang.github.io/rust-clippy/rust-1.95.0/index.html#needless_return"]
+    assert links == [f"{base}/src/%40octocat%7C%3Ci%3E.rs#L1", f"{base}/src/lib.rs#L1",
+                     "https://rust-lang.github.io/rust-clippy/rust-1.95.0/index.html#needless_return"]
     assert set(html.cells) == {2}  # every table row has its two cells, whatever the text
     # control: the hostile text is shown (in code), not dropped
     codes = re.findall(r"<code>(.*?)</code>", MarkdownIt("commonmark").render(text), re.S)
     assert any("@octocat" in c and "&lt;img" in c and "``two``" in c for c in codes)
     # and a summary of real clippy output parses the same way
-    assert _html(markdown.render_markdown(demo_report)).cells == [2] * 5
+    assert _html(markdown.render_markdown(demo_report)).cells == [2] * 2
 
 
 def test_summary_is_bounded() -> None:
@@ -370,7 +376,10 @@ def test_summary_is_bounded() -> None:
 def test_summary_counts_and_provenance(demo_report: Report) -> None:
     text = markdown.render_markdown(demo_report)
     assert text.startswith("### clippy: 4 findings (4 warnings); build succeeded\n")
-    assert "| warning | 4 |" in text and "| error | 0 |" in text
+    # only the levels that have findings (issue 23: `| note | 0 |` and `| help | 0 |` were always there)
+    assert "| warning | 4 |" in text and "| error" not in text and "| note" not in text and "| help" not in text
+    none = markdown.render_markdown(make_report([]))
+    assert none.startswith("### clippy: 0 findings; build succeeded\n") and "| level |" not in none
     assert "- ` clippy::needless_return `: 1" in text
     assert "with clippy ` 0.1.95 `, rustc ` 1.95.0 ` (` x86_64-unknown-linux-gnu `)" in text
     assert "isolation: ` QEMU microvm with KVM, no network `" in text
@@ -382,3 +391,55 @@ def test_summary_counts_and_provenance(demo_report: Report) -> None:
         markdown.render_markdown(cached))
     short = markdown.render_markdown(demo_report, with_findings=False)
     assert "| warning | 4 |" in short and "- **" not in short and "not listed" in short
+
+
+def test_summary_keeps_the_code_of_a_suggestion(demo_report: Report) -> None:
+    """Issue 23: the summary showed `help: remove `return`` and dropped the code the help
+    carries; now the suggestion is shown as the github format shows it, in a code block."""
+    fix = Fix(message="remove `return`", applicability="MachineApplicable", line=3,
+              before="    return x * 2;\n", after="    x * 2\n",
+              edits=[Edit(path="src/lib.rs", line=3, column=5, end_line=3, end_column=17, replacement="x * 2")])
+    text = markdown.render_markdown(make_report([finding(line=3, fixes=[fix])]))
+    assert "\n  ```\n  help: remove `return`\n  3 -     return x * 2;\n  3 +     x * 2\n  ```\n" in text
+    blocks = re.findall(r"<pre><code>(.*?)</code></pre>", MarkdownIt("commonmark").render(text), re.S)
+    assert blocks == ["help: remove `return`\n3 -     return x * 2;\n3 +     x * 2\n"]
+    assert "; help:" not in text  # the help is the suggestion's own: shown once, with its code
+    other = markdown.render_markdown(make_report([finding(line=3, fixes=[fix], help="try this")]))
+    assert "; help: ` try this `" in other  # control: a help of its own is still on the line
+    # a report written before `fixes`: its first replacement
+    assert "\n  ```\n  suggestion:\n  x * 2\n  ```\n" in markdown.render_markdown(make_report([finding()]))
+    plain = markdown.render_markdown(make_report([finding(suggestion=None)]))
+    assert "```" not in plain  # control: nothing to show, no block
+    # bounded: one finding's suggestions at most SUGGESTION_CHARS
+    long = fix.model_copy(update={"before": "a\n" * 5000, "after": "b\n" * 5000})
+    block = markdown.render_markdown(make_report([finding(fixes=[long])])).split("```")[1]
+    assert len(block.replace("\n  ", "\n")) <= markdown.SUGGESTION_CHARS + 2 and "…" in block
+
+
+@pytest.mark.parametrize(("variables", "linked"), [
+    ({}, False),
+    ({"GITHUB_SERVER_URL": "http://github.com"}, False),
+    ({"GITHUB_SERVER_URL": "https://github.com/evil"}, False),
+    ({"GITHUB_SERVER_URL": "https://user@github.com"}, False),
+    ({"GITHUB_REPOSITORY": "o/r)](https://evil.example"}, False),
+    ({"GITHUB_REPOSITORY": "o/.."}, False),
+    ({"GITHUB_REPOSITORY": "o"}, False),
+    ({"GITHUB_SHA": "a" * 39}, False),
+    ({"GITHUB_SHA": "A" * 40}, False),
+    ({"GITHUB_SHA": "a" * 40 + "\n"}, False),
+    ({"GITHUB_SHA": "b" * 64}, True),
+    ({"GITHUB_SERVER_URL": "https://ghes.example:8443/"}, True),
+    ({"GITHUB_REPOSITORY": "my-org/my.repo_2"}, True),
+])
+def test_a_finding_links_to_its_file_only_from_variables_of_githubs_shape(variables: dict[str, str],
+                                                                          linked: bool) -> None:
+    from roteiro_py.report.links import blob_base
+
+    good = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_SHA": "a" * 40}
+    assert blob_base(good) == "https://github.com/o/r/blob/" + "a" * 40  # control: the runner's values
+    environ = {**good, **variables} if variables else {}
+    base = blob_base(environ)
+    assert (base is not None) == linked
+    text = markdown.render_markdown(make_report([finding(line=7, path="src/a b#c.rs")]), links=base)
+    hrefs = [attrs.get("href") for tag, attrs in _html(text).tags if tag == "a"]
+    assert [href for href in hrefs if "blob" in str(href)] == ([f"{base}/src/a%20b%23c.rs#L7"] if linked else [])
