@@ -160,6 +160,7 @@ def _lint(request: LintRequest, progress: Progress,
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
     from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.lint.toolchain_pin import report_toolchain_pin
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.disks.share_image import staging_area
@@ -232,6 +233,7 @@ def _lint(request: LintRequest, progress: Progress,
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
                               started, ended, deps.for_report())
+    report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings
 
 
