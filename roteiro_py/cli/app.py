@@ -59,6 +59,12 @@ _FORMAT_HELP = ("Report format: human, json, sarif, github, gitlab or markdown; 
 _OUTPUT_HELP = "Write the report to FILE, not stdout (the one --format without =PATH)."
 _CATEGORY_HELP = ("SARIF runs[].automationDetails.id, so code scanning keeps several jobs' uploads "
                   "apart (letters, digits, ._:=/-).")
+#: `lint clippy`'s and `render`'s, stated once.
+_BASELINE_HELP = "A JSON report of an earlier run: findings already in it are known and do not fail the run."
+_DIFF_HELP = ("A unified diff of the change (git diff BASE...HEAD): only findings on lines it adds "
+              "fail the run.")
+_COLOR_HELP = "Colour in the human report (default: CARGO_TERM_COLOR, else auto)."
+_ACCEL_HELP = "Accelerator; tcg (software emulation, not a security boundary) only when chosen."
 
 
 class Color(StrEnum):
@@ -237,13 +243,17 @@ def render(
     category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
     fail_on: Annotated[FailOn | None, typer.Option(
         "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", metavar="REPORT.json", help=_BASELINE_HELP)] = None,
+    diff: Annotated[Path | None, typer.Option("--diff", metavar="FILE", help=_DIFF_HELP)] = None,
+    color: Annotated[Color | None, typer.Option("--color", help=_COLOR_HELP)] = None,
 ) -> None:
     """Render a saved JSON report in any format, as the lint would have: no VM, no image."""
     from roteiro_py.commands.render import RenderRequest, run_render
 
-    flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on")}
+    flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on"),
+             "lint.color": (color.value if color else None, "--color")}
     _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
-                                            category=category, flags=flags)))
+                                            category=category, baseline=baseline, diff=diff, flags=flags)))
 
 
 @app.command("prefetch")
@@ -287,6 +297,8 @@ def doctor(
     format: Annotated[ListFormat, typer.Option("--format", help="Output format.")] = ListFormat.human,
     path: Annotated[Path, typer.Option(help="Repository whose configuration to check (image, accelerator).")]
     = Path("."),
+    accel: Annotated[Accel | None, typer.Option(help=_ACCEL_HELP + " Checked as a lint with it would use it.")]
+    = None,
 ) -> None:
     """Show what this host has for sandboxed linting, and what to do about what is missing.
 
@@ -294,7 +306,8 @@ def doctor(
     2 when PATH does not exist."""
     from roteiro_py.commands.doctor import run_doctor
 
-    _guard(lambda: run_doctor(verify=verify, path=path, format=format.value))
+    flags = {"vm.accel": (accel.value if accel else None, "--accel")}
+    _guard(lambda: run_doctor(verify=verify, path=path, format=format.value, flags=flags))
 
 
 @cache_app.command("list")
