@@ -636,6 +636,43 @@ class DownloadNotAllowed(Refusal):
         )
 
 
+#: Images of an `oci:` layout a refusal lists; the rest are counted.
+MAX_LAYOUT_IMAGES_SHOWN = 10
+
+
+class LayoutImageNotChosen(RoteiroError):
+    """`prefetch --from oci:PATH` given no digest, and the layout's index lists no image or
+    several: which one to provision is not said (usage, 2; the command line lacks it).
+    `images`: (ref name or None, digest) as the layout lists them, untrusted."""
+
+    exit_code = EXIT_USAGE
+    code = "layout-image-not-chosen"
+
+    def __init__(self, layout: str, images: Sequence[tuple[str | None, str]]) -> None:
+        super().__init__()
+        self.layout = layout
+        self.images = tuple(images)
+
+    def guidance(self) -> Guidance:
+        shown = [f"{_p(name) if name else '(no name)'} @ {_p(digest)}"
+                 for name, digest in self.images[:MAX_LAYOUT_IMAGES_SHOWN]]
+        rest = len(self.images) - len(shown)
+        if not self.images:
+            return Guidance(summary=f"The OCI layout {_p(self.layout)} lists no image in its index.json.",
+                            notes=("Write the layout again (`skopeo copy`, `docker buildx --output "
+                                   "type=oci`, scripts/build-image), or pass another.",))
+        listing = "; ".join(shown) + (f"; and {rest} more" if rest else "")
+        return Guidance(
+            summary=f"The OCI layout {_p(self.layout)} holds {len(self.images)} images; "
+                    "which one to provision was not said.",
+            notes=(f"It lists: {listing}.",
+                   "Name one by its digest with --image NAME@DIGEST (the name is what the "
+                   "store will call it)."),
+            commands=(f"pylint-sandbox prefetch --analyzer clippy --from {shlex.quote(self.layout)} "
+                      f"--image {shlex.quote('localhost/clippy@' + self.images[0][1])}",),
+        )
+
+
 class PrefetchFailed(Refusal):
     code = "prefetch-failed"
 
