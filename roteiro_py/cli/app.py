@@ -20,28 +20,88 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+from typer._click import HelpFormatter  # typer carries its own click (see _invocation)
+from typer.core import TyperGroup
 
-from roteiro_py import __version__
+from roteiro_py.shipped import DOCS
+from roteiro_py.vocabulary import ENVIRONMENT, EXIT_CODES
 
 if TYPE_CHECKING:
     from roteiro_py.invocation import Invocation
 
+#: The order `--help` lists the commands in: the one a user came for, then the others as
+#: a first run meets them. Click lists a Typer's own commands before its groups (lint was
+#: seventh); a command not named here comes after these, in the order it was declared.
+COMMAND_ORDER = ("lint", "render", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
+                 "dockerfile")
+
+
+def first_sentence(text: str | None) -> str:
+    """The first sentence of a command's docstring, whole. Click cuts a command's line in
+    the listing to the terminal's width less the longest name (45 to 60 characters at
+    80 columns: "Provision a linter image (and the VM assets) into the local...")."""
+    flat = " ".join((text or "").split("\n\n", 1)[0].split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[:end + 1]
+
+
+def _plain(text: str) -> str:
+    """A vocabulary table's Markdown (README prints it) as --help's plain text."""
+    return text.replace("`", "")
+
+
+class _Group(TyperGroup):
+    """Commands listed in COMMAND_ORDER, each with its whole first sentence."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        names = list(self.commands)
+        return sorted(names, key=lambda name: (
+            COMMAND_ORDER.index(name) if name in COMMAND_ORDER else len(COMMAND_ORDER), names.index(name)))
+
+    def format_commands(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or first_sentence(command.help)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class _Root(_Group):
+    """The program's help ends with its exit statuses and the variables it reads, from the
+    one table of each (vocabulary.py)."""
+
+    def format_epilog(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Exit codes"):
+            formatter.write_dl([(str(code), _plain(meaning)) for code, meaning in EXIT_CODES])
+        with formatter.section("Environment"):
+            formatter.write_dl([(name, _plain(meaning)) for name, meaning in ENVIRONMENT])
+
+
 app = typer.Typer(
     name="pylint-sandbox",
     help="Lint a Rust repository with cargo clippy inside a disposable microVM.",
+    cls=_Root,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    # --install-completion / --show-completion: typer imports its completion code only
+    # when one is used (--help measured: see tests/unit/cli/test_help.py)
+    add_completion=True,
     # Plain help text: typer's rich help formatter imports rich.markdown and markdown-it,
     # which doubled the wall time of `--help` (measured: 288 ms -> see bench/cli_startup.py).
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-lint_app = typer.Typer(help="Lint a repository inside the sandbox.", no_args_is_help=True, rich_markup_mode=None)
-config_app = typer.Typer(help="Show and change configuration.", no_args_is_help=True, rich_markup_mode=None)
+lint_app = typer.Typer(help="Lint a repository inside the sandbox.", cls=_Group, no_args_is_help=True,
+                       rich_markup_mode=None)
+config_app = typer.Typer(help="Show and change configuration.", cls=_Group, no_args_is_help=True,
+                         rich_markup_mode=None)
 cache_app = typer.Typer(help="List and prune the caches lints keep (each is rebuilt when missing).",
-                        no_args_is_help=True, rich_markup_mode=None)
+                        cls=_Group, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
 app.add_typer(cache_app, name="cache")
@@ -100,6 +160,7 @@ class DocTopic(StrEnum):
     threat_model = "threat-model"
     adopting = "adopting"
     platforms = "platforms"
+    report_schema = "report-schema"
 
 
 class CacheKind(StrEnum):
@@ -114,7 +175,10 @@ class CacheKind(StrEnum):
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"pylint-sandbox {__version__}")
+        # lazy: the configuration is read only for --version, never for --help
+        from roteiro_py.commands.version import version_text
+
+        sys.stdout.write(version_text())
         raise typer.Exit(0)
 
 
@@ -122,7 +186,7 @@ def _version(value: bool) -> None:
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Show the version and exit.")] = False,
+                                          help="Show the version and the configured image, and exit.")] = False,
 ) -> None:
     _state["debug"] = debug
 
@@ -339,11 +403,15 @@ def cache_prune(
                              kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
 
 
-@app.command("docs")
+#: `docs`' help, from the topic table (shipped.DOCS): every topic named, with what it is.
+_DOCS_HELP = ("Print a document the package carries: " + "; ".join(
+    f"{name} ({doc.about})" for name, doc in DOCS.items()) + ".\n\nWithout a TOPIC, the list.")
+
+
+@app.command("docs", help=_DOCS_HELP, short_help=f"Print a document the package carries: {', '.join(DOCS)}.")
 def docs(
     topic: Annotated[DocTopic | None, typer.Argument(help="What to print; without it, the list.")] = None,
 ) -> None:
-    """Print a document the package carries (the threat model, adopting on an existing repository)."""
     from roteiro_py.shipped import run_docs
 
     _guard(lambda: run_docs(topic.value if topic else None))
