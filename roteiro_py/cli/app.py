@@ -323,7 +323,10 @@ def render(
 @app.command("prefetch")
 def prefetch(
     analyzer: Annotated[Analyzer | None, typer.Option(help="The analyzer whose image to provision.")] = None,
-    image: Annotated[str | None, typer.Option(help="Image reference (default: the configured [lint] image).")] = None,
+    image: Annotated[str | None, typer.Option(
+        help="Image reference (default: the configured [lint] image; with --from oci:PATH and none "
+        "configured, the layout's one image). From oci:PATH a name without a digest names the "
+        "layout's one image.")] = None,
     allow_download: Annotated[bool, typer.Option(
         "--allow-download", help="Permit downloading the image from a registry. --vm-assets needs "
         "no permission (downloading is all it does) and accepts the flag.")] = False,
