@@ -1,17 +1,10 @@
 """Every user-facing failure: one class each, with its exit code and its guidance.
 
-The exit codes are part of the interface (README.md, "Exit codes"):
-
-    0  the lint ran and no finding that gates the run is at or above --fail-on
-    1  the lint ran and a finding that gates the run (not known from --baseline, not
-       outside --diff) is at or above --fail-on, or the build failed
-    2  usage or configuration error
-    3  refused: a preflight check, the sandbox, or a run that could not produce a
-       report that can be trusted (no report ever calls such a tree clean)
-    4  internal error (a bug: one line, and where the log is)
-    130 interrupted
-    141 the reader of stdout left before all was written (`| head`): as `cat` ends,
-        128 + SIGPIPE, and silent (roteiro_py/stdout.py)
+The exit codes are part of the interface: `vocabulary.EXIT_CODES` states them once
+(re-exported here as EXIT_OK ... EXIT_READER_LEFT); `--help` prints that table and
+README.md's "Exit codes" is checked against it. A finding gates the run when it is not
+known from --baseline and not outside --diff; no refused run's report calls a tree clean;
+141 is silent (roteiro_py/stdout.py).
 
 The rule between 2 and 3: a value that is wrong in itself, whatever this host holds, is
 usage (2): a flag, a variable or a configuration key, an image reference that is
@@ -33,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import shlex
-import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from roteiro_py import vocabulary
 from roteiro_py.guidance import Guidance, printable
 from roteiro_py.invocation import Invocation
 from roteiro_py.shipped import (
@@ -48,21 +41,25 @@ from roteiro_py.shipped import (
     docs_command,
     prefetch_from_docker_command,
 )
-from roteiro_py.vocabulary import MAX_MEMORY_MIB, MAX_TIMEOUT_S
-
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
-EXIT_INTERNAL = 4
-EXIT_INTERRUPTED = 130
-#: What a shell shows for `cat` killed by SIGPIPE; a command whose reader left ends so.
-EXIT_READER_LEFT = 128 + signal.SIGPIPE
+from roteiro_py.vocabulary import (
+    MAX_MEMORY_MIB,
+    MAX_TIMEOUT_S,
+)
 
 #: The number of lines of `Dockerfile.clippy` (the one `pylint-sandbox dockerfile clippy`
 #: prints), stated here and nowhere else; a test checks it against the file, the package's
 #: copy and the first dockerfile block of SANDBOXED_LINTING.md.
 DOCKERFILE_LINES = 2
+
+#: The exit statuses, stated in the leaf vocabulary.py (with EXIT_CODES, what each means)
+#: so that --help can print them without loading this module.
+EXIT_OK = vocabulary.EXIT_OK
+EXIT_FINDINGS = vocabulary.EXIT_FINDINGS
+EXIT_USAGE = vocabulary.EXIT_USAGE
+EXIT_REFUSED = vocabulary.EXIT_REFUSED
+EXIT_INTERNAL = vocabulary.EXIT_INTERNAL
+EXIT_INTERRUPTED = vocabulary.EXIT_INTERRUPTED
+EXIT_READER_LEFT = vocabulary.EXIT_READER_LEFT
 
 _DIGEST_PLACEHOLDER = "sha256:<64 hex>"
 
@@ -713,6 +710,43 @@ class DownloadNotAllowed(Refusal):
             "downloading was not allowed.",
             notes=(f"Image: {_p(self.reference)}.",),
             commands=(prefetch_command(self.reference),),
+        )
+
+
+#: Images of an `oci:` layout a refusal lists; the rest are counted.
+MAX_LAYOUT_IMAGES_SHOWN = 10
+
+
+class LayoutImageNotChosen(RoteiroError):
+    """`prefetch --from oci:PATH` given no digest, and the layout's index lists no image or
+    several: which one to provision is not said (usage, 2; the command line lacks it).
+    `images`: (ref name or None, digest) as the layout lists them, untrusted."""
+
+    exit_code = EXIT_USAGE
+    code = "layout-image-not-chosen"
+
+    def __init__(self, layout: str, images: Sequence[tuple[str | None, str]]) -> None:
+        super().__init__()
+        self.layout = layout
+        self.images = tuple(images)
+
+    def guidance(self) -> Guidance:
+        shown = [f"{_p(name) if name else '(no name)'} @ {_p(digest)}"
+                 for name, digest in self.images[:MAX_LAYOUT_IMAGES_SHOWN]]
+        rest = len(self.images) - len(shown)
+        if not self.images:
+            return Guidance(summary=f"The OCI layout {_p(self.layout)} lists no image in its index.json.",
+                            notes=("Write the layout again (`skopeo copy`, `docker buildx --output "
+                                   "type=oci`, scripts/build-image), or pass another.",))
+        listing = "; ".join(shown) + (f"; and {rest} more" if rest else "")
+        return Guidance(
+            summary=f"The OCI layout {_p(self.layout)} holds {len(self.images)} images; "
+                    "which one to provision was not said.",
+            notes=(f"It lists: {listing}.",
+                   "Name one by its digest with --image NAME@DIGEST (the name is what the "
+                   "store will call it)."),
+            commands=(f"pylint-sandbox prefetch --analyzer clippy --from {shlex.quote(self.layout)} "
+                      f"--image {shlex.quote('localhost/clippy@' + self.images[0][1])}",),
         )
 
 

@@ -52,6 +52,9 @@ DOCS: dict[str, Shipped] = {
     # what runs (Linux x86_64), and on paper what aarch64 Linux and macOS would need
     "platforms": Shipped("docs/PLATFORMS.md", "the platforms a lint runs on, and what aarch64 Linux and "
                          "macOS (HVF) would need"),
+    # the JSON Schema of --format json's report, generated from the model (scripts/report-schema)
+    "report-schema": Shipped("docs/report.schema.json", "the JSON Schema of the report --format json "
+                             "writes"),
 }
 
 #: What `pylint-sandbox dockerfile ANALYZER` prints: the Dockerfile of its linter image.

@@ -8,7 +8,55 @@ backends can all read it without a cycle.
 from __future__ import annotations
 
 import re
+import signal
 from typing import Literal, get_args
+
+#: The exit statuses, part of the interface. EXIT_CODES says what each means, once: the
+#: CLI's --help prints it, README's "Exit codes" table is checked against it
+#: (tests/unit/cli/test_help.py), errors.py gives each failure class one of them.
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130
+#: What a shell shows for `cat` killed by SIGPIPE; a command whose reader left ends so.
+EXIT_READER_LEFT = 128 + signal.SIGPIPE
+
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "the lint ran and no finding that gates the run is at or above `--fail-on`"),
+    (EXIT_FINDINGS, "the lint ran and a finding that gates the run is at or above `--fail-on`, "
+                    "or the build failed"),
+    (EXIT_USAGE, "usage or configuration error: a flag, a setting or an image reference wrong "
+                 "as written"),
+    (EXIT_REFUSED, "refused: a preflight check, the sandbox, or a run that could not produce a "
+                   "report to trust"),
+    (EXIT_INTERNAL, "internal error: one line, and where the log with the traceback is "
+                    "(`--debug` shows it)"),
+    (EXIT_INTERRUPTED, "interrupted"),
+    (EXIT_READER_LEFT, "the reader of stdout stopped early (`| head`), as `cat` ends; for "
+                       "`lint clippy` too, whose verdict then never reached the reader "
+                       "(`set -o pipefail` shows 141, never a pass)"),
+)
+
+#: The environment variables the tool itself reads, and what for (--help prints them;
+#: tests/unit/cli/test_help.py checks every variable the code reads by name is here).
+#: The last four the host side of cargo reads as cargo does (cargo documents them).
+ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    ("ROTEIRO_HOME", "the store, the caches, the VM assets, logs and config.toml (default ~/.roteiro)"),
+    ("ROTEIRO_<SECTION>_<KEY>", "any setting, above the files and below a flag: ROTEIRO_LINT_IMAGE, "
+                                "ROTEIRO_VM_ACCEL, ROTEIRO_VM_MEMORY_MIB, ..."),
+    ("CARGO_TERM_COLOR", "colour of the human report when --color is not given (auto, always, never)"),
+    ("NO_COLOR", "no colour in refusals on a terminal"),
+    ("CI, TERM", "CI set or TERM=dumb: plain progress lines, no spinner or bars"),
+    ("GITHUB_STEP_SUMMARY", "a lint or a render appends a Markdown summary to this file"),
+    ("DOCKER_CONFIG", "where prefetch reads registry credentials (config.json)"),
+    ("CARGO_HOME", "cargo's configuration and credentials, read by fetch-deps and the package store"),
+    ("SSL_CERT_FILE, HTTPS_PROXY", "the CA and the proxy of the host's downloads, as cargo honours them"),
+    ("CARGO_HTTP_CAINFO, CARGO_HTTP_PROXY", "cargo's CA and proxy, for fetch-deps"),
+    ("CARGO_REGISTRIES_CRATES_IO_PROTOCOL", "sparse or git for crates.io, as cargo reads it"),
+    ("CARGO_REGISTRY_GLOBAL_CREDENTIAL_PROVIDERS", "how fetch-deps finds registry tokens, as cargo does"),
+)
 
 #: At most this many `lint.allowed_images` entries.
 MAX_ALLOWED_IMAGES = 256

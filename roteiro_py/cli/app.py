@@ -20,28 +20,88 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+from typer._click import HelpFormatter  # typer carries its own click (see _invocation)
+from typer.core import TyperGroup
 
-from roteiro_py import __version__
+from roteiro_py.shipped import DOCS
+from roteiro_py.vocabulary import ENVIRONMENT, EXIT_CODES
 
 if TYPE_CHECKING:
     from roteiro_py.invocation import Invocation
 
+#: The order `--help` lists the commands in: the one a user came for, then the others as
+#: a first run meets them. Click lists a Typer's own commands before its groups (lint was
+#: seventh); a command not named here comes after these, in the order it was declared.
+COMMAND_ORDER = ("lint", "render", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
+                 "dockerfile")
+
+
+def first_sentence(text: str | None) -> str:
+    """The first sentence of a command's docstring, whole. Click cuts a command's line in
+    the listing to the terminal's width less the longest name (45 to 60 characters at
+    80 columns: "Provision a linter image (and the VM assets) into the local...")."""
+    flat = " ".join((text or "").split("\n\n", 1)[0].split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[:end + 1]
+
+
+def _plain(text: str) -> str:
+    """A vocabulary table's Markdown (README prints it) as --help's plain text."""
+    return text.replace("`", "")
+
+
+class _Group(TyperGroup):
+    """Commands listed in COMMAND_ORDER, each with its whole first sentence."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        names = list(self.commands)
+        return sorted(names, key=lambda name: (
+            COMMAND_ORDER.index(name) if name in COMMAND_ORDER else len(COMMAND_ORDER), names.index(name)))
+
+    def format_commands(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or first_sentence(command.help)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class _Root(_Group):
+    """The program's help ends with its exit statuses and the variables it reads, from the
+    one table of each (vocabulary.py)."""
+
+    def format_epilog(self, ctx: typer.Context, formatter: HelpFormatter) -> None:  # type: ignore[override]
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Exit codes"):
+            formatter.write_dl([(str(code), _plain(meaning)) for code, meaning in EXIT_CODES])
+        with formatter.section("Environment"):
+            formatter.write_dl([(name, _plain(meaning)) for name, meaning in ENVIRONMENT])
+
+
 app = typer.Typer(
     name="pylint-sandbox",
     help="Lint a Rust repository with cargo clippy inside a disposable microVM.",
+    cls=_Root,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    # --install-completion / --show-completion: typer imports its completion code only
+    # when one is used (--help measured: see tests/unit/cli/test_help.py)
+    add_completion=True,
     # Plain help text: typer's rich help formatter imports rich.markdown and markdown-it,
     # which doubled the wall time of `--help` (measured: 288 ms -> see bench/cli_startup.py).
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-lint_app = typer.Typer(help="Lint a repository inside the sandbox.", no_args_is_help=True, rich_markup_mode=None)
-config_app = typer.Typer(help="Show and change configuration.", no_args_is_help=True, rich_markup_mode=None)
+lint_app = typer.Typer(help="Lint a repository inside the sandbox.", cls=_Group, no_args_is_help=True,
+                       rich_markup_mode=None)
+config_app = typer.Typer(help="Show and change configuration.", cls=_Group, no_args_is_help=True,
+                         rich_markup_mode=None)
 cache_app = typer.Typer(help="List and prune the caches lints keep (each is rebuilt when missing).",
-                        no_args_is_help=True, rich_markup_mode=None)
+                        cls=_Group, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
 app.add_typer(cache_app, name="cache")
@@ -59,6 +119,12 @@ _FORMAT_HELP = ("Report format: human, json, sarif, github, gitlab or markdown; 
 _OUTPUT_HELP = "Write the report to FILE, not stdout (the one --format without =PATH)."
 _CATEGORY_HELP = ("SARIF runs[].automationDetails.id, so code scanning keeps several jobs' uploads "
                   "apart (letters, digits, ._:=/-).")
+#: `lint clippy`'s and `render`'s, stated once.
+_BASELINE_HELP = "A JSON report of an earlier run: findings already in it are known and do not fail the run."
+_DIFF_HELP = ("A unified diff of the change (git diff BASE...HEAD): only findings on lines it adds "
+              "fail the run.")
+_COLOR_HELP = "Colour in the human report (default: CARGO_TERM_COLOR, else auto)."
+_ACCEL_HELP = "Accelerator; tcg (software emulation, not a security boundary) only when chosen."
 
 
 class Color(StrEnum):
@@ -94,6 +160,7 @@ class DocTopic(StrEnum):
     threat_model = "threat-model"
     adopting = "adopting"
     platforms = "platforms"
+    report_schema = "report-schema"
 
 
 class CacheKind(StrEnum):
@@ -108,7 +175,10 @@ class CacheKind(StrEnum):
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"pylint-sandbox {__version__}")
+        # lazy: the configuration is read only for --version, never for --help
+        from roteiro_py.commands.version import version_text
+
+        sys.stdout.write(version_text())
         raise typer.Exit(0)
 
 
@@ -116,7 +186,7 @@ def _version(value: bool) -> None:
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Show the version and exit.")] = False,
+                                          help="Show the version and the configured image, and exit.")] = False,
 ) -> None:
     _state["debug"] = debug
 
@@ -246,19 +316,26 @@ def render(
     category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
     fail_on: Annotated[FailOn | None, typer.Option(
         "--fail-on", help="Lowest level that makes the exit status 1.")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", metavar="REPORT.json", help=_BASELINE_HELP)] = None,
+    diff: Annotated[Path | None, typer.Option("--diff", metavar="FILE", help=_DIFF_HELP)] = None,
+    color: Annotated[Color | None, typer.Option("--color", help=_COLOR_HELP)] = None,
 ) -> None:
     """Render a saved JSON report in any format, as the lint would have: no VM, no image."""
     from roteiro_py.commands.render import RenderRequest, run_render
 
-    flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on")}
+    flags = {"lint.fail_on": (fail_on.value if fail_on else None, "--fail-on"),
+             "lint.color": (color.value if color else None, "--color")}
     _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
-                                            category=category, flags=flags)))
+                                            category=category, baseline=baseline, diff=diff, flags=flags)))
 
 
 @app.command("prefetch")
 def prefetch(
     analyzer: Annotated[Analyzer | None, typer.Option(help="The analyzer whose image to provision.")] = None,
-    image: Annotated[str | None, typer.Option(help="Image reference (default: the configured [lint] image).")] = None,
+    image: Annotated[str | None, typer.Option(
+        help="Image reference (default: the configured [lint] image; with --from oci:PATH and none "
+        "configured, the layout's one image). From oci:PATH a name without a digest names the "
+        "layout's one image.")] = None,
     allow_download: Annotated[bool, typer.Option(
         "--allow-download", help="Permit downloading the image from a registry. --vm-assets needs "
         "no permission (downloading is all it does) and accepts the flag.")] = False,
@@ -296,6 +373,8 @@ def doctor(
     format: Annotated[ListFormat, typer.Option("--format", help="Output format.")] = ListFormat.human,
     path: Annotated[Path, typer.Option(help="Repository whose configuration to check (image, accelerator).")]
     = Path("."),
+    accel: Annotated[Accel | None, typer.Option(help=_ACCEL_HELP + " Checked as a lint with it would use it.")]
+    = None,
 ) -> None:
     """Show what this host has for sandboxed linting, and what to do about what is missing.
 
@@ -303,7 +382,8 @@ def doctor(
     2 when PATH does not exist."""
     from roteiro_py.commands.doctor import run_doctor
 
-    _guard(lambda: run_doctor(verify=verify, path=path, format=format.value))
+    flags = {"vm.accel": (accel.value if accel else None, "--accel")}
+    _guard(lambda: run_doctor(verify=verify, path=path, format=format.value, flags=flags))
 
 
 @cache_app.command("list")
@@ -335,11 +415,15 @@ def cache_prune(
                              kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
 
 
-@app.command("docs")
+#: `docs`' help, from the topic table (shipped.DOCS): every topic named, with what it is.
+_DOCS_HELP = ("Print a document the package carries: " + "; ".join(
+    f"{name} ({doc.about})" for name, doc in DOCS.items()) + ".\n\nWithout a TOPIC, the list.")
+
+
+@app.command("docs", help=_DOCS_HELP, short_help=f"Print a document the package carries: {', '.join(DOCS)}.")
 def docs(
     topic: Annotated[DocTopic | None, typer.Argument(help="What to print; without it, the list.")] = None,
 ) -> None:
-    """Print a document the package carries (the threat model, adopting on an existing repository)."""
     from roteiro_py.shipped import run_docs
 
     _guard(lambda: run_docs(topic.value if topic else None))

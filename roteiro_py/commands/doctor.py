@@ -30,7 +30,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config, paths
 from roteiro_py.errors import (
@@ -75,9 +75,13 @@ def can_lint(results: list[Check]) -> bool:
     return all(check.ok is not False for check in results if check.required)
 
 
-def _configuration(path: Path) -> tuple[config.Resolved | None, Check]:
+#: Command-line values, as `config.resolve` takes them: {"vm.accel": (value, "--accel")}.
+Flags = dict[str, tuple[Any, str]]
+
+
+def _configuration(path: Path, flags: Flags | None = None) -> tuple[config.Resolved | None, Check]:
     try:
-        resolved = config.resolve(path)
+        resolved = config.resolve(path, flags=flags)
     except ConfigError as error:
         return None, Check("configuration", False, error.guidance().summary,
                            "fix the value it names (`pylint-sandbox config show` lists them all)",
@@ -156,9 +160,9 @@ def _image(resolved: config.Resolved | None, path: Path) -> tuple[ImageReference
                                          required=True)]
 
 
-def checks(path: Path = Path(".")) -> list[Check]:
+def checks(path: Path = Path("."), flags: Flags | None = None) -> list[Check]:
     """Every check for linting `path` on this host, in the order a lint meets them."""
-    return _checks(path)[0]
+    return _checks(path, flags)[0]
 
 
 def _platform() -> Check:
@@ -170,9 +174,9 @@ def _platform() -> Check:
     return Check("platform", True, current.name, required=True)
 
 
-def _checks(path: Path) -> tuple[list[Check], ImageReference | None]:
+def _checks(path: Path, flags: Flags | None = None) -> tuple[list[Check], ImageReference | None]:
     host = _platform()
-    resolved, configuration = _configuration(path)
+    resolved, configuration = _configuration(path, flags)
     found: list[Check] = [host, configuration]
     if not host.ok:
         return found, None
@@ -333,8 +337,12 @@ def _verdict_line(results: list[Check], path: Path) -> str:
     return f"this host cannot lint {printable(str(path.resolve()))}: {', '.join(printable(n) for n in failed)}"
 
 
-def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human") -> int:
+def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "human",
+               flags: Flags | None = None) -> int:
     """Print the checks; EXIT_OK when this host can lint `path`, EXIT_REFUSED when not.
+
+    `flags`: what a lint's command line would set (`--accel`), so the verdict is for the
+    lint the user means to run: `doctor --accel tcg` answers for `lint clippy --accel tcg`.
 
     A `path` that does not exist is the usage error a lint of it is (PathNotFound), before
     any check: every check would pass for it (a missing tree has no roteiro.toml to
@@ -342,7 +350,7 @@ def run_doctor(*, verify: bool = False, path: Path = Path("."), format: str = "h
     a path that is not there sent the user on to a lint that refuses it."""
     if not path.resolve().exists():
         raise PathNotFound(path.resolve())
-    results, reference = _checks(path)
+    results, reference = _checks(path, flags)
     if verify:
         results += verified(str(reference) if reference is not None else None)
     code = EXIT_OK if can_lint(results) else EXIT_REFUSED

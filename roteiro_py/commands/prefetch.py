@@ -9,6 +9,11 @@ permission). `--vm-assets` downloads without it: that is all it does, from the a
 the user's own configuration names (vm/assets/assets.py says why); the flag is accepted
 with it and changes nothing.
 
+`--from oci:PATH` needs no digest when the layout says it: with no `--image` and no
+configured image, or an `--image` without a digest (the name the store gives it), the
+one image the layout's index.json lists is provisioned and its pinned reference printed;
+a layout of several is refused, listing them (store/prefetch.py `pin_from_layout`).
+
 Progress is shown with rich on a terminal (bytes per layer) and as one line per blob
 otherwise, so CI logs stay short.
 """
@@ -23,9 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from roteiro_py import config
-from roteiro_py.errors import UsageError
+from roteiro_py.errors import NoImageConfigured, UsageError
 from roteiro_py.guidance import printable
 from roteiro_py.platform_support import require_supported
+from roteiro_py.reference import parse
 
 
 def _interactive() -> bool:
@@ -88,18 +94,24 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
         for asset in files:
             sys.stdout.write(f"{asset.name}  {asset.sha256}  {printable(str(asset.path))}\n")
     if analyzer is not None:
-        reference = image
+        # lazy: the store (urllib, ssl, docker's engine client) loads only past the
+        # usage and other-platform refusals above
+        from roteiro_py.store import OciSourceSpec, Store, parse_source, pin_from_layout, prefetch
+
+        spec = parse_source(source)
+        reference, by_layout = image, False
+        if isinstance(spec, OciSourceSpec) and image is not None and parse(image).digest is None:
+            reference, by_layout = pin_from_layout(spec.path, image), True
         if reference is None:
             # lazy: the lint conductor loads only to read a configured image
             from roteiro_py.lint import pinned_image
 
-            resolved = config.resolve(path)
-            reference = str(pinned_image(resolved, path))
-        # lazy: the store (urllib, ssl, docker's engine client) loads only past the
-        # usage and other-platform refusals above
-        from roteiro_py.store import Store, parse_source, prefetch
-
-        spec = parse_source(source)
+            try:
+                reference = str(pinned_image(config.resolve(path), path))
+            except NoImageConfigured:
+                if not isinstance(spec, OciSourceSpec):
+                    raise
+                reference, by_layout = pin_from_layout(spec.path, None), True  # its one image
         with _byte_progress() as progress:
             result = prefetch(Store.default(), reference, spec, allow_download=allow_download,
                               progress=progress)
@@ -107,7 +119,7 @@ def run_prefetch(*, analyzer: str | None, image: str | None, allow_download: boo
             f"{result.blobs_fetched} blobs, {result.bytes_fetched} bytes")
         _say(f"provisioned from {result.source}: {state}")
         sys.stdout.write(f"{result.reference}\n")
-        if reference != result.reference:
+        if by_layout or reference != result.reference:
             _say("pin it for this repository with:")
             _say(f"  pylint-sandbox config set lint.image {shlex.quote(result.reference)} --repo")
     if prune:

@@ -21,6 +21,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -415,6 +416,24 @@ class Report(_Model):
     #: What the tree's build scripts said through cargo (empty before issue 13).
     build_script_warnings: list[BuildScriptWarning] = Field(default_factory=list,
                                                             max_length=MAX_BUILD_SCRIPT_WARNINGS)
+
+
+#: Where the published schema lives in the repository (and, as `docs report-schema`, in
+#: the wheel: roteiro_py/shipped.py).
+SCHEMA_FILE = "docs/report.schema.json"
+
+
+def json_schema() -> str:
+    """The JSON Schema (draft 2020-12) of a `--format json` report, as the model writes it.
+
+    Published as docs/report.schema.json so a consumer validates a report without this
+    package; tests/unit/report/test_schema.py checks the committed file is this text and
+    that real reports validate against it. Regenerate with `scripts/report-schema`."""
+    schema = Report.model_json_schema(mode="serialization")
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "description": f"A pylint-sandbox report, schema_version {SCHEMA_VERSION} "
+                             "(`pylint-sandbox lint clippy --format json`).", **schema}
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def comparison_phrase(report: Report, hidden: str) -> str | None:

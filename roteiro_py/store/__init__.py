@@ -21,6 +21,7 @@ from roteiro_py.store.prefetch import (
     RegistrySourceSpec,
     Source,
     parse_source,
+    pin_from_layout,
     prefetch,
 )
 
@@ -37,5 +38,6 @@ __all__ = [
     "Store",
     "StoredReference",
     "parse_source",
+    "pin_from_layout",
     "prefetch",
 ]

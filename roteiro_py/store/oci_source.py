@@ -19,20 +19,37 @@ Nor for its sizes: walking a compressed archive decompresses every member it ski
 1.3 MB bz2 archive declaring a 1 TiB member is hours of CPU. The members' declared
 sizes together are capped (MAX_ARCHIVE_BYTES) as each header is read, before its data
 is skipped; a sparse member (a few KB carrying a blob of any size) is refused.
+
+Nor for what it says it holds: `layout_images` reads `index.json` (through the same
+door as a blob: a regular file, no link, at most MAX_DOCUMENT bytes) only to offer the
+digests it lists, each checked to be a sha256 digest of a manifest or an index; the one
+chosen is then looked up and verified as any pin is. Its names (the ref-name
+annotation) are shown only through guidance's sanitiser and become a reference only
+after `reference.parse` accepts them.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from roteiro_py.store.manifest import MAX_DOCUMENT, MAX_IMAGE_BYTES, Descriptor, hex_of
+from roteiro_py.store.manifest import (
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    MAX_DOCUMENT,
+    MAX_IMAGE_BYTES,
+    Descriptor,
+    check_digest,
+    hex_of,
+)
 from roteiro_py.store.tarheaders import BoundedTarInfo, member_refusal
 from roteiro_py.store.transfer import SourceError
 
@@ -74,6 +91,24 @@ class LayoutDirSource:
         except OSError as exc:
             raise SourceError(f"reading the blob {digest} in {self.path} failed: "
                               f"{exc}") from None
+
+    def fetch_index(self) -> bytes:
+        """`index.json`, as a regular file at the layout's root (no link, never blocking)."""
+        try:
+            fd = os.open(self.path / "index.json",
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise SourceError(f"{self.path} has no index.json") from None
+        except OSError as exc:
+            why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read: {exc}"
+            raise SourceError(f"index.json in {self.path} {why}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            kind = _kind(os.fstat(fd).st_mode)
+            os.close(fd)
+            raise SourceError(f"index.json in {self.path} is {kind}; only a regular file is read")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            return f.read(MAX_DOCUMENT + 1)
 
     def _open_regular(self, digest: str) -> IO[bytes]:
         """The blob as a regular file, reached without following a link, never blocking."""
@@ -166,6 +201,21 @@ class LayoutArchiveSource:
     def close(self) -> None:
         self._tar.close()
 
+    def fetch_index(self) -> bytes:
+        """The `index.json` member, a regular file, at most MAX_DOCUMENT + 1 bytes read."""
+        member = self._members.get("index.json")
+        if member is None:
+            raise SourceError(f"{self.path} has no index.json")
+        if not member.isreg():
+            raise SourceError(f"the member index.json of {self.path} is not a regular file")
+        try:
+            stream = self._tar.extractfile(member)
+            assert stream is not None  # a regular member always has a stream
+            with stream:
+                return stream.read(MAX_DOCUMENT + 1)
+        except (OSError, tarfile.TarError, ValueError) as exc:
+            raise SourceError(f"the member index.json of {self.path} cannot be read: {exc}") from None
+
     def _open(self, digest: str) -> IO[bytes]:
         name = f"blobs/sha256/{hex_of(digest)}"
         member = self._members.get(name)
@@ -201,3 +251,53 @@ def open_layout(path: Path) -> LayoutDirSource | LayoutArchiveSource:
     if path.is_file():
         return LayoutArchiveSource(path)
     raise SourceError(f"{path} does not exist")
+
+
+#: The annotation naming an index entry: a full reference (scripts/build-image writes
+#: one) or only a tag (skopeo, buildx).
+REF_NAME = "org.opencontainers.image.ref.name"
+#: Characters of a ref name kept (a reference is at most 255 in the distribution spec).
+MAX_REF_NAME = 512
+
+
+@dataclass(frozen=True)
+class LayoutImage:
+    """One entry of a layout's `index.json`: its digest (checked: sha256) and media type
+    (a manifest or an index), and its ref-name annotation as written (untrusted)."""
+
+    digest: str
+    media_type: str
+    ref_name: str | None
+
+
+def layout_images(layout: LayoutDirSource | LayoutArchiveSource) -> list[LayoutImage]:
+    """What the layout's `index.json` lists, every entry checked; SourceError names the
+    first that is not a descriptor of a manifest or an index with a sha256 digest."""
+    raw = layout.fetch_index()
+    if len(raw) > MAX_DOCUMENT:
+        raise SourceError(f"index.json is larger than {MAX_DOCUMENT} bytes (manifest.MAX_DOCUMENT)")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"index.json is not JSON: {str(exc)[:200]}") from None
+    entries = doc.get("manifests") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise SourceError("index.json has no list of manifests")
+    images = []
+    for number, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict):
+            raise SourceError(f"entry {number} of index.json is not a descriptor")
+        digest, media_type = entry.get("digest"), entry.get("mediaType")
+        if media_type not in INDEX_TYPES | MANIFEST_TYPES:
+            raise SourceError(f"entry {number} of index.json is not a manifest or an index "
+                              f"(its mediaType is {str(media_type)[:100]!r})")
+        try:
+            check_digest(digest)
+        except ValueError:
+            raise SourceError(f"entry {number} of index.json has no sha256 digest "
+                              f"({str(digest)[:100]!r})") from None
+        annotations = entry.get("annotations")
+        name = annotations.get(REF_NAME) if isinstance(annotations, dict) else None
+        images.append(LayoutImage(str(digest), str(media_type),
+                                  name[:MAX_REF_NAME] if isinstance(name, str) else None))
+    return images

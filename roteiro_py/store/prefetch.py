@@ -12,6 +12,10 @@ progress=...)` and prints `PrefetchResult.reference`, the pinned reference to pu
   and is not refused.
 - `PrefetchFailed`: the source could not supply a verified image. By then nothing was
   recorded: blobs already written are unreferenced and go with `Store.prune`.
+
+`pin_from_layout` answers "which image?" for an `oci:` layout given no digest: the one
+its index.json lists (its digest, checked, then verified as any pin by `_from_oci`), or
+`LayoutImageNotChosen` listing them when there are several or none.
 """
 
 from __future__ import annotations
@@ -19,12 +23,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from roteiro_py.errors import DownloadNotAllowed, PrefetchFailed, UsageError
-from roteiro_py.reference import ImageReference, parse_pinned
+from roteiro_py.errors import (
+    DownloadNotAllowed,
+    LayoutImageNotChosen,
+    MalformedReference,
+    PrefetchFailed,
+    UsageError,
+)
+from roteiro_py.reference import ImageReference, parse, parse_pinned
 from roteiro_py.store.blobs import ProgressCallback
 from roteiro_py.store.docker_engine import engine_name, import_from_engine, pinned_name
 from roteiro_py.store.layout import Store
-from roteiro_py.store.oci_source import LayoutArchiveSource, open_layout
+from roteiro_py.store.oci_source import LayoutArchiveSource, LayoutImage, layout_images, open_layout
 from roteiro_py.store.registry import RegistrySource, base_url
 from roteiro_py.store.transfer import SourceError, transfer
 
@@ -167,3 +177,51 @@ def _from_docker(store: Store, reference: str,
         raise PrefetchFailed(reference, "the local Docker engine", str(exc)) from None
     return PrefetchResult(str(ref), digest, digest, "docker-engine", imported.bytes_written,
                           1 + len(imported.layers), 0, False)
+
+
+def pin_from_layout(path: Path, name: str | None) -> str:
+    """The pinned reference of the one image the `oci:` layout at `path` lists.
+
+    `name` (a reference without a digest, as `--image` gave it) names it in the store;
+    without one, the entry's ref-name annotation does when it is a whole reference
+    (registry/repository[:tag][@digest], as scripts/build-image writes it; a digest in
+    it must be the entry's). A ref name that is only a tag (skopeo, buildx) names no
+    repository: the user is asked for a name. Several entries or none are refused,
+    listing them (errors.LayoutImageNotChosen: usage, the choice is the user's)."""
+    where = f"oci:{path}"
+    given = parse(name) if name is not None else None  # MalformedReference: usage, first
+    try:
+        layout = open_layout(path)
+        try:
+            images = layout_images(layout)
+        finally:
+            if isinstance(layout, LayoutArchiveSource):
+                layout.close()
+    except SourceError as exc:
+        raise PrefetchFailed(name or "an image", where, str(exc)) from None
+    if len(images) != 1:
+        raise LayoutImageNotChosen(where, [(image.ref_name, image.digest) for image in images])
+    image = images[0]
+    named = given or _named_by(image)
+    if named is None:
+        raise UsageError(f"The one image in {where} ({image.digest}) has no name that is a whole "
+                         "reference (registry/repository), only "
+                         + (f"{image.ref_name!r}." if image.ref_name else "no ref name."),
+                         hint="Name it for the store with --image NAME (e.g. localhost/clippy:local); "
+                              "the digest comes from the layout.")
+    if named.digest is not None and named.digest != image.digest:
+        raise PrefetchFailed(str(named), where, f"the layout's index.json names its one image "
+                             f"{named} but lists it with the digest {image.digest}")
+    return str(ImageReference(named.registry, named.repository, named.tag, image.digest))
+
+
+def _named_by(image: LayoutImage) -> ImageReference | None:
+    """The entry's ref name as a reference, when it is a whole one (has a repository path
+    with a registry host); a bare tag such as "latest" parses as docker.io/library/latest
+    and is not taken for one."""
+    if image.ref_name is None or "/" not in image.ref_name:
+        return None
+    try:
+        return parse(image.ref_name)
+    except MalformedReference:
+        return None

@@ -202,6 +202,11 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                                                      "`pylint-sandbox docs platforms`"),
                                          ["This host (Plan9 mips-77) cannot run a lint: lints run only "
                                           "on Linux x86_64.", "pylint-sandbox docs platforms", "render REPORT.json"]),
+    errors.LayoutImageNotChosen: lambda: (
+        errors.LayoutImageNotChosen("oci:/l/layout-31", [(f"r/x:{n}", "sha256:" + f"{n:02d}" * 32)
+                                                        for n in range(12)]),
+        ["oci:/l/layout-31", "holds 12 images", "r/x:0 @ sha256:0000", "r/x:9 @ sha256:0909",
+         "and 2 more", "--image localhost/clippy@sha256:0000"]),
     errors.InternalError: lambda: (errors.InternalError("unexpected state 12"), ["unexpected state 12"]),
     errors.RoteiroError: lambda: (errors.RoteiroError("base error 99"), ["base error 99"]),
     errors.Refusal: lambda: (errors.Refusal("generic refusal 5"), ["generic refusal 5"]),

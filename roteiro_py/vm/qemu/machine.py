@@ -371,6 +371,11 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
     control_failure: list[str] = []
     control_thread: threading.Thread | None = None
     wake_r, wake_w = socket.socketpair()
+    # The reader's wake-up and the teardown's close of the pair, one at a time: on Ctrl-C
+    # the loop is abandoned and the pair closed while the reader, released by the
+    # stream's end, is about to send; a send after the close failed with EBADF and
+    # printed a thread traceback (tests/unit/vm/qemu/test_machine.py).
+    wake_lock = threading.Lock()
     qemu_out = bytearray()
     terminal: list[Exit | Failed] = []
     try:
@@ -394,7 +399,9 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
                     else:
                         terminal.append(frame)
             finally:
-                wake_w.send(b"x")
+                with wake_lock:
+                    if wake_w.fileno() != -1:  # closed: the loop is gone, nobody to wake
+                        wake_w.send(b"x")
 
         reader = threading.Thread(target=consume, daemon=True, name=f"qemu-{stream.pid}")
         reader.start()
@@ -457,9 +464,10 @@ def _boot(spec: MachineSpec, rundir: Path, deadline: float, output_limit: int,
             control_thread.join(5.0)
         duration = time.monotonic() - clock
     finally:
-        for sock in (*listeners, *conns, *controls.values(), wake_r, wake_w):
-            with contextlib.suppress(OSError):
-                sock.close()
+        with wake_lock:
+            for sock in (*listeners, *conns, *controls.values(), wake_r, wake_w):
+                with contextlib.suppress(OSError):
+                    sock.close()
         sel.close()
     end = terminal[0] if terminal else None
     timed_out = isinstance(end, Failed) and end.code == "timeoutExceeded"

@@ -64,9 +64,10 @@ def lint(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subpr
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, env=environ)
 
 
-def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The installed `pylint-sandbox ARGS`, nothing replaced."""
-    return subprocess.run([str(EXE), *args], cwd=tmp_path, capture_output=True, text=True,
+def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed `pylint-sandbox ARGS`, nothing replaced (run in `cwd`, else tmp_path)."""
+    return subprocess.run([str(EXE), *args], cwd=cwd or tmp_path, capture_output=True, text=True,
                           timeout=60, env={**os.environ, **(env or {})})
 
 
@@ -307,3 +308,64 @@ def test_render_and_lint_replace_a_link_to_their_own_stdout_and_refuse_a_fifo(tm
         assert f"--format json={link} is a FIFO, not a regular file" in " ".join(refused.stderr.split())
         link.unlink()
     assert runs(tmp_path) == 1  # the lint with the FIFO was refused before its run
+
+
+# -- render judges and colours as the lint does (--baseline, --diff, --color) ----------------
+
+#: Adds line 7 of src/lib.rs (the error's line) and nothing else.
+PR_DIFF = ("diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n"
+           "@@ -6,0 +7,1 @@\n+added\n")
+
+
+@pytest.mark.parametrize("judged", [("--baseline", "saved.json"), ("--diff", "pr.diff"),
+                                    ("--baseline", "older.json", "--diff", "pr.diff")])
+def test_render_judges_against_a_baseline_and_a_diff_as_the_lint_does(
+        tmp_path: Path, tree: Path, saved: Report, judged: tuple[str, ...]) -> None:
+    """A diff's files are looked for in the repository: the lint's is the tree it lints,
+    render's the one it runs in (the same here)."""
+    (tree / "src" / "lib.rs").write_text("fn main() {}\n" * 9)
+    (tmp_path / "pr.diff").write_text(PR_DIFF)
+    (tmp_path / "older.json").write_text(make_report([finding()]).model_dump_json())
+    (tmp_path / "out").mkdir()
+    args = [word if word.startswith("--") else str(tmp_path / word) for word in judged]
+    linted = lint(tmp_path, *args, "--format", "github", "--format", f"json={tmp_path / 'out' / 'r.json'}")
+    saved_json = str(tmp_path / "saved.json")
+    plain = cli(tmp_path, "render", saved_json, "--format", "github", cwd=tree)
+    rendered = cli(tmp_path, "render", saved_json, *args, "--format", "github",
+                   "--format", f"json={tmp_path / 'out' / 'again.json'}", cwd=tree)
+    assert (rendered.returncode, rendered.stdout) == (linted.returncode, linted.stdout), rendered.stderr
+    assert (tmp_path / "out" / "again.json").read_bytes() == (tmp_path / "out" / "r.json").read_bytes()
+    again = load_report(tmp_path / "out" / "again.json")
+    assert again.comparison is not None and all(  # every finding marked, none dropped
+        f.baseline is not None or f.in_diff is not None for f in again.findings)
+    assert len(again.findings) == len(saved.findings)
+    assert rendered.stdout != plain.stdout  # control: the judgement changed what is shown
+
+
+def test_render_with_the_report_itself_as_baseline_passes_and_without_fails(tmp_path: Path) -> None:
+    (tmp_path / "saved.json").write_text(make_report([finding(), finding("error", 7)]).model_dump_json())
+    assert cli(tmp_path, "render", "saved.json", "--format", "json").returncode == 1  # control
+    assert cli(tmp_path, "render", "saved.json", "--baseline", "saved.json", "--format", "json").returncode == 0
+
+
+def test_render_refuses_an_unusable_baseline_or_diff_as_the_lint_does(
+        tmp_path: Path, tree: Path, saved: Report) -> None:
+    (tmp_path / "bad.json").write_text("not a report")
+    for flag in ("--baseline", "--diff"):
+        target = "bad.json" if flag == "--baseline" else "missing.diff"
+        rendered = cli(tmp_path, "render", "saved.json", flag, target, "--format", "json")
+        linted = lint(tmp_path, flag, target, "--format", "json")
+        assert rendered.returncode == linted.returncode == 2, rendered.stderr
+        assert rendered.stdout == "" and target in rendered.stderr
+        assert rendered.stderr == linted.stderr
+
+
+@pytest.mark.parametrize("color", ["always", "never"])
+def test_render_colours_the_human_report_as_the_lint_does(
+        tmp_path: Path, tree: Path, saved: Report, color: str) -> None:
+    linted = lint(tmp_path, "--format", "human", "--color", color)
+    rendered = cli(tmp_path, "render", "saved.json", "--format", "human", "--color", color)
+    assert rendered.stdout == linted.stdout and rendered.returncode == linted.returncode, rendered.stderr
+    assert ("\x1b[" in rendered.stdout) == (color == "always")
+    by_env = cli(tmp_path, "render", "saved.json", "--format", "human", env={"CARGO_TERM_COLOR": color})
+    assert by_env.stdout == rendered.stdout  # the flag and cargo's variable are one setting

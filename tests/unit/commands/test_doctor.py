@@ -242,3 +242,21 @@ def test_counts_of_one_are_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # control: a second image is plural
     provisioned("localhost/test/second")
     assert doctor.checks(tmp_path)[-2].detail.splitlines()[0].endswith(": 2 images")
+
+
+def test_accel_on_the_command_line_is_the_accelerator_checked(tmp_path: Path) -> None:
+    """`doctor --accel X` answers for `lint clippy --accel X`: the flag outranks the user's
+    configuration, as in a lint, and the sandbox check says where the value came from."""
+    paths.user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    paths.user_config_path().write_text('[vm]\naccel = "kvm"\n')
+
+    def sandbox(*flags: str) -> str:
+        done = run("doctor", "--format", "json", "--path", str(tmp_path), *flags, cwd=tmp_path)
+        assert done.returncode == EXIT_REFUSED, done.stderr  # no image here either way
+        return next(c["detail"] for c in json.loads(done.stdout)["checks"] if c["name"] == "sandbox")
+
+    assert sandbox().startswith(f"vm.accel = kvm ({paths.user_config_path()})")  # control
+    assert sandbox("--accel", "tcg").startswith("vm.accel = tcg (flag --accel)")
+    assert sandbox("--accel", "auto").startswith("vm.accel = auto (flag --accel)")
+    wrong = run("doctor", "--accel", "hvf", cwd=tmp_path)
+    assert wrong.returncode == EXIT_USAGE and "hvf" in wrong.stderr
