@@ -246,6 +246,20 @@ def render(
                                             category=category, flags=flags)))
 
 
+@app.command("review")
+def review(
+    report: Annotated[Path, typer.Argument(help="A JSON report (--format json) of a lint of this pull request.")],
+    tree: Annotated[Path, typer.Option(help="The checkout the report's paths are relative to.")] = Path("."),
+    diff: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="The pull request's unified diff: comments go only on lines it adds.")] = None,
+) -> None:
+    """Post the findings as review comments on the pull request (GitHub Actions), with
+    machine-applicable suggestions as suggested changes; annotations when the token may not write."""
+    from roteiro_py.commands.review import ReviewRequest, run_review  # lazy: --help stays light
+
+    _guard(lambda: run_review(ReviewRequest(report=report, tree=tree, diff=diff)))
+
+
 @app.command("prefetch")
 def prefetch(
     analyzer: Annotated[Analyzer | None, typer.Option(help="The analyzer whose image to provision.")] = None,
