@@ -6,8 +6,8 @@
 # run of the bot already posted. The job needs `permissions: pull-requests: write`.
 #
 # It never fails the job: the step is continue-on-error, and the tool itself exits 0
-# whatever GitHub answers (a fork's read-only token gets the findings as annotations and a
-# line saying why). The lint's exit status is still what finish.sh fails the job with.
+# whatever GitHub answers (a fork's read-only token: a line saying why, and the lint
+# step's annotations stand). The lint's exit status is still what finish.sh fails the job with.
 #
 # The diff: the input diff's file when it names one; with auto, the pull request's diff
 # made again here as lint.sh makes it (ci/common.sh make_pr_diff); with none, no diff, and
@@ -44,7 +44,9 @@ if [ -z "${REPORT:-}" ]; then
   exit 0
 fi
 
-args=(review "$REPORT" "--tree=$workspace")
+# --no-annotate: the lint step printed the annotations already (lint.sh --format=github);
+# a review that cannot be posted only says why, and they are not shown twice.
+args=(review "$REPORT" "--tree=$workspace" --no-annotate)
 case "${INPUT_DIFF:-auto}" in
   none) ;;
   auto)

@@ -252,12 +252,15 @@ def review(
     tree: Annotated[Path, typer.Option(help="The checkout the report's paths are relative to.")] = Path("."),
     diff: Annotated[Path | None, typer.Option(
         metavar="FILE", help="The pull request's unified diff: comments go only on lines it adds.")] = None,
+    annotate: Annotated[bool, typer.Option(
+        "--annotate/--no-annotate", help="When the review cannot be posted, print the findings as "
+        "annotations (--no-annotate: an earlier step already did).")] = True,
 ) -> None:
     """Post the findings as review comments on the pull request (GitHub Actions), with
     machine-applicable suggestions as suggested changes; annotations when the token may not write."""
     from roteiro_py.commands.review import ReviewRequest, run_review  # lazy: --help stays light
 
-    _guard(lambda: run_review(ReviewRequest(report=report, tree=tree, diff=diff)))
+    _guard(lambda: run_review(ReviewRequest(report=report, tree=tree, diff=diff, annotate=annotate)))
 
 
 @app.command("prefetch")

@@ -64,6 +64,9 @@ class ReviewRequest:
     #: The repository root the report's paths are relative to (the checkout).
     tree: Path = Path(".")
     diff: Path | None = None
+    #: On a failure, print the findings as annotations (False: the caller's own step
+    #: already did, as the Action's lint step does, and GitHub would show them twice).
+    annotate: bool = True
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
 
 
@@ -191,7 +194,10 @@ def _say(text: str, token: Token) -> None:
     sys.stdout.write(guard(text.replace(token.value, "***") + "\n"))
 
 
-def _fallback(report: Report, why: str, token: Token) -> int:
+def _fallback(report: Report, why: str, token: Token, *, annotate: bool) -> int:
+    if not annotate:
+        _say(f"pylint-sandbox review: {why}; the lint's own annotations stand.", token)
+        return 0
     _say(f"pylint-sandbox review: {why}; the findings follow as annotations instead.", token)
     sys.stdout.write(render(report, "github").replace(token.value, "***"))
     return 0
@@ -228,7 +234,7 @@ def run_review(request: ReviewRequest) -> int:
             why = f"GitHub refused the review ({error.why}): a comment is not on a line of the diff"
         else:
             why = f"the review could not be posted ({error.why})"
-        return _fallback(report, why, token)
+        return _fallback(report, why, token, annotate=request.annotate)
     _say(f"pylint-sandbox review: posted {len(plan.reviews)} review{'s' if len(plan.reviews) != 1 else ''} "
          f"with {len(plan.comments)} comment{'s' if len(plan.comments) != 1 else ''}; "
          f"{len(plan.unplaced)} finding{'s' if len(plan.unplaced) != 1 else ''} listed in the body "

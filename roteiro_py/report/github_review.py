@@ -37,7 +37,7 @@ from typing import Any
 
 from roteiro_py.report.fingerprint import fingerprints
 from roteiro_py.report.links import doc_url
-from roteiro_py.report.model import Edit, Finding, Fix, Report
+from roteiro_py.report.model import Edit, Finding, Fix, Report, comparison_phrase
 from roteiro_py.report.safe import clean, is_clean
 
 #: Characters GitHub takes in a review's body or a comment's body.
@@ -279,6 +279,11 @@ def _body(report: Report, part: int, parts: int, comments: int, listed: Sequence
         lines.append("".join(marker(fingerprint) for fingerprint, _ in listed))
     if more:
         lines.append(f"{more} more not listed here; `--format json` or `sarif` has every one.")
+    compared = comparison_phrase(report, "not reviewed") if part == 1 else None
+    if compared is not None:
+        # it names the baseline's and the diff's files, which the workflow chose: fenced
+        lines.append("Compared with the baseline or the diff, only findings that gate the run are "
+                     "reviewed:\n\n" + fenced(compared))
     body = "\n\n".join(lines)
     assert len(body) <= BODY_LIMIT  # noqa: S101  # MAX_LISTED x (_LISTED_CHARS + marker) + ours
     return body

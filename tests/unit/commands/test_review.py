@@ -27,7 +27,7 @@ from roteiro_py.errors import ReviewUnavailable
 from roteiro_py.report.fingerprint import fingerprints
 from roteiro_py.report.github import ANNOTATION_LIMIT
 from roteiro_py.report.github_review import MAX_COMMENTS_PER_REVIEW
-from roteiro_py.report.model import Finding, Report
+from roteiro_py.report.model import Comparison, Finding, Report
 from tests.unit.github_standin import StandIn, serve
 
 CRATE = DATA / "cargo-labels"
@@ -275,3 +275,18 @@ def test_no_pull_request_is_a_usage_error(api: StandIn, tmp_path: Path, labels_r
     with pytest.raises(ReviewUnavailable, match="not https"):
         run_review(ReviewRequest(report=saved, tree=CRATE, environ=env))
     assert api.seen == []
+
+
+def test_a_finding_outside_the_lints_diff_is_counted_not_reviewed(
+        api: StandIn, tmp_path: Path, labels_report: Report) -> None:
+    findings = [f.model_copy(update={"in_diff": f.path == "src/lib.rs"}) for f in labels_report.findings]
+    report = labels_report.model_copy(update={
+        "findings": findings, "comparison": Comparison(diff="@octocat.diff", diff_files=1)})
+    assert review(api, tmp_path, report, CRATE, {"src/lib.rs": [2, 6], "src/main.rs": [2]}) == 0
+    (post,) = api.posts()
+    assert sorted((c["path"], c["line"]) for c in post.body["comments"]) == [("src/lib.rs", 2), ("src/lib.rs", 6)]
+    body = post.body["body"]
+    assert "1 outside the diff (@octocat.diff adds lines to 1 file, not reviewed)" in body
+    assert "src/main.rs:2" not in body  # not gating: counted, not listed
+    tokens = MarkdownIt("commonmark").parse(body)
+    assert "@octocat" not in "".join(t.content for t in tokens if t.type != "fence")  # the name is fenced
