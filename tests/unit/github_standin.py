@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +34,10 @@ class StandIn:
     post_status: int = 201
     message: str = "Resource not accessible by integration"
     redirect: dict[str, str] = field(default_factory=dict)
+    #: Seconds a GET trickles its headers, a byte every 0.3 s, before answering: each read
+    #: gets a byte long before a socket timeout, so only a deadline over the whole
+    #: request ends it.
+    stall: float = 0.0
     url: str = ""
 
     def posts(self) -> list[Seen]:
@@ -62,6 +67,13 @@ def serve(state: StandIn) -> Iterator[StandIn]:
 
         def do_GET(self) -> None:
             self._record()
+            if state.stall:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                until = time.monotonic() + state.stall
+                while time.monotonic() < until:
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.3)
             route = self.path.split("?", 1)[0]
             if route in state.redirect:
                 self._answer(302, {}, {"Location": state.redirect[route]})
@@ -83,7 +95,11 @@ def serve(state: StandIn) -> Iterator[StandIn]:
                                for comment in body["comments"]]
             self._answer(201, {"id": len(state.reviews)})
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that hung up on a trickle (the deadline test): expected
+
+    server = Server(("127.0.0.1", 0), Handler)
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

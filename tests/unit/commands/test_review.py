@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,6 +23,7 @@ from markdown_it import MarkdownIt
 from realcargo import DATA, make_report, staged_copy
 
 from roteiro_py.clippy.parse import PathLayout, parse_messages
+from roteiro_py.commands import github_api
 from roteiro_py.commands.review import ReviewRequest, run_review
 from roteiro_py.errors import ReviewUnavailable
 from roteiro_py.report.fingerprint import fingerprints
@@ -290,3 +292,26 @@ def test_a_finding_outside_the_lints_diff_is_counted_not_reviewed(
     assert "src/main.rs:2" not in body  # not gating: counted, not listed
     tokens = MarkdownIt("commonmark").parse(body)
     assert "@octocat" not in "".join(t.content for t in tokens if t.type != "fence")  # the name is fenced
+
+
+def test_a_server_that_trickles_is_cut_at_the_deadline(
+        api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(github_api, "REQUEST_TIMEOUT_S", 1.0)
+    api.stall = 6.0
+    started = time.monotonic()
+    assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2]}) == 0
+    assert time.monotonic() - started < 4
+    assert "could not be posted" in capsys.readouterr().out and api.posts() == []
+
+
+def test_an_answer_past_its_bound_is_not_read(
+        api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(github_api, "MAX_RESPONSE_BYTES", 1000)
+    api.comments = [{"user": {"type": "User"}, "body": "x" * 2000}]
+    assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2]}) == 0
+    assert "the answer is larger than 1000 bytes" in capsys.readouterr().out and api.posts() == []
+    api.comments = [{"user": {"type": "User"}, "body": "x" * 500}]  # control: within it
+    assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2]}) == 0
+    assert len(api.posts()) == 1
