@@ -14,7 +14,9 @@ and sends nothing (commands/review.py posts them). What it guarantees:
   end or its line, edits that overlap or reach another file, lines that differ from what
   the lint saw (`Fix.before`), text the sanitiser would change, or more than
   MAX_SUGGESTION_LINES lines give no block (the finding is still commented, and the
-  reason is said). Never a block that would write something the fix does not.
+  reason is said). Never a block that would write something the fix does not. A line
+  rustc removes whole (a span to column 1 of the next line) is GitHub's deletion, an
+  empty block on that line alone.
 - Guest text (message, code, label, help) is shown only inside a fenced code block whose
   fence is longer than any run of backticks in it, so it can neither close the fence nor
   be read as Markdown or HTML: no `@user` mention, no `#123` link, no image, no tag. The
@@ -85,6 +87,11 @@ class Suggestion:
     start: int
     end: int
     text: str
+    #: The lines are removed (GitHub's empty suggestion), not replaced by an empty line.
+    deletes: bool = False
+
+    def block(self) -> str:
+        return "```suggestion\n```" if self.deletes else fenced(self.text, "suggestion")
 
 
 @dataclass(frozen=True)
@@ -176,13 +183,22 @@ def suggestion_of(fix: Fix, path: str, data: bytes | None) -> Suggestion | str:
         position = end
     pieces.append(block[position:])
     new = "".join(pieces)
-    # GitHub replaces the lines with the block's text and ends it with a newline itself.
-    new = new[:-1] if new.endswith("\n") and block.endswith("\n") else new
     if len(new) > MAX_SUGGESTION_CHARS:
         return f"it is longer than {MAX_SUGGESTION_CHARS} characters"
     if not is_clean(new, keep_newlines=True, keep_tabs=True) or "\r" in block:
         return "its text holds characters a review cannot show exactly"
-    return Suggestion(first, last, new)
+    # A span that ends at column 1 of its last line (rustc's whole-line removal, as of an
+    # unused import) leaves that line as it was: the block stops before it, so the comment
+    # needs only the lines that change, and removing them whole is GitHub's deletion.
+    kept = lines[last - 1]
+    if last > first and all(edit.line < last for edit in edits) and new.endswith(kept):
+        head = new[:len(new) - len(kept)]
+        if head == "":
+            return Suggestion(first, last - 1, "", deletes=True)
+        if head.endswith("\n"):
+            return Suggestion(first, last - 1, head[:-1])
+    # GitHub replaces the lines with the block's text and ends it with a newline itself.
+    return Suggestion(first, last, new[:-1] if new.endswith("\n") and block.endswith("\n") else new)
 
 
 def _text_of(finding: Finding) -> str:
@@ -207,7 +223,7 @@ def comment_body(finding: Finding, fingerprint: str, rustc_release: str,
     if suggestion is not None and fix is not None:
         lines.append("Suggested change (machine-applicable, as `cargo clippy --fix` would write it):")
         lines.append(fenced(clean(fix.message, keep_newlines=True, limit=500)))
-        lines.append(fenced(suggestion.text, "suggestion"))
+        lines.append(suggestion.block())
     elif why_not is not None:
         lines.append(f"No suggested change: the fix's {why_not}.")
     body = "\n\n".join(lines)

@@ -37,8 +37,25 @@ def test_a_multi_line_fix_replaces_exactly_the_lines_it_touches() -> None:
 def test_two_edits_on_one_line_and_a_deleted_line() -> None:
     made = suggestion_of(fix((2, 5, 2, 8, "const"), (2, 13, 2, 20, "[1; 1]")), "src/main.rs", SOURCE)
     assert made == Suggestion(2, 2, "    const a = [1; 1];")
-    # deleting line 5 whole: the span runs to the start of line 6, which stays
-    assert suggestion_of(fix((5, 1, 6, 1, "")), "src/main.rs", SOURCE) == Suggestion(5, 6, "}")
+
+
+
+def test_a_whole_line_removed_is_githubs_deletion_of_that_line_alone() -> None:
+    """rustc removes a line (an unused import) with a span to column 1 of the next line:
+    the comment covers the removed line only, and its block is GitHub's empty suggestion."""
+    removed = suggestion_of(fix((5, 1, 6, 1, "")), "src/main.rs", SOURCE)
+    assert removed == Suggestion(5, 5, "", deletes=True)
+    assert isinstance(removed, Suggestion) and removed.block() == "```suggestion\n```"
+    # two lines into one: the next line changes too, so it is in the block
+    joined = suggestion_of(fix((3, 14, 4, 9, "")), "src/main.rs", SOURCE)
+    assert joined == Suggestion(3, 4, "    let b = a.len();")
+    # a line replaced, the next one kept: the block is the one line
+    assert suggestion_of(fix((5, 1, 6, 1, "    drop(a);\n")), "src/main.rs", SOURCE) == \
+        Suggestion(5, 5, "    drop(a);")
+    # emptied but kept: an empty line, not a deletion
+    emptied = suggestion_of(fix((5, 1, 5, 13, "")), "src/main.rs", SOURCE)
+    assert emptied == Suggestion(5, 5, "") and isinstance(emptied, Suggestion)
+    assert MarkdownIt("commonmark").parse(emptied.block())[0].content == "\n"
 
 
 def test_the_last_line_without_a_newline() -> None:
