@@ -21,6 +21,8 @@ What it never does:
 Which earlier comments count as "already posted": those with our marker whose author is a
 bot (`user.type == "Bot"`, the GITHUB_TOKEN's `github-actions[bot]`), so a person cannot
 keep a finding from being commented by quoting its marker in a comment of their own.
+Past MAX_PAGES pages of either list (3,000 comments) the rest is not read, and a finding
+commented only there is commented again.
 """
 
 from __future__ import annotations
