@@ -315,3 +315,12 @@ def test_an_answer_past_its_bound_is_not_read(
     api.comments = [{"user": {"type": "User"}, "body": "x" * 500}]  # control: within it
     assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2]}) == 0
     assert len(api.posts()) == 1
+
+
+def test_without_a_diff_only_single_line_findings_the_lint_placed_in_its_diff_are_commented(
+        api: StandIn, tmp_path: Path, labels_report: Report) -> None:
+    findings = [f.model_copy(update={"in_diff": f.code == "clippy::needless_return"}) for f in labels_report.findings]
+    report = labels_report.model_copy(update={"findings": findings})
+    assert review(api, tmp_path, report, CRATE, None) == 0
+    (post,) = api.posts()
+    assert [(c["path"], c["line"]) for c in post.body["comments"]] == [("src/lib.rs", 2)]

@@ -105,3 +105,19 @@ def test_the_largest_finding_fits_in_a_comment_and_the_list_is_bounded() -> None
     assert review["comments"] == [] and len(review["body"]) <= BODY_LIMIT
     assert review["body"].count("src/main.rs:") == MAX_LISTED
     assert f"{199 - MAX_LISTED} more not listed here" in review["body"]
+
+
+def test_a_multi_line_suggestion_is_a_comment_on_its_range() -> None:
+    finding = Finding(code="clippy::x", level="warning", message="m", path="src/main.rs", line=3, column=13,
+                      end_line=4, end_column=15, fixes=[fix((3, 14, 4, 15, ".len()"))])
+    plan = plan_reviews(make_report([finding]), commit_id="a" * 40, placement=lambda p, a, b: True,
+                        source=lambda path: SOURCE)
+    (comment,) = plan.reviews[0]["comments"]
+    assert {k: comment[k] for k in ("path", "start_line", "start_side", "line", "side")} == {
+        "path": "src/main.rs", "start_line": 3, "start_side": "RIGHT", "line": 4, "side": "RIGHT"}
+    # control: lines 3..4 not both in the diff -> the finding's first added line, no block
+    plan = plan_reviews(make_report([finding]), commit_id="a" * 40, placement=lambda p, a, b: a == b == 4,
+                        source=lambda path: SOURCE)
+    (comment,) = plan.reviews[0]["comments"]
+    assert (comment["line"], "start_line" in comment) == (4, False)
+    assert "```suggestion" not in comment["body"] and "not all in the pull request's diff" in comment["body"]
