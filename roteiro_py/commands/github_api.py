@@ -2,7 +2,7 @@
 
 What it guarantees:
 - https only, to the one API origin the runner names (GITHUB_API_URL). Plain http is
-  spoken only to a loopback address (127.0.0.0/8, ::1, localhost): the tests' stand-in
+  spoken only to a loopback address (127.0.0.0/8, ::1, as a literal): the tests' stand-in
   for the API (tests/unit/commands/test_review.py) runs there, and nothing on loopback
   is a network path a token could leak over. Any other URL is refused before a byte is
   sent.
@@ -65,8 +65,7 @@ class ApiError(Exception):
 
 
 def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    """An IP literal on loopback; never a name (`localhost` is whatever /etc/hosts says)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -324,3 +324,14 @@ def test_without_a_diff_only_single_line_findings_the_lint_placed_in_its_diff_ar
     assert review(api, tmp_path, report, CRATE, None) == 0
     (post,) = api.posts()
     assert [(c["path"], c["line"]) for c in post.body["comments"]] == [("src/lib.rs", 2)]
+
+
+@pytest.mark.parametrize("url", ["http://api.example.com", "http://localhost:8080", "ftp://127.0.0.1",
+                                 "file:///etc/passwd"])
+def test_an_api_url_that_is_not_https_is_refused_before_anything_is_sent(
+        api: StandIn, tmp_path: Path, labels_report: Report, url: str) -> None:
+    saved = tmp_path / "clippy.json"
+    saved.write_text(labels_report.model_dump_json())
+    with pytest.raises(ReviewUnavailable, match="not https"):
+        run_review(ReviewRequest(report=saved, tree=CRATE, environ={**environ(api, tmp_path), "GITHUB_API_URL": url}))
+    assert api.seen == []
