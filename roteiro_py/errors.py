@@ -338,6 +338,28 @@ class ReportFileInvalid(RoteiroError):
         )
 
 
+class ReviewUnavailable(RoteiroError):
+    """`review` cannot tell which pull request to review, or with what (commands/review.py):
+    a variable of the Actions runner is missing or not what the runner writes."""
+
+    exit_code = EXIT_USAGE
+    code = "review-unavailable"
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(problem)
+        self.setting = setting
+        self.problem = problem
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"review cannot post: {_p(self.setting)} {_p(self.problem).rstrip('.')}.",
+            notes=("`pylint-sandbox review` runs in a GitHub Actions job of a pull_request event, "
+                   "with GITHUB_TOKEN in its environment (`env: GITHUB_TOKEN: ${{ github.token }}`) "
+                   "and `permissions: pull-requests: write`; the runner sets GITHUB_REPOSITORY, "
+                   "GITHUB_API_URL and GITHUB_EVENT_PATH.",),
+        )
+
+
 class MalformedReference(RoteiroError):
     exit_code = EXIT_USAGE
     code = "malformed-reference"

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 #: The order `--help` lists the commands in: the one a user came for, then the others as
 #: a first run meets them. Click lists a Typer's own commands before its groups (lint was
 #: seventh); a command not named here comes after these, in the order it was declared.
-COMMAND_ORDER = ("lint", "render", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
+COMMAND_ORDER = ("lint", "render", "review", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
                  "dockerfile")
 
 
@@ -327,6 +327,23 @@ def render(
              "lint.color": (color.value if color else None, "--color")}
     _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
                                             category=category, baseline=baseline, diff=diff, flags=flags)))
+
+
+@app.command("review")
+def review(
+    report: Annotated[Path, typer.Argument(help="A JSON report (--format json) of a lint of this pull request.")],
+    tree: Annotated[Path, typer.Option(help="The checkout the report's paths are relative to.")] = Path("."),
+    diff: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="The pull request's unified diff: comments go only on lines it adds.")] = None,
+    annotate: Annotated[bool, typer.Option(
+        "--annotate/--no-annotate", help="When the review cannot be posted, print the findings as "
+        "annotations (--no-annotate: an earlier step already did).")] = True,
+) -> None:
+    """Post the findings as review comments on the pull request (GitHub Actions), with
+    machine-applicable suggestions as suggested changes; annotations when the token may not write."""
+    from roteiro_py.commands.review import ReviewRequest, run_review  # lazy: --help stays light
+
+    _guard(lambda: run_review(ReviewRequest(report=report, tree=tree, diff=diff, annotate=annotate)))
 
 
 @app.command("prefetch")

@@ -158,7 +158,7 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert action["runs"]["using"] == "composite"
     assert action["name"] and action["description"]
     assert set(action["inputs"]) == {"path", "image", "fail-on", "category", "sarif", "baseline",
-                                     "diff", "accel", "version", "args"}
+                                     "diff", "accel", "version", "args", "review"}
     assert {name: action["inputs"][name]["default"] for name in ("path", "fail-on", "category", "sarif",
                                                                   "diff", "accel", "version")} == {
         "path": ".", "fail-on": "warning", "category": "clippy", "sarif": "true", "diff": "auto",
@@ -168,7 +168,7 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert env_problems(action) == []
     assert uses_problems(action) == []
     assert accel_problems(action) == []
-    assert sum("run" in step for step in steps(action)) == 5  # install, prepare, lint, sarif-skipped, finish
+    assert sum("run" in step for step in steps(action)) == 6  # install, prepare, lint, sarif-skipped, review, finish
 
 
 @pytest.mark.parametrize(("mutate", "check", "expected"), [
