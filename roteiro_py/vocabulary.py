@@ -28,7 +28,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_FINDINGS, "the lint ran and a finding that gates the run is at or above `--fail-on`, "
                     "or the build failed"),
     (EXIT_USAGE, "usage or configuration error: a flag, a setting or an image reference wrong "
-                 "as written"),
+                 "as written, a package or feature the tree does not have"),
     (EXIT_REFUSED, "refused: a preflight check, the sandbox, or a run that could not produce a "
                    "report to trust"),
     (EXIT_INTERNAL, "internal error: one line, and where the log with the traceback is "
@@ -50,6 +50,11 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("NO_COLOR", "no colour in refusals on a terminal"),
     ("CI, TERM", "CI set or TERM=dumb: plain progress lines, no spinner or bars"),
     ("GITHUB_STEP_SUMMARY", "a lint or a render appends a Markdown summary to this file"),
+    ("GITHUB_SERVER_URL, GITHUB_REPOSITORY, GITHUB_SHA", "the step summary links each finding to its "
+                                                         "file at that commit"),
+    ("GITHUB_TOKEN, GITHUB_API_URL, GITHUB_EVENT_PATH", "review posts to that pull request's API with "
+                                                        "that token"),
+    ("RUSTUP_DIST_SERVER", "where image build fetches Rust's distribution, as rustup reads it"),
     ("DOCKER_CONFIG", "where prefetch reads registry credentials (config.json)"),
     ("CARGO_HOME", "cargo's configuration and credentials, read by fetch-deps and the package store"),
     ("SSL_CERT_FILE, HTTPS_PROXY", "the CA and the proxy of the host's downloads, as cargo honours them"),
