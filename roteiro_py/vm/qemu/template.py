@@ -81,6 +81,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py import paths
+from roteiro_py.eviction import record_use, used_record
 from roteiro_py.locks import acquire_within, held_shared, taken_if_free
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.qemu import job
@@ -262,6 +263,7 @@ def load(directory: Path, key: str, memory_mib: int) -> Template | None:
             return None
         steps = tuple(StepRecord.from_json(step) for step in meta["steps"])
         os.utime(directory)  # used now: see sweep
+        record_use(used_record(directory))  # and for `cache prune` (eviction.py)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return Template(key, directory, steps)
@@ -309,6 +311,8 @@ def discard(directory: Path) -> None:
     with contextlib.suppress(OSError):
         os.rename(directory, aside)
     shutil.rmtree(aside, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        used_record(directory).unlink()
 
 
 def _sparse(path: Path, size: int) -> None:
