@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ from roteiro_py.cargo.lockfile import read_pins
 from roteiro_py.commands import cache as cache_report
 from roteiro_py.depcache import store
 from roteiro_py.errors import CacheContended, DeadlineExceeded
+from roteiro_py.eviction import record_use, used_record
 from roteiro_py.store import Store
 from roteiro_py.vm.disks import rootfs_record
 from roteiro_py.vm.mounts import cargo_views_root
@@ -479,3 +481,32 @@ def test_a_lint_holds_its_cargo_view_and_root_filesystem_until_its_vm_is_done(
                              text=True, timeout=60)
     assert removed.returncode == 0, removed.stderr
     assert Store.default().references() == []
+
+
+@pytest.mark.parametrize("kind", ["deps", "rootfs", "template", "cargo-view"])
+def test_each_use_is_recorded_whatever_the_entrys_own_times(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        holders: Callable[[str, str], Holder]) -> None:
+    """Issue 23 §4: a use is recorded (eviction.record_use) by the very code a lint uses
+    each kind through, so `cache list` and `prune` never read an atime. Every entry's
+    record, atime and mtime are set 30 days back first; then one kind is used (its
+    production hold in a second process; a dependency cache through `store.lookup`, as
+    lint/dep_cache.py finds it): that kind alone shows a recorded use within the minute."""
+    made, arguments = lay_out(tmp_path, monkeypatch)
+    month = time.time() - 30 * 86400
+    for path in made.values():
+        os.utime(path, (month, month), follow_symlinks=False)
+        record = store.cache_dir() / f"{DEPS_KEY}.used" if path == made["deps"] else used_record(path)
+        record_use(record, month)
+    before = time.time()
+    if kind == "deps":
+        assert store.lookup(DEPS_KEY)[0] is not None
+    else:
+        holders(kind, arguments[kind]).release()
+    listing = subprocess.run([str(EXE), "cache", "list", "--format", "json"], capture_output=True,
+                             text=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    recent = {entry["kind"] for entry in json.loads(listing.stdout)["entries"]
+              if entry["last_used_recorded"]
+              and time.time() - 60 < datetime.fromisoformat(entry["last_used"]).timestamp()}
+    assert recent == {kind}, (kind, before, listing.stdout)
