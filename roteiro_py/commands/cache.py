@@ -543,22 +543,33 @@ class ImageRemoved:
     image: ImageRemoval
     rootfs_removed: list[Path]
     rootfs_in_use: list[Path]
+    templates_removed: list[Path]
+    templates_in_use: list[Path]
 
 
 def remove_image(reference: str) -> ImageRemoved:
     """Remove the provisioned image `reference` (Store.remove_image: its index entry, then
     the blobs no other image uses, never while a lint holds it), then each root filesystem
-    built from one of its manifests that no other image has, unless a run holds it (a
-    benchmark or `doctor --verify` can, without the image: it goes at a later prune).
-    A VM template booted from such a root filesystem is keyed on that file's identity, so
-    no run restores it again: `cache prune` or its own sweep removes it."""
+    built from one of its manifests that no other image has, and each VM template booted
+    from one (template.origin), unless a run holds it (a benchmark or `doctor --verify`
+    can, without the image: it goes at a later prune). A template built before templates
+    said their root filesystem is keyed on that file's identity, so no run restores it
+    again: `cache prune` or its own sweep removes it."""
     # lazy: see _DependencyCaches.entries
     from roteiro_py.locks import taken_if_free
     from roteiro_py.store import Store
     from roteiro_py.vm.disks.rootfs_record import discard, lock_path
+    from roteiro_py.vm.qemu import template
 
     removal = Store.default().remove_image(reference)
     removed, in_use = [], []
+    names = {f"{digest.partition(':')[2]}.ext4" for digest in removal.digests}
+    templates: list[Path] = []
+    templates_held: list[Path] = []
+    root = template.templates_root()
+    for key, path, _ in _scan(root, _Templates._NAME, directories=True):
+        if template.origin(path) in names:
+            (templates if template.discard_if_free(root, key) else templates_held).append(path)
     for digest in sorted(removal.digests):
         image = paths.cache_root() / "rootfs" / f"{digest.partition(':')[2]}.ext4"
         if not os.path.lexists(image):
@@ -569,7 +580,7 @@ def remove_image(reference: str) -> ImageRemoved:
                 removed.append(image)
             else:
                 in_use.append(image)
-    return ImageRemoved(removal, removed, in_use)
+    return ImageRemoved(removal, removed, in_use, templates, templates_held)
 
 
 def remove_text(done: ImageRemoved) -> str:
@@ -583,6 +594,10 @@ def remove_text(done: ImageRemoved) -> str:
     out += [f"kept root filesystem {sanitise(str(path))}: in use (its lock is held); "
             "`pylint-sandbox cache prune --kind rootfs` removes it once that has finished"
             for path in done.rootfs_in_use]
+    out += [f"removed VM template {sanitise(str(path))}" for path in done.templates_removed]
+    out += [f"kept VM template {sanitise(str(path))}: in use (its lock is held); "
+            "`pylint-sandbox cache prune --kind template` removes it once that has finished"
+            for path in done.templates_in_use]
     return "\n".join(out) + "\n"
 
 

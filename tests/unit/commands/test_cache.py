@@ -32,6 +32,7 @@ from roteiro_py.reference import ImageReference
 from roteiro_py.store import Store
 from roteiro_py.vm.disks import rootfs_record
 from roteiro_py.vm.disks.rootfs import rootfs_in_use
+from roteiro_py.vm.qemu import template
 from tests.unit.store.store_images import make_image, provision
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
@@ -375,12 +376,27 @@ def test_list_shows_each_image_with_shared_layers_counted_once() -> None:
     assert cache_report.UNRECORDED_IMAGE in human and "of layers shared with other images" in human
 
 
-def test_remove_image_takes_its_own_blobs_and_root_filesystem_and_keeps_the_shared() -> None:
+def template_of(rootfs_image: Path | None, key: str) -> Path:
+    """A VM template directory as template.py leaves one, naming the root filesystem it
+    booted (template.ORIGIN) unless None; its use recorded."""
+    directory = template.templates_root() / key
+    directory.mkdir(parents=True)
+    (directory / template.MEMORY).write_bytes(b"m")
+    if rootfs_image is not None:
+        (directory / template.ORIGIN).write_text(rootfs_image.name)
+    record_use(used_record(directory))
+    return directory
+
+
+def test_remove_image_takes_its_own_blobs_root_filesystem_and_template_and_keeps_the_shared() -> None:
     first, second, shared = two_images_sharing_a_layer()
     store_ = Store.default()
     manifest_hex = str(first.digest).partition(":")[2]
     built = rootfs(manifest_hex, days_by_time=0)
     other = rootfs(str(second.digest).partition(":")[2], days_by_time=0)
+    booted = template_of(built, "8" * 32)
+    unrelated = template_of(other, "9" * 32)
+    older = template_of(None, "6" * 32)  # from before templates named their root filesystem
     before = set(store_.blobs_dir.iterdir())
 
     result = run("remove-image", str(first))
@@ -394,6 +410,9 @@ def test_remove_image_takes_its_own_blobs_and_root_filesystem_and_keeps_the_shar
     assert not built.exists() and not rootfs_record.record_path(built).exists()
     assert other.exists()
     assert f"removed root filesystem {built}" in result.stdout
+    assert f"removed VM template {booted}" in result.stdout
+    assert not booted.exists() and not used_record(booted).exists()
+    assert unrelated.exists() and older.exists()  # another image's; one that names none
     # the same again: it is no longer provisioned
     again = run("remove-image", str(first))
     assert again.returncode == 2 and str(second) in again.stderr
