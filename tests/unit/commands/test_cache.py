@@ -426,6 +426,9 @@ def test_remove_image_refuses_an_unknown_reference_naming_a_bounded_few() -> Non
     assert "No image provisioned as localhost/many/n9:latest: nothing was removed." in result.stderr
     assert sum(str(ref) in result.stderr for ref in refs) == 3 and "and 2 more" in result.stderr
     assert len(Store.default().references()) == 5
+    hostile = run("remove-image", "\x1b]8;;http://evil\x07click\x1b]8;;\x07")
+    assert hostile.returncode == 2 and "\x1b" not in hostile.stderr
+    assert "\\x1b]8;;http://evil" in hostile.stderr  # control: it arrives, escaped
     empty = Path(paths.roteiro_home()) / "store"
     for ref in refs:
         assert run("remove-image", str(ref)).returncode == 0
