@@ -322,8 +322,11 @@ class _Images:
                                     "layers used by more than one image, counted once",
                                     reference="(shared layers)"))
         if usage.unreferenced_bytes:
+            unreadable = any(image.detail is not None for image in usage.images)
             found.append(CacheEntry("image", "(unreferenced)", store.blobs_dir,
                                     usage.unreferenced_bytes, 0.0,
+                                    "blobs no readable image uses (some may be the unreadable "
+                                    "image's: prefetch it again)" if unreadable else
                                     "blobs no image uses: `pylint-sandbox prefetch --prune` "
                                     "removes them", reference="(unreferenced blobs)"))
         return found

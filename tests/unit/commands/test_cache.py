@@ -480,3 +480,21 @@ def test_prune_never_removes_an_image() -> None:
     assert kind.returncode == 2 and "cache remove-image REF" in kind.stderr
     assert run("prune", "--all").returncode == 0
     assert [k for k, path in made.items() if os.path.lexists(path)] == ["image"]
+
+
+def test_list_counts_unreferenced_blobs_and_says_which_image_cannot_be_read() -> None:
+    """The total is what the store takes: blobs no image uses are a row of their own, with
+    the way to remove them; an image whose manifest is gone says so, and then those blobs
+    may be its, so `prefetch --prune` (which keeps them then) is not offered."""
+    first, _, _ = two_images_sharing_a_layer()
+    Store.default().put_bytes(os.urandom(64 * KIB))  # an interrupted pull's
+    listing = run("list")
+    assert listing.returncode == 0, listing.stderr
+    assert "(unreferenced blobs)" in listing.stdout and "prefetch --prune" in listing.stdout
+    entries = listed()
+    assert sum(int(str(entry["size_bytes"])) for entry in entries) == allocated(
+        *Store.default().blobs_dir.iterdir())
+    Store.default().blob_path(str(first.digest)).unlink()
+    damaged = run("list")
+    assert "its manifest cannot be read" in damaged.stdout
+    assert "prefetch --prune" not in damaged.stdout and "unreadable image" in damaged.stdout
