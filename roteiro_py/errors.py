@@ -169,6 +169,27 @@ class UsageError(RoteiroError):
         return Guidance(summary=_p(self.message), notes=(self.hint,) if self.hint else ())
 
 
+class ImageNotInStore(UsageError):
+    """`cache remove-image` was given a reference no provisioned image has: `stored` are
+    the provisioned ones (their full references, already bounded by the caller), of which
+    MAX_STORED_SHOWN are named and the rest counted."""
+
+    code = "image-not-in-store"
+
+    def __init__(self, reference: str, store: Path, stored: Sequence[str]) -> None:
+        shown = ", ".join(_p(name) for name in stored[:MAX_STORED_SHOWN])
+        more = len(stored) - MAX_STORED_SHOWN
+        if not stored:
+            have = f"The store at {_p(store)} holds no provisioned image."
+        else:
+            have = (f"Provisioned: {shown}" + (f" and {more} more" if more > 0 else "")
+                    + " (`pylint-sandbox cache list` shows each).")
+        super().__init__(f"No image provisioned as {_p(reference)}: nothing was removed.",
+                         hint=have)
+        self.reference = reference
+        self.stored = tuple(stored)
+
+
 class PathNotFound(UsageError):
     """The PATH a command is about does not exist: `lint clippy PATH` and `doctor --path
     PATH` say it in the same words (issue 23: doctor said "this host can lint" it)."""
@@ -1196,6 +1217,26 @@ class CacheContended(Refusal):
                    "one it has only just built is not held yet.",
                    "Run the lint again once that has finished."),
             commands=("pylint-sandbox cache list",),
+        )
+
+
+class ImageInUse(Refusal):
+    """`cache remove-image` found the image held by a running lint (its use lock, store/
+    layout.py `Store.in_use`): it removes nothing then, rather than waiting or pulling the
+    image's layers or root filesystem from under that lint's VM."""
+
+    code = "image-in-use"
+
+    def __init__(self, reference: str) -> None:
+        super().__init__()
+        self.reference = reference
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"The image {_p(self.reference)} is in use by a running lint: nothing "
+            "was removed.",
+            notes=("Remove it again once that lint has finished.",),
+            commands=(f"pylint-sandbox cache remove-image {shlex.quote(printable(self.reference))}",),
         )
 
 

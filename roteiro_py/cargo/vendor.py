@@ -59,6 +59,7 @@ from roteiro_py.cargo import git as cargo_git
 from roteiro_py.cargo import store
 from roteiro_py.cargo.lockfile import Lockfile, Pin
 from roteiro_py.cargo.registry import HostCargo
+from roteiro_py.eviction import record_use, used_record
 from roteiro_py.locks import acquire_within, held_shared, taken_if_free
 from roteiro_py.paths import replace_file
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, cargo_views_root
@@ -179,7 +180,8 @@ def vendored_in_use(lock: Lockfile, tree: Path, *, until: float | None = None,
             return None
         if not _seal_holds(view, key):
             return None  # `build` discards it and makes it again, under the lock
-        os.utime(view)  # in use: the sweep and `cache list` measure from a view's last use
+        os.utime(view)  # in use: the sweep measures from a view's last use
+        record_use(used_record(view))  # and `cache prune` (eviction.py)
         return view
 
     def build() -> None:
@@ -560,3 +562,5 @@ def discard(view: Path) -> None:
     aside = view.with_name(f".{view.name}.{os.getpid()}.gone")
     os.rename(view, aside)
     shutil.rmtree(aside, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        used_record(view).unlink()

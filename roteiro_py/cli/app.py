@@ -100,7 +100,8 @@ lint_app = typer.Typer(help="Lint a repository inside the sandbox.", cls=_Group,
                        rich_markup_mode=None)
 config_app = typer.Typer(help="Show and change configuration.", cls=_Group, no_args_is_help=True,
                          rich_markup_mode=None)
-cache_app = typer.Typer(help="List and prune the caches lints keep (each is rebuilt when missing).",
+cache_app = typer.Typer(help="List the caches lints keep and the provisioned images; prune the "
+                             "caches (each is rebuilt when missing); remove an image.",
                         cls=_Group, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
@@ -171,6 +172,7 @@ class CacheKind(StrEnum):
     rootfs = "rootfs"
     build = "build"
     cargo_view = "cargo-view"
+    image = "image"
 
 
 def _version(value: bool) -> None:
@@ -407,7 +409,8 @@ def doctor(
 def cache_list(
     format: Annotated[ListFormat, typer.Option("--format", help="Output format.")] = ListFormat.human,
 ) -> None:
-    """Every cache under $ROTEIRO_HOME/cache: kind, key, size on disk, last use, path; a total."""
+    """Every cache under $ROTEIRO_HOME/cache and every provisioned image in the store: kind,
+    key, size on disk, last use, path (an image: its reference); a total."""
     from roteiro_py.commands.cache import run_list
 
     _guard(lambda: run_list(format=format.value))
@@ -430,6 +433,18 @@ def cache_prune(
 
     _guard(lambda: run_prune(older_than_days=older_than, max_size_mib=max_size,
                              kinds=[k.value for k in kind or []], everything=all_, dry_run=dry_run))
+
+
+@cache_app.command("remove-image")
+def cache_remove_image(
+    reference: Annotated[str, typer.Argument(
+        metavar="IMAGE_REF", help="The image's reference as `cache list` shows it.")],
+) -> None:
+    """Remove one provisioned image: its blobs no other image uses, and the root filesystems
+    built from it; never one a running lint holds."""
+    from roteiro_py.commands.cache import run_remove_image
+
+    _guard(lambda: run_remove_image(reference=reference))
 
 
 #: `docs`' help, from the topic table (shipped.DOCS): every topic named, with what it is.

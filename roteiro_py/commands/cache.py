@@ -1,7 +1,8 @@
-"""`pylint-sandbox cache list|prune`: what a lint keeps under $ROTEIRO_HOME/cache, and
-removing it by age or size without pulling anything from under a running lint.
+"""`pylint-sandbox cache list|prune|remove-image`: what a lint keeps under $ROTEIRO_HOME
+(the caches under cache/, and the image store), and removing it by age or size, or one
+provisioned image by name, without pulling anything from under a running lint.
 
-Every cache here is derived (rebuilt when missing), and each kind keeps its own layout,
+Every cache under cache/ is derived (rebuilt when missing), and each kind keeps its own layout,
 made by the module named beside it in KINDS. A kind says what its entries are (key,
 allocated bytes, last use, path), which lock a run holds while it builds or uses one,
 and how one is deleted once that lock is taken:
@@ -11,6 +12,17 @@ and how one is deleted once that lock is taken:
 - what goes is chosen by roteiro_py/eviction.py, the policy the dependency caches' size
   cap uses too: least recently used first;
 - `prune` with no criterion is a usage error, never "everything": `--all` says that.
+- a provisioned image is listed (kind `image`, store/layout.py `Store.usage`: its own
+  blobs' bytes, the blobs it shares with another image counted once in a row of their
+  own) but never pruned: it is not derived, only fetched again. `remove-image REF`
+  removes one (`Store.remove_image`), then the root filesystems built from it.
+
+Last use is what a lint recorded (eviction.py `record_use`: `<entry>.used` beside a root
+filesystem, VM template or cargo view, `<key>.used` for a dependency cache,
+`store/uses/<hex>.used` for an image), never an access time: under relatime a root
+filesystem booted minutes ago showed its atime of yesterday. An entry without a record
+(made before records) falls back to its mtime, and `cache list` says so; a kept build's
+mtime is its record (each run that keeps it writes it).
 
 What a held lock covers is the same for every kind (roteiro_py/locks.py): a running lint
 holds each cache it uses from the check that finds it until its VM is done (shared: the
@@ -40,12 +52,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from roteiro_py import paths
 from roteiro_py.errors import UsageError
-from roteiro_py.eviction import evict
+from roteiro_py.eviction import evict, last_use, used_record
 from roteiro_py.untrusted import guard, sanitise
+
+if TYPE_CHECKING:
+    from roteiro_py.store.layout import ImageRemoval
 
 #: The most names of one kind's directory looked at.
 MAX_NAMES = 100_000
@@ -69,6 +84,11 @@ class CacheEntry:
     size: int
     last_used: float
     note: str | None = None
+    #: False when no lint recorded a use of it: `last_used` is then its mtime (or, for an
+    #: image, when it was provisioned).
+    recorded: bool = True
+    #: What is shown instead of the path: an image's reference.
+    reference: str | None = None
 
 
 class CacheKind(Protocol):
@@ -135,11 +155,12 @@ def _partial(complete: bool) -> str | None:
 
 def _directory_entries(kind: str, root: Path, name: re.Pattern[str]) -> list[CacheEntry]:
     """Caches kept as one directory per key under `root` (VM templates, cargo views): the
-    size is everything under the directory, the last use its mtime."""
+    size is everything under the directory, the last use its record (else its mtime)."""
     found = []
     for key, path, st in _scan(root, name, directories=True):
         size, complete = _tree_bytes(path)
-        found.append(CacheEntry(kind, key, path, size, st.st_mtime, _partial(complete)))
+        when, recorded = last_use(used_record(path), st.st_mtime)
+        found.append(CacheEntry(kind, key, path, size, when, _partial(complete), recorded))
     return found
 
 
@@ -171,7 +192,7 @@ class _DependencyCaches:
 
 
 class _Templates:
-    """vm/qemu/template.py: `vm-templates/<key>/`, last use its mtime (set by each restore)."""
+    """vm/qemu/template.py: `vm-templates/<key>/`, last use `<key>.used` (each restore)."""
 
     label = "VM template"
     _NAME = re.compile(r"([0-9a-f]{32})")
@@ -196,18 +217,20 @@ class _Templates:
 
 
 class _RootFilesystems:
-    """vm/disks/rootfs.py: `rootfs/<manifest hex>.ext4` sealed by rootfs_record.py. Nothing
-    records a boot, so the last use is the image's access time (a boot reads it; Linux's
-    default relatime updates it at most once a day, a noatime mount never: then it is the
-    build), or its mtime when later."""
+    """vm/disks/rootfs.py: `rootfs/<manifest hex>.ext4` sealed by rootfs_record.py, last use
+    `<hex>.ext4.used` (each lint that boots it). Its access time decides nothing: relatime
+    updates it at most once a day, noatime never."""
 
     label = "root filesystem"
     _NAME = re.compile(r"([0-9a-f]{64})\.ext4")
 
     def entries(self) -> list[CacheEntry]:
-        return [CacheEntry("rootfs", key, path, st.st_blocks * 512, max(st.st_atime, st.st_mtime))
-                for key, path, st in _scan(paths.cache_root() / "rootfs", self._NAME,
-                                           directories=False)]
+        found = []
+        for key, path, st in _scan(paths.cache_root() / "rootfs", self._NAME, directories=False):
+            when, recorded = last_use(used_record(path), st.st_mtime)
+            found.append(CacheEntry("rootfs", key, path, st.st_blocks * 512, when,
+                                    recorded=recorded))
+        return found
 
     def lock_path(self, entry: CacheEntry) -> Path:
         # lazy: see _DependencyCaches.entries
@@ -271,6 +294,53 @@ class _CargoViews:
         discard(entry.path)
 
 
+class _Images:
+    """store/layout.py: each provisioned reference (`Store.usage`), its last use
+    `store/uses/<pinned hex>.used` (each lint of it). Listed, never pruned (not derived):
+    `remove-image` removes one. Two more rows when there is anything in them: the blobs
+    shared by several images (counted once), and blobs no image reaches."""
+
+    label = "image"
+
+    def entries(self) -> list[CacheEntry]:
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.store import Store
+
+        store = Store.default()
+        usage = store.usage()
+        found = []
+        for image in usage.images:
+            note = image.detail
+            if note is None and image.shared_bytes:
+                note = f"and {size_text(image.shared_bytes)} of layers shared with other images"
+            found.append(CacheEntry("image", image.digest.partition(":")[2], image.path,
+                                    image.own_bytes, image.last_used, note, image.recorded,
+                                    image.name))
+        if usage.shared_bytes:
+            found.append(CacheEntry("image", "(shared)", store.blobs_dir, usage.shared_bytes,
+                                    max(image.last_used for image in usage.images),
+                                    "layers used by more than one image, counted once",
+                                    reference="(shared layers)"))
+        if usage.unreferenced_bytes:
+            unreadable = any(image.detail is not None for image in usage.images)
+            found.append(CacheEntry("image", "(unreferenced)", store.blobs_dir,
+                                    usage.unreferenced_bytes, 0.0,
+                                    "blobs no readable image uses (some may be the unreadable "
+                                    "image's: prefetch it again)" if unreadable else
+                                    "blobs no image uses: `pylint-sandbox prefetch --prune` "
+                                    "removes them", reference="(unreferenced blobs)"))
+        return found
+
+    def lock_path(self, entry: CacheEntry) -> Path:
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.store import Store
+
+        return Store.default().use_path(f"sha256:{entry.key}", ".lock")
+
+    def delete(self, entry: CacheEntry) -> None:
+        raise UsageError("an image is removed by name: `pylint-sandbox cache remove-image REF`")
+
+
 #: Every kind `cache` knows, by the name `--kind` takes, in the order they are listed.
 KINDS: dict[str, CacheKind] = {
     "deps": _DependencyCaches(),      # the dependencies' build, per lockfile (issue 12)
@@ -278,7 +348,10 @@ KINDS: dict[str, CacheKind] = {
     "rootfs": _RootFilesystems(),     # the image's flattened root, per manifest digest
     "build": _KeptBuilds(),           # a trusted tree's scratch disk kept by --keep-cache
     "cargo-view": _CargoViews(),      # the pinned crates a guest reads, per lockfile
+    "image": _Images(),               # a provisioned image in the store: listed, never pruned
 }
+#: The kinds `prune` takes: every one derived, rebuilt when missing (an image is fetched).
+PRUNABLE = tuple(name for name in KINDS if name != "image")
 
 
 def collect(kinds: Sequence[str] = ()) -> list[CacheEntry]:
@@ -303,7 +376,7 @@ class Pruned:
 def prune(*, older_than_days: float | None = None, max_size_mib: int | None = None,
           kinds: Sequence[str] = (), everything: bool = False, dry_run: bool = False,
           now: float | None = None) -> Pruned:
-    """Remove the entries of `kinds` (all when empty) last used more than
+    """Remove the entries of `kinds` (all PRUNABLE when empty) last used more than
     `older_than_days` ago, then the least recently used until the rest fit in
     `max_size_mib`, or with `everything` all of them; never one whose lock is held.
     UsageError when no criterion is given or `everything` comes with one."""
@@ -322,7 +395,11 @@ def prune(*, older_than_days: float | None = None, max_size_mib: int | None = No
     unknown = sorted(set(kinds) - KINDS.keys())
     if unknown:
         raise UsageError(f"Unknown cache kind: {', '.join(sanitise(kind) for kind in unknown)}.",
-                         hint=f"Kinds: {', '.join(KINDS)}.")
+                         hint=f"Kinds: {', '.join(PRUNABLE)}.")
+    if "image" in kinds:
+        raise UsageError("`cache prune` removes derived caches only; a provisioned image is "
+                         "removed by name: `pylint-sandbox cache remove-image REF`.",
+                         hint="`pylint-sandbox cache list` shows each image's reference.")
 
     def remove(entry: CacheEntry) -> bool:
         kind = KINDS[entry.kind]
@@ -331,7 +408,7 @@ def prune(*, older_than_days: float | None = None, max_size_mib: int | None = No
                 kind.delete(entry)
             return free
 
-    done = evict(collect(kinds), remove,
+    done = evict(collect(kinds or PRUNABLE), remove,
                  older_than_s=None if older_than_days is None else older_than_days * 86400,
                  max_bytes=None if max_size_mib is None else max_size_mib << 20,
                  everything=everything, now=now)
@@ -372,20 +449,34 @@ def _columns(rows: list[list[str]]) -> list[str]:
                        row[-1]]).rstrip() for row in rows]
 
 
+#: What `cache list` says of an entry no lint recorded a use of.
+UNRECORDED = "no use recorded: last used is its mtime"
+UNRECORDED_IMAGE = "no use recorded: last used is when it was provisioned"
+
+
 def _row(entry: CacheEntry, now: float) -> list[str]:
-    return [KINDS[entry.kind].label, entry.key[:16], size_text(entry.size),
-            when_text(entry.last_used, now), sanitise(str(entry.path))]
+    shown = entry.reference if entry.reference is not None else str(entry.path)
+    used = "never" if entry.last_used <= 0 else when_text(entry.last_used, now)
+    return [KINDS[entry.kind].label, entry.key[:16], size_text(entry.size), used,
+            sanitise(shown)]
 
 
-def _note(entry: CacheEntry) -> str | None:
-    if entry.note is None:
-        return None
-    first = entry.note.strip().splitlines()[0] if entry.note.strip() else ""
-    return sanitise(first, limit=REASON_CHARS)
+def _notes(entry: CacheEntry) -> list[str]:
+    out = []
+    if entry.note is not None:
+        first = entry.note.strip().splitlines()[0] if entry.note.strip() else ""
+        out.append(sanitise(first, limit=REASON_CHARS))
+    if not entry.recorded:
+        out.append(UNRECORDED_IMAGE if entry.kind == "image" else UNRECORDED)
+    return out
+
+
+def _roots() -> str:
+    return f"{sanitise(str(paths.cache_root()))} and {sanitise(str(paths.store_root()))}"
 
 
 def list_text(entries: Sequence[CacheEntry], now: float) -> str:
-    root = sanitise(str(paths.cache_root()))
+    root = _roots()
     if not entries:
         return f"no caches under {root}\n"
     lines = _columns([["kind", "key", "size", "last used", "path"],
@@ -393,9 +484,7 @@ def list_text(entries: Sequence[CacheEntry], now: float) -> str:
     out = [lines[0]]
     for line, entry in zip(lines[1:], entries, strict=True):
         out.append(line)
-        note = _note(entry)
-        if note is not None:
-            out.append(f"    {note}")
+        out.extend(f"    {note}" for note in _notes(entry))
     total = sum(entry.size for entry in entries)
     out.append(f"total: {len(entries)} cache{'s' if len(entries) != 1 else ''}, "
                f"{size_text(total)}, under {root}")
@@ -408,9 +497,12 @@ def list_json(entries: Sequence[CacheEntry]) -> str:
 
     document = {
         "cache_root": sanitise(str(paths.cache_root())),
+        "store_root": sanitise(str(paths.store_root())),
         "entries": [{"kind": entry.kind, "label": KINDS[entry.kind].label, "key": entry.key,
                      "path": sanitise(str(entry.path)), "size_bytes": entry.size,
-                     "last_used": iso(entry.last_used),
+                     "reference": None if entry.reference is None else sanitise(entry.reference),
+                     "last_used": None if entry.last_used <= 0 else iso(entry.last_used),
+                     "last_used_recorded": entry.recorded,
                      "note": None if entry.note is None else sanitise(entry.note,
                                                                        keep_newlines=True)}
                     for entry in entries],
@@ -443,6 +535,78 @@ def run_list(*, format: str = "human", kinds: Sequence[str] = ()) -> int:
         _write(list_json(entries), json_output=True)
     else:
         _write(list_text(entries, time.time()))
+    return 0
+
+
+@dataclass
+class ImageRemoved:
+    """What `remove-image` removed: the image (store/layout.py ImageRemoval), the root
+    filesystems built from it, and those kept because a run holds them."""
+
+    image: ImageRemoval
+    rootfs_removed: list[Path]
+    rootfs_in_use: list[Path]
+    templates_removed: list[Path]
+    templates_in_use: list[Path]
+
+
+def remove_image(reference: str) -> ImageRemoved:
+    """Remove the provisioned image `reference` (Store.remove_image: its index entry, then
+    the blobs no other image uses, never while a lint holds it), then each root filesystem
+    built from one of its manifests that no other image has, and each VM template booted
+    from one (template.origin), unless a run holds it (a benchmark or `doctor --verify`
+    can, without the image: it goes at a later prune). A template built before templates
+    said their root filesystem is keyed on that file's identity, so no run restores it
+    again: `cache prune` or its own sweep removes it."""
+    # lazy: see _DependencyCaches.entries
+    from roteiro_py.locks import taken_if_free
+    from roteiro_py.store import Store
+    from roteiro_py.vm.disks.rootfs_record import discard, lock_path
+    from roteiro_py.vm.qemu import template
+
+    removal = Store.default().remove_image(reference)
+    removed, in_use = [], []
+    names = {f"{digest.partition(':')[2]}.ext4" for digest in removal.digests}
+    templates: list[Path] = []
+    templates_held: list[Path] = []
+    root = template.templates_root()
+    for key, path, _ in _scan(root, _Templates._NAME, directories=True):
+        if template.origin(path) in names:
+            (templates if template.discard_if_free(root, key) else templates_held).append(path)
+    for digest in sorted(removal.digests):
+        image = paths.cache_root() / "rootfs" / f"{digest.partition(':')[2]}.ext4"
+        if not os.path.lexists(image):
+            continue
+        with taken_if_free(lock_path(image)) as free:
+            if free:
+                discard(image)
+                removed.append(image)
+            else:
+                in_use.append(image)
+    return ImageRemoved(removal, removed, in_use, templates, templates_held)
+
+
+def remove_text(done: ImageRemoved) -> str:
+    image = done.image
+    out = [f"removed image {sanitise(image.reference)}: {image.blobs_removed} "
+           f"blob{'s' if image.blobs_removed != 1 else ''} no other image uses, "
+           f"{size_text(image.freed)} freed"]
+    if image.blobs_kept_reason is not None:
+        out.append(f"    {sanitise(image.blobs_kept_reason)}")
+    out += [f"removed root filesystem {sanitise(str(path))}" for path in done.rootfs_removed]
+    out += [f"kept root filesystem {sanitise(str(path))}: in use (its lock is held); "
+            "`pylint-sandbox cache prune --kind rootfs` removes it once that has finished"
+            for path in done.rootfs_in_use]
+    out += [f"removed VM template {sanitise(str(path))}" for path in done.templates_removed]
+    out += [f"kept VM template {sanitise(str(path))}: in use (its lock is held); "
+            "`pylint-sandbox cache prune --kind template` removes it once that has finished"
+            for path in done.templates_in_use]
+    return "\n".join(out) + "\n"
+
+
+def run_remove_image(*, reference: str) -> int:
+    """`cache remove-image REF`: remove one provisioned image and what was built from it."""
+    _write(remove_text(remove_image(reference)))
     return 0
 
 

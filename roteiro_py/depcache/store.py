@@ -12,8 +12,9 @@ jobs. Per key (64 hex digits):
                   (exclusive), so two first lints of one lockfile build it once; a run
                   whose VM uses the image holds it shared (`in_use`), so prune never
                   takes an image from under a running lint;
-- `<key>.used`    empty, its mtime the last use (touching the image itself would change
-                  its ctime, and the record's identity check would re-hash it every time);
+- `<key>.used`    the last use, epoch seconds (eviction.record_use; an empty one, as
+                  written before, is its mtime); touching the image itself would change
+                  its ctime, and the record's identity check would re-hash it every time;
 - `<key>.failed`  a short text (MAX_FAILED_BYTES): why building it failed last time; a
                   later lint of the key skips building until it is pruned;
 - `.<key>.<random>.staging`  a disk being built (`staging_disk`), renamed into place by
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py import paths
-from roteiro_py.eviction import evict
+from roteiro_py.eviction import evict, record_use, recorded_use
 from roteiro_py.locks import acquire_within, shared_within, taken_if_free
 from roteiro_py.untrusted import FileRefused, read_bounded
 from roteiro_py.vm.disks import rootfs_record
@@ -253,15 +254,11 @@ def publish(key: str, disk: Path, *, max_bytes: int | None = None) -> Path:
 
 
 def touch(key: str) -> None:
-    """Record a use of the key now: the mtime of `<key>.used`, set on the file itself (a
-    link there is replaced, never followed)."""
+    """Record a use of the key now in `<key>.used` (eviction.record_use: written whole, a
+    link there replaced, never followed)."""
     path = _name(key, ".used")
-    if _regular(path) is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.utime(path, follow_symlinks=False)  # a link swapped in meanwhile: its own time
-            return
     path.parent.mkdir(parents=True, exist_ok=True)
-    paths.replace_file(path, b"", 0o644)
+    record_use(path)
 
 
 def failed(key: str) -> str | None:
@@ -293,9 +290,9 @@ def entries() -> list[Entry]:
         reason = failed(key)
         st = _regular(image)
         if st is not None:
-            used = _regular(directory / f"{key}.used")
+            used = recorded_use(directory / f"{key}.used")
             found.append(Entry(key, image, st.st_blocks * 512,
-                               (used or st).st_mtime, reason))
+                               st.st_mtime if used is None else used, reason))
             continue
         mark = directory / f"{key}.failed"
         st = _regular(mark)

@@ -199,13 +199,19 @@ def root_filesystem_in_use(image: ResolvedImage, store_root: Path,
 
     A layer blob that does not hash to its digest is found here, not by the store (which
     checks layers by size per lint): it is the image not being provisioned, and prefetch
-    (which re-hashes every blob and fetches the damaged one again) is the way forward."""
+    (which re-hashes every blob and fetches the damaged one again) is the way forward.
+
+    The image itself is held too (store/layout.py `Store.in_use`: its use lock shared, its
+    last use recorded), from before the root filesystem's check, so `cache remove-image`
+    never takes its blobs or its root filesystem from under this run."""
     # lazy: the VM's disks (scratch_disk says why)
+    from roteiro_py.store import Store
     from roteiro_py.vm.disks.rootfs import FlattenLimits, LayerDamaged, rootfs_in_use
 
     try:
-        with rootfs_in_use(image.layers, image.manifest_digest,
-                           FlattenLimits(until=deadline.at, seconds=deadline.seconds)) as found:
+        with Store(store_root).in_use(image, until=deadline.at, seconds=deadline.seconds), \
+                rootfs_in_use(image.layers, image.manifest_digest,
+                              FlattenLimits(until=deadline.at, seconds=deadline.seconds)) as found:
             yield found
     except LayerDamaged as damaged:
         raise ImageNotProvisioned(image.reference, store_root, str(damaged)) from None

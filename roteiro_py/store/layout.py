@@ -41,6 +41,18 @@ Guarantees, and why:
   unreferenced blob or temp file younger than its grace period, so it cannot delete the
   blobs of a pull that is still running; and `add_reference` re-checks the blobs under
   the lock, so a pull whose blobs were pruned fails instead of committing a hole.
+- A lint holds the image it uses (`in_use`: `uses/<pinned hex>.lock` shared, from the
+  root filesystem's check until its VM is done) and records that use
+  (`uses/<pinned hex>.used`, roteiro_py/eviction.py: nothing else says when an image was
+  last used; a layer's atime is read by nobody once the root filesystem is built).
+- `remove_image` (`cache remove-image`) takes that lock exclusive without waiting (a held
+  one is a running lint: ImageInUse, nothing removed), then under the store lock unlinks
+  the index entry first (the commit point: a crash after it leaves only unreferenced
+  blobs, which `prefetch --prune` removes), then each blob no remaining image reaches,
+  and returns what it freed. When a remaining image cannot be walked, its blobs cannot
+  be told from the removed one's, so no blob goes (as in `prune`). A pull of another
+  image that reused a blob removed here fails at `add_reference` (which re-checks under
+  the lock) and is run again; it never commits a hole.
 """
 
 from __future__ import annotations
@@ -49,8 +61,10 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +73,15 @@ from typing import Any
 from filelock import FileLock
 
 from roteiro_py import paths
-from roteiro_py.errors import ImageNotProvisioned, MalformedReference
+from roteiro_py.errors import (
+    ImageInUse,
+    ImageNotInStore,
+    ImageNotProvisioned,
+    MalformedReference,
+    TagNotDigest,
+)
+from roteiro_py.eviction import last_use, record_use
+from roteiro_py.locks import shared_within, taken_if_free
 from roteiro_py.reference import ImageReference, parse, parse_pinned
 from roteiro_py.store.blobs import (
     TEMP_PREFIX,
@@ -90,6 +112,8 @@ SOURCE_ANNOTATION = "io.roteiro.source"
 #: in progress. An hour is far longer than the 754 MB toolchain takes over loopback or
 #: a LAN, and short enough that interrupted pulls do not pile up for long.
 PRUNE_GRACE_SECONDS = 3600
+#: The most provisioned references, and blob names, `usage` and `remove_image` look at.
+MAX_LISTED = 10_000
 
 
 @dataclass(frozen=True)
@@ -130,6 +154,46 @@ class StoredReference:
     name: str
     descriptor: Descriptor
     source: str | None
+
+
+@dataclass(frozen=True)
+class ImageUsage:
+    """One provisioned reference as `cache list` shows it: `own_bytes` are the allocated
+    bytes of the blobs only it reaches (what removing it frees), `shared_bytes` those of
+    blobs another reference reaches too (counted once, store-wide, by `StoreUsage`);
+    `last_used` is its recorded last use (`recorded`), else when it was provisioned (the
+    mtime of its pinned manifest); `detail` says why it could not be walked."""
+
+    name: str
+    digest: str
+    own_bytes: int
+    shared_bytes: int
+    last_used: float
+    recorded: bool
+    path: Path
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreUsage:
+    """The whole store: each reference, the blobs shared among them (counted once), and
+    the blobs no reference reaches (an interrupted pull's; `prefetch --prune`)."""
+
+    images: list[ImageUsage]
+    shared_bytes: int
+    unreferenced_bytes: int
+
+
+@dataclass(frozen=True)
+class ImageRemoval:
+    """What `remove_image` did: the reference, the blobs unlinked and their bytes, and the
+    digests that were its own and are gone (a manifest's root filesystem is a derived cache)."""
+
+    reference: str
+    blobs_removed: int
+    freed: int
+    digests: frozenset[str]
+    blobs_kept_reason: str | None = None
 
 
 class _Absent(Exception):
@@ -308,6 +372,152 @@ class Store:
         shown = stored.name if stored.name == str(ref) else f"{ref.name}@{ref.digest}"
         return ResolvedImage(shown, walk.pinned.digest, walk.manifest_digest,
                              walk.manifest.config.digest, config, layers)
+
+    # -- use, and removal of one image ------------------------------------------------
+
+    def use_path(self, digest: str, suffix: str) -> Path:
+        """`uses/<hex of the pinned digest><suffix>`: `.lock` (held by a lint) or `.used`."""
+        return self.root / "uses" / f"{hex_of(digest)}{suffix}"
+
+    @contextlib.contextmanager
+    def in_use(self, image: ResolvedImage, *, until: float | None,
+               seconds: float) -> Iterator[None]:
+        """Hold `image` for the block (its use lock shared; lints of one image side by
+        side) and record its use. Inside it, the image is checked listed again: a
+        `remove_image` between `resolve` and here is ImageNotProvisioned, never a root
+        filesystem built from half-removed blobs."""
+        lock = self.use_path(image.pinned_digest, ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with shared_within(lock, until=until, seconds=seconds,
+                           waiting_for=f"`cache remove-image` of {image.reference}"):
+            if not any(s.descriptor.digest == image.pinned_digest for s in self.references()):
+                raise ImageNotProvisioned(image.reference, self.root,
+                                          "it was removed from the store while this run started")
+            record_use(self.use_path(image.pinned_digest, ".used"))
+            yield
+
+    def usage(self) -> StoreUsage:
+        """Every provisioned reference with its size on disk and last use (see ImageUsage);
+        MAX_LISTED references and blob names at most."""
+        stored = self.references()[:MAX_LISTED]
+        reach: list[set[str] | None] = []
+        details: list[str | None] = []
+        for entry in stored:
+            try:
+                reach.append(self._reachable(entry.descriptor))
+                details.append(None)
+            except (_Absent, ManifestError) as exc:
+                reach.append(None)
+                details.append(f"its manifest cannot be read: {exc}")
+        holders: dict[str, int] = {}
+        for found in reach:
+            for digest in found or ():
+                holders[digest] = holders.get(digest, 0) + 1
+        sizes = self._blob_sizes()
+        images = []
+        for entry, found, detail in zip(stored, reach, details, strict=True):
+            own = sum(sizes.get(d, 0) for d in found or () if holders[d] == 1)
+            shared = sum(sizes.get(d, 0) for d in found or () if holders[d] > 1)
+            pinned = self.blob_path(entry.descriptor.digest)
+            try:
+                provisioned = pinned.lstat().st_mtime
+            except OSError:
+                provisioned = 0.0
+            when, recorded = last_use(self.use_path(entry.descriptor.digest, ".used"),
+                                      provisioned)
+            images.append(ImageUsage(entry.name, entry.descriptor.digest, own, shared, when,
+                                     recorded, pinned, detail))
+        shared_total = sum(size for d, size in sizes.items() if holders.get(d, 0) > 1)
+        unreferenced = sum(size for d, size in sizes.items() if d not in holders)
+        return StoreUsage(images, shared_total, unreferenced)
+
+    def remove_image(self, reference: str) -> ImageRemoval:
+        """Remove the provisioned `reference` (its full text as `cache list` shows it, or a
+        pinned reference naming it) and every blob no other reference reaches: see the
+        module doc for the order and the locks. ImageNotInStore when none is provisioned
+        as that, ImageInUse when a running lint holds it; nothing is removed then."""
+        stored = self._named(reference)
+        digest = stored.descriptor.digest
+        lock = self.use_path(digest, ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with taken_if_free(lock) as free:
+            if not free:
+                raise ImageInUse(stored.name)
+            with self.lock:
+                entries = self._read_index_entries()
+                kept = [e for e in entries if not (
+                    e.get("digest") == digest
+                    and (e.get("annotations") or {}).get(REF_NAME) == stored.name)]
+                if len(kept) == len(entries):  # removed by another command meanwhile
+                    raise ImageNotInStore(reference, self.root,
+                                          [s.name for s in self.references()])
+                try:
+                    gone = self._reachable(stored.descriptor)
+                except (_Absent, ManifestError):
+                    gone = {digest}
+                body = {"schemaVersion": 2,
+                        "mediaType": "application/vnd.oci.image.index.v1+json",
+                        "manifests": kept}
+                self._write_atomic(self.index_path, json.dumps(body, indent=2).encode() + b"\n")
+                still, reason = self._still_reached()
+                removed = freed = 0
+                if reason is None:
+                    for blob in sorted(gone - still):
+                        path = self.blob_path(blob)
+                        with contextlib.suppress(FileNotFoundError):
+                            size = path.lstat().st_blocks * 512
+                            path.unlink()
+                            removed, freed = removed + 1, freed + size
+                    self._fsync_dir(self.blobs_dir)
+            with contextlib.suppress(FileNotFoundError):
+                self.use_path(digest, ".used").unlink()
+        return ImageRemoval(stored.name, removed, freed,
+                            frozenset(gone - still) if reason is None else frozenset(), reason)
+
+    def _named(self, reference: str) -> StoredReference:
+        """The stored reference `reference` names: its exact text, else the pinned
+        reference's (registry/repository, digest) entry; ImageNotInStore otherwise."""
+        stored = self.references()[:MAX_LISTED]
+        for entry in stored:
+            if entry.name == reference:
+                return entry
+        try:
+            found = self._lookup(parse_pinned(reference))
+        except (MalformedReference, TagNotDigest, ValueError):
+            found = None
+        if found is None:
+            raise ImageNotInStore(reference, self.root, [s.name for s in stored])
+        return found
+
+    def _still_reached(self) -> tuple[set[str], str | None]:
+        """Every digest a listed reference reaches, or a reason no blob may go (one of
+        them cannot be walked, so its blobs cannot be told apart)."""
+        still: set[str] = set()
+        for entry in self.references():
+            try:
+                still |= self._reachable(entry.descriptor)
+            except (_Absent, ManifestError) as exc:
+                return still, (f"the manifest of {entry.name} cannot be read ({exc}), so no "
+                               "blob was removed; `prefetch --prune` removes them once it is "
+                               "provisioned again")
+        return still, None
+
+    def _blob_sizes(self) -> dict[str, int]:
+        """Allocated bytes of each stored blob by digest (MAX_LISTED names; temp files and
+        links left out)."""
+        sizes: dict[str, int] = {}
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), \
+                os.scandir(self.blobs_dir) as scan:
+            for seen, entry in enumerate(scan):
+                if seen >= MAX_LISTED:
+                    break
+                if entry.name.startswith(TEMP_PREFIX) or len(entry.name) != 64:
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):
+                        sizes[f"sha256:{entry.name}"] = st.st_blocks * 512
+        return sizes
 
     # -- garbage collection ----------------------------------------------------------
 
@@ -496,4 +706,5 @@ def _capture(fn: Any, desc: Descriptor, verify: bool) -> _Absent | None:
     return None
 
 
-__all__ = ["Layer", "Presence", "ResolvedImage", "Store", "StoredReference", "check_digest"]
+__all__ = ["ImageRemoval", "ImageUsage", "Layer", "Presence", "ResolvedImage", "Store",
+           "StoreUsage", "StoredReference", "check_digest"]

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -36,10 +37,13 @@ from roteiro_py.cargo.lockfile import read_pins
 from roteiro_py.commands import cache as cache_report
 from roteiro_py.depcache import store
 from roteiro_py.errors import CacheContended, DeadlineExceeded
+from roteiro_py.eviction import record_use, used_record
+from roteiro_py.store import Store
 from roteiro_py.vm.disks import rootfs_record
 from roteiro_py.vm.mounts import cargo_views_root
 from roteiro_py.vm.qemu import template
 from tests.unit.cargo_support import crate_bytes, stored
+from tests.unit.store.store_images import make_image, provision
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
@@ -186,12 +190,12 @@ def lock_files() -> set[Path]:
     return {path for path in paths.cache_root().rglob("*.lock")}
 
 
-@pytest.mark.parametrize("kind", list(cache_report.KINDS))
+@pytest.mark.parametrize("kind", list(cache_report.PRUNABLE))
 def test_prune_all_keeps_what_a_run_holds_and_removes_the_rest(
         kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         holders: Callable[[str, str], Holder]) -> None:
     made, arguments = lay_out(tmp_path, monkeypatch)
-    assert set(made) == set(cache_report.KINDS) == set(HOLDERS)
+    assert set(made) == set(cache_report.PRUNABLE) == set(HOLDERS)
     holder = holders(kind, arguments[kind])
     locked = lock_files()
     result = prune_all()
@@ -448,21 +452,61 @@ def test_a_lint_holds_its_cargo_view_and_root_filesystem_until_its_vm_is_done(
 
         def run_steps(self, *args: object, **options: object) -> None:
             during.append(prune_all())
+            during.append(subprocess.run([str(EXE), "cache", "remove-image", pin],
+                                         capture_output=True, text=True, timeout=60))
             raise VmStopped
 
-    pin = "localhost/x/clippy@sha256:" + "c" * 64
+    pinned = provision(Store.default(), make_image({"f": b"x"}), "localhost/x/clippy")
+    pin = str(pinned)
     monkeypatch.setattr("roteiro_py.vm.BACKENDS", {"qemu": Backend})
     monkeypatch.setattr("roteiro_py.store.Store.resolve", lambda self, ref: SimpleNamespace(
-        reference=pin, manifest_digest="sha256:" + ROOTFS_HEX, layers=[], config={}))
+        reference=pin, pinned_digest=pinned.digest, manifest_digest="sha256:" + ROOTFS_HEX,
+        layers=[], config={}))
     request = lint.LintRequest(path=Path(arguments["cargo-view"]), flags={
         "lint.image": (pin, "--image"), "vm.accel": ("tcg", "--accel"),
         "lint.dep_cache": (False, "--no-dep-cache"), "vm.scratch_mib": (64, "test")})
     with pytest.raises(VmStopped):
         lint.lint(request)
-    assert len(during) == 1
+    assert len(during) == 2
+    # the image is held too: `cache remove-image` refuses (exit 3) and removes nothing
+    assert during[1].returncode == 3 and "in use by a running lint" in during[1].stderr
+    assert [ref.name for ref in Store.default().references()] == [pin]
     kept = [k for k, path in made.items() if os.path.lexists(path)]
     assert kept == ["rootfs", "cargo-view"], during[0].stdout
     assert sum(line.startswith("in use") for line in during[0].stdout.splitlines()) == 2
-    # control: the run over, the same prune takes them
+    # control: the run over, the same prune takes them, and the image goes
     prune_all()
     assert not any(os.path.lexists(path) for path in made.values())
+    removed = subprocess.run([str(EXE), "cache", "remove-image", pin], capture_output=True,
+                             text=True, timeout=60)
+    assert removed.returncode == 0, removed.stderr
+    assert Store.default().references() == []
+
+
+@pytest.mark.parametrize("kind", ["deps", "rootfs", "template", "cargo-view"])
+def test_each_use_is_recorded_whatever_the_entrys_own_times(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        holders: Callable[[str, str], Holder]) -> None:
+    """Issue 23 §4: a use is recorded (eviction.record_use) by the very code a lint uses
+    each kind through, so `cache list` and `prune` never read an atime. Every entry's
+    record, atime and mtime are set 30 days back first; then one kind is used (its
+    production hold in a second process; a dependency cache through `store.lookup`, as
+    lint/dep_cache.py finds it): that kind alone shows a recorded use within the minute."""
+    made, arguments = lay_out(tmp_path, monkeypatch)
+    month = time.time() - 30 * 86400
+    for path in made.values():
+        os.utime(path, (month, month), follow_symlinks=False)
+        record = store.cache_dir() / f"{DEPS_KEY}.used" if path == made["deps"] else used_record(path)
+        record_use(record, month)
+    before = time.time()
+    if kind == "deps":
+        assert store.lookup(DEPS_KEY)[0] is not None
+    else:
+        holders(kind, arguments[kind]).release()
+    listing = subprocess.run([str(EXE), "cache", "list", "--format", "json"], capture_output=True,
+                             text=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    recent = {entry["kind"] for entry in json.loads(listing.stdout)["entries"]
+              if entry["last_used_recorded"]
+              and time.time() - 60 < datetime.fromisoformat(entry["last_used"]).timestamp()}
+    assert recent == {kind}, (kind, before, listing.stdout)

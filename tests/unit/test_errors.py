@@ -80,6 +80,13 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
         "localhost:5000/t/c@" + D, Path("/h/store-3"), "blob sha256:beef is corrupt"),
         ["localhost:5000/t/c@" + D, "/h/store-3", "sha256:beef",
          "prefetch --analyzer clippy --image localhost:5000/t/c@" + D]),
+    errors.ImageNotInStore: lambda: (errors.ImageNotInStore(
+        "r.example/gone@" + D, Path("/h/store-4"), ["r/a@" + D, "r/b@" + D, "r/c@" + D, "r/d@" + D]),
+        ["r.example/gone@" + D, "nothing was removed", "r/a@" + D, "r/c@" + D, "and 1 more",
+         "cache list"]),
+    errors.ImageInUse: lambda: (errors.ImageInUse("r/busy@" + D),
+                                ["r/busy@" + D, "running lint", "nothing was removed",
+                                 "pylint-sandbox cache remove-image r/busy@" + D]),
     errors.DownloadNotAllowed: lambda: (errors.DownloadNotAllowed(
         "r.example/a@" + D, "https://r.example/v2/", "3 layers (41 MB)"),
         ["r.example/a@" + D, "https://r.example/v2/", "3 layers (41 MB)", "--allow-download"]),

@@ -33,7 +33,8 @@ Guarantees:
   mounted read-only) into a temporary file and renamed into the cache, under a file
   lock per manifest digest held exclusive, so two runs never race and a reader never
   sees half an image; a run using it holds that lock shared until its VM is done
-  (`rootfs_in_use`), so no prune removes it meanwhile.
+  (`rootfs_in_use`), so no prune removes it meanwhile, and records that use
+  (`<hex>.ext4.used`, eviction.record_use): nothing else tells when an image was last booted.
 - Every layer blob is hashed as it is read (raw bytes, through decompression to EOF): a
   blob that does not match its digest is `LayerDamaged` (the conductor says
   ImageNotProvisioned, naming it, with prefetch as the way forward), including one whose
@@ -67,6 +68,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO, Protocol, cast
 
 from roteiro_py import errors, paths
+from roteiro_py.eviction import record_use, used_record
 from roteiro_py.locks import acquire_within, held_shared, taken_if_free
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, Late, reading_stdout, run_tool, write_all
 from roteiro_py.store.tarheaders import BoundedTarInfo
@@ -718,6 +720,7 @@ def rootfs_in_use(layers: Sequence[Layer], manifest_digest: str,
                      seconds=limits.seconds if limits else 0.0, waiting_for=what,
                      check=sealed, build=lambda: _build_image(layers, image, hexd, limits),
                      what="root filesystem", where=image) as found:
+        record_use(used_record(image))  # its last use, for `cache prune` (eviction.py)
         yield found
 
 

@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from roteiro_py.eviction import used_record
 from roteiro_py.locks import taken_if_free
 from roteiro_py.paths import replace_file
 from roteiro_py.untrusted import FileRefused, read_bounded
@@ -256,11 +257,14 @@ def check(image: Path, hasher: Hasher = hash_image) -> Record | None:
 
 
 def discard(image: Path) -> None:
-    """Remove the image and its record (record first: an image alone is never trusted)."""
+    """Remove the image and its record (record first: an image alone is never trusted),
+    then the record of its last use (rootfs.rootfs_in_use)."""
     with contextlib.suppress(FileNotFoundError):
         record_path(image).unlink()
     with contextlib.suppress(FileNotFoundError):
         image.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        used_record(image).unlink()
 
 
 def lock_path(image: Path) -> Path:

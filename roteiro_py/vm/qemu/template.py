@@ -81,8 +81,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py import paths
+from roteiro_py.eviction import record_use, used_record
 from roteiro_py.locks import acquire_within, held_shared, taken_if_free
 from roteiro_py.process.sandbox import Command
+from roteiro_py.untrusted import FileRefused, read_bounded
 from roteiro_py.vm.qemu import job
 from roteiro_py.vm.qemu.machine import (
     Control,
@@ -122,6 +124,11 @@ MEMORY = "memory"
 STATE = "state"
 META = "template.json"
 ARCHIVE = "template.cpio"
+#: The file name of the root filesystem the template booted (`<manifest hex>.ext4`), so
+#: `cache remove-image` finds the templates built from an image it removes (`origin`).
+ORIGIN = "rootfs-name"
+#: A root filesystem's file name is 69 bytes; anything longer is not one of ours.
+MAX_ORIGIN_BYTES = 128
 
 
 def templates_root() -> Path:
@@ -262,6 +269,7 @@ def load(directory: Path, key: str, memory_mib: int) -> Template | None:
             return None
         steps = tuple(StepRecord.from_json(step) for step in meta["steps"])
         os.utime(directory)  # used now: see sweep
+        record_use(used_record(directory))  # and for `cache prune` (eviction.py)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return Template(key, directory, steps)
@@ -309,6 +317,17 @@ def discard(directory: Path) -> None:
     with contextlib.suppress(OSError):
         os.rename(directory, aside)
     shutil.rmtree(aside, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        used_record(directory).unlink()
+
+
+def origin(directory: Path) -> str | None:
+    """The file name of the root filesystem the template in `directory` booted, or None:
+    a template from before ORIGIN was written, or a file that is not one of ours."""
+    try:
+        return read_bounded(directory / ORIGIN, MAX_ORIGIN_BYTES).decode("ascii").strip()
+    except (OSError, FileRefused, UnicodeDecodeError):
+        return None
 
 
 def _sparse(path: Path, size: int) -> None:
@@ -444,6 +463,8 @@ def _build(spec: MachineSpec, template_steps: Sequence[Command], key: str, archi
                 "archive_bytes": len(archive), "steps": [r.to_json() for r in records],
                 "built_seconds": round(time.monotonic() - began, 3)}
         (work / META).write_text(json.dumps(meta))
+        (work / ORIGIN).write_text(next(d.path for d in spec.disks
+                                        if d.serial == job.ROOT_SERIAL).name)
         for name in (MEMORY, STATE, ARCHIVE, META):
             with (work / name).open("rb+") as handle:
                 os.fsync(handle.fileno())

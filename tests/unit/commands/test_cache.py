@@ -1,6 +1,8 @@
-"""`pylint-sandbox cache list|prune` through the real entry point: every kind of cache
-listed with its size and last use, pruned by age, size and kind, never one a running lint
-holds (said so), never everything by accident, and nothing from disk printed raw.
+"""`pylint-sandbox cache list|prune|remove-image` through the real entry point: every kind
+of cache and every provisioned image listed with its size and last use, pruned by age,
+size (least recently used by the recorded use, never by atime) and kind, an image removed
+by name with the blobs only it uses, never one a running lint holds (said so), never
+everything by accident, and nothing from disk printed raw.
 
 The caches are laid out on disk as the modules that make them lay them out (the
 dependency cache through its own store); the command runs as a separate process, so a
@@ -9,6 +11,7 @@ lock this test holds is another process's, as a running lint's would be.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -23,6 +26,14 @@ from roteiro_py import paths
 from roteiro_py.cli.app import CacheKind
 from roteiro_py.commands import cache as cache_report
 from roteiro_py.depcache import store
+from roteiro_py.errors import ImageNotProvisioned
+from roteiro_py.eviction import record_use, used_record
+from roteiro_py.reference import ImageReference
+from roteiro_py.store import Store
+from roteiro_py.vm.disks import rootfs_record
+from roteiro_py.vm.disks.rootfs import rootfs_in_use
+from roteiro_py.vm.qemu import template
+from tests.unit.store.store_images import make_image, provision
 
 EXE = Path(sys.executable).with_name("pylint-sandbox")
 DAY = 86400.0
@@ -35,8 +46,11 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def aged(path: Path, days: float) -> Path:
+    """`path` last used `days` ago: its record says so (as a lint writes it), and its
+    atime and mtime too."""
     moment = time.time() - days * DAY
     os.utime(path, (moment, moment), follow_symlinks=False)
+    record_use(used_record(path), moment)
     return path
 
 
@@ -48,13 +62,19 @@ def dep_cache(key: str, days: float, data_kib: int = 64) -> Path:
             handle.seek(1 << 20)
             handle.write(os.urandom(data_kib * KIB))
         image = store.publish(key, disk)
-    aged(store.cache_dir() / f"{key}.used", days)
+    record_use(store.cache_dir() / f"{key}.used", time.time() - days * DAY)
     return image
 
 
-def lay_out_every_kind() -> dict[str, Path]:
+def image_in_store(name: str, *layers: dict[str, bytes]) -> ImageReference:
+    """A provisioned image (store_images.provision: blobs, then the index entry)."""
+    return provision(Store.default(), make_image(*layers), name)
+
+
+def lay_out_every_kind(*, image: bool = False) -> dict[str, Path]:
     """One cache of each kind, each last used a different number of days ago (deps the
-    oldest, 50 days; cargo-view the newest, 10), each holding 1-3 MiB."""
+    oldest, 50 days; cargo-view the newest, 10), each holding 1-3 MiB; with `image`, a
+    provisioned image too, last used 5 days ago (its pinned manifest is its path)."""
     cache = paths.cache_root()
     made: dict[str, Path] = {"deps": dep_cache("d" * 64, 50, data_kib=2048)}
 
@@ -79,6 +99,10 @@ def lay_out_every_kind() -> dict[str, Path]:
     (view / "registry" / "src").mkdir(parents=True)
     (view / "registry" / "src" / "lib.rs").write_bytes(os.urandom(1024 * KIB))
     made["cargo-view"] = aged(view, 10)
+    if image:
+        ref = image_in_store("localhost/every/kind", {"big": os.urandom(512 * KIB)})
+        record_use(Store.default().use_path(str(ref.digest), ".used"), time.time() - 5 * DAY)
+        made["image"] = Store.default().blob_path(str(ref.digest))
     return made
 
 
@@ -95,13 +119,14 @@ def test_the_cli_kinds_are_the_reports() -> None:
 
 
 def test_list_shows_every_kind_with_size_last_use_and_a_total() -> None:
-    made = lay_out_every_kind()
+    made = lay_out_every_kind(image=True)
     entries = listed()
     assert [(entry["kind"], entry["path"]) for entry in entries] == [
         (kind, str(path)) for kind, path in made.items()]
     sizes = {entry["kind"]: entry["size_bytes"] for entry in entries}
     assert sizes["deps"] == os.stat(made["deps"]).st_blocks * 512 < (16 << 20)  # allocated
     assert sizes["template"] >= 3072 * KIB and sizes["cargo-view"] >= 1024 * KIB
+    assert sizes["image"] >= 512 * KIB  # its layer, config and manifest
     document = json.loads(run("list", "--format", "json").stdout)
     assert document["total_bytes"] == sum(sizes.values())
 
@@ -109,11 +134,13 @@ def test_list_shows_every_kind_with_size_last_use_and_a_total() -> None:
     assert human.returncode == 0, human.stderr
     lines = human.stdout.splitlines()
     assert lines[0].split() == ["kind", "key", "size", "last", "used", "path"]
-    for label, path in zip([kind.label for kind in cache_report.KINDS.values()], made.values(),
-                           strict=True):
-        assert any(line.startswith(label) and line.endswith(str(path)) for line in lines), label
+    shown = {**{kind: str(path) for kind, path in made.items()}, "image": "localhost/every/kind@"}
+    for kind, label in [(name, kind.label) for name, kind in cache_report.KINDS.items()]:
+        assert any(line.startswith(label) and shown[kind] in line for line in lines), label
     assert "(50 days ago)" in human.stdout and "(10 days ago)" in human.stdout
-    assert lines[-1].startswith(f"total: 5 caches, {cache_report.size_text(sum(sizes.values()))}")
+    assert "(5 days ago)" in human.stdout
+    assert "no use recorded" not in human.stdout
+    assert lines[-1].startswith(f"total: 6 caches, {cache_report.size_text(sum(sizes.values()))}")
 
 
 def test_an_empty_cache_lists_nothing() -> None:
@@ -243,9 +270,231 @@ def test_text_from_disk_goes_out_through_the_sanitiser(tmp_path: Path,
 
 
 def test_help() -> None:
-    for args in (["--help"], ["list", "--help"], ["prune", "--help"]):
+    for args in (["--help"], ["list", "--help"], ["prune", "--help"], ["remove-image", "--help"]):
         result = run(*args)
         assert result.returncode == 0, (args, result.stderr)
     text = run("prune", "--help").stdout
     for option in ("--older-than", "--max-size", "--kind", "--all", "--dry-run"):
         assert option in text
+
+
+# -- last use is recorded, not read off atime ------------------------------------------
+
+
+def rootfs(hexd: str, days_by_time: float, mib: int = 2) -> Path:
+    """A root filesystem as rootfs.py leaves one (sealed), its atime and mtime `days_by_time`
+    ago, and no record of a use yet."""
+    image = paths.cache_root() / "rootfs" / f"{hexd}.ext4"
+    image.parent.mkdir(parents=True, exist_ok=True)
+    image.write_bytes(os.urandom(mib << 20))
+    rootfs_record.seal(image)
+    moment = time.time() - days_by_time * DAY
+    os.utime(image, (moment, moment))
+    return image
+
+
+def test_max_size_keeps_what_a_lint_used_minutes_ago_whatever_its_atime_says() -> None:
+    """The issue: relatime updates an atime at most daily, so a root filesystem booted
+    minutes ago looked a day (here 30 days) old and `--max-size` took it first. Its use goes
+    through the real rootfs_in_use (what a lint calls), which records it; atime and mtime
+    are set back afterwards with os.utime, as relatime would have left them. Red before
+    the record: the recent one went (atime ranked it oldest)."""
+    recent = rootfs("a" * 64, days_by_time=30)
+    older = rootfs("b" * 64, days_by_time=0)  # touched today, by atime: a read of it, no use
+    record_use(used_record(older), time.time() - 2 * DAY)
+    with rootfs_in_use([], f"sha256:{'a' * 64}") as found:  # sealed: found, nothing built
+        assert found.path == recent
+    moment = time.time() - 30 * DAY
+    os.utime(recent, (moment, moment))
+    assert recent.stat().st_atime < older.stat().st_atime  # atime would take `recent` first
+
+    result = run("prune", "--max-size", "3", "--kind", "rootfs")
+    assert result.returncode == 0, result.stderr
+    assert recent.exists() and not older.exists(), result.stdout
+    assert not used_record(older).exists()  # its record went with it
+    entry, = listed()
+    assert entry["path"] == str(recent) and entry["last_used_recorded"] is True
+    assert "just now" in run("list").stdout
+
+
+def test_an_entry_with_no_record_falls_back_to_its_mtime_and_says_so() -> None:
+    """The control arm: with no record, the mtime ranks (the older mtime goes first), and
+    `cache list` says the time shown is not a recorded use."""
+    old = rootfs("c" * 64, days_by_time=30)
+    new = rootfs("d" * 64, days_by_time=1)
+    listing = run("list")
+    assert listing.stdout.count(cache_report.UNRECORDED) == 2
+    result = run("prune", "--max-size", "3", "--kind", "rootfs")
+    assert result.returncode == 0, result.stderr
+    assert new.exists() and not old.exists()
+
+
+def test_a_record_not_ours_is_not_believed() -> None:
+    """A record from the future would keep its entry for ever; text is no time: both fall
+    back to the mtime."""
+    kept = rootfs("e" * 64, days_by_time=1)
+    forged = rootfs("f" * 64, days_by_time=30)
+    used_record(forged).write_text(f"{time.time() + 400 * DAY}\n")
+    junk = rootfs("0" * 64, days_by_time=20)
+    used_record(junk).write_text("nan\n")
+    result = run("prune", "--max-size", "3", "--kind", "rootfs")
+    assert result.returncode == 0, result.stderr
+    assert kept.exists() and not forged.exists() and not junk.exists()
+
+
+# -- the image store -------------------------------------------------------------------
+
+
+def allocated(*paths_: Path) -> int:
+    return sum(path.lstat().st_blocks * 512 for path in paths_)
+
+
+def two_images_sharing_a_layer() -> tuple[ImageReference, ImageReference, bytes]:
+    base = {"usr/lib/shared.so": os.urandom(768 * KIB)}
+    first = image_in_store("localhost/team/first", base, {"first": os.urandom(256 * KIB)})
+    second = image_in_store("localhost/team/second", base, {"second": os.urandom(128 * KIB)})
+    return first, second, make_image(base).layers[0]
+
+
+def test_list_shows_each_image_with_shared_layers_counted_once() -> None:
+    first, second, _ = two_images_sharing_a_layer()
+    with Store.default().in_use(Store.default().resolve(first), until=None, seconds=0.0):
+        pass  # what a lint holds: it records the use
+    entries = listed()
+    images = {entry["reference"]: entry for entry in entries}
+    assert set(images) == {str(first), str(second), "(shared layers)"}
+    blobs = Store.default().blobs_dir
+    # every blob counted once: the total is what the store's blobs take
+    assert sum(int(str(entry["size_bytes"])) for entry in entries) == allocated(*blobs.iterdir())
+    assert json.loads(run("list", "--format", "json").stdout)["total_bytes"] == allocated(
+        *blobs.iterdir())
+    assert int(str(images["(shared layers)"]["size_bytes"])) >= 768 * KIB
+    assert 256 * KIB <= int(str(images[str(first)]["size_bytes"])) < 768 * KIB
+    assert images[str(first)]["last_used_recorded"] is True
+    assert images[str(second)]["last_used_recorded"] is False  # never linted: provisioned
+    human = run("list").stdout
+    assert cache_report.UNRECORDED_IMAGE in human and "of layers shared with other images" in human
+
+
+def template_of(rootfs_image: Path | None, key: str) -> Path:
+    """A VM template directory as template.py leaves one, naming the root filesystem it
+    booted (template.ORIGIN) unless None; its use recorded."""
+    directory = template.templates_root() / key
+    directory.mkdir(parents=True)
+    (directory / template.MEMORY).write_bytes(b"m")
+    if rootfs_image is not None:
+        (directory / template.ORIGIN).write_text(rootfs_image.name)
+    record_use(used_record(directory))
+    return directory
+
+
+def test_remove_image_takes_its_own_blobs_root_filesystem_and_template_and_keeps_the_shared() -> None:
+    first, second, shared = two_images_sharing_a_layer()
+    store_ = Store.default()
+    manifest_hex = str(first.digest).partition(":")[2]
+    built = rootfs(manifest_hex, days_by_time=0)
+    other = rootfs(str(second.digest).partition(":")[2], days_by_time=0)
+    booted = template_of(built, "8" * 32)
+    unrelated = template_of(other, "9" * 32)
+    older = template_of(None, "6" * 32)  # from before templates named their root filesystem
+    before = set(store_.blobs_dir.iterdir())
+
+    result = run("remove-image", str(first))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"removed image {first}: 3 blobs no other image uses")
+    assert [ref.name for ref in store_.references()] == [str(second)]
+    gone = before - set(store_.blobs_dir.iterdir())
+    assert len(gone) == 3 and store_.blob_path(f"sha256:{manifest_hex}") in gone
+    assert store_.has_blob(f"sha256:{hashlib.sha256(shared).hexdigest()}")
+    assert store_.is_present(second)  # the other image, every blob re-hashed
+    assert not built.exists() and not rootfs_record.record_path(built).exists()
+    assert other.exists()
+    assert f"removed root filesystem {built}" in result.stdout
+    assert f"removed VM template {booted}" in result.stdout
+    assert not booted.exists() and not used_record(booted).exists()
+    assert unrelated.exists() and older.exists()  # another image's; one that names none
+    # the same again: it is no longer provisioned
+    again = run("remove-image", str(first))
+    assert again.returncode == 2 and str(second) in again.stderr
+
+
+def test_remove_image_refuses_an_unknown_reference_naming_a_bounded_few() -> None:
+    refs = [image_in_store(f"localhost/many/n{index}", {"f": bytes([index]) * 100})
+            for index in range(5)]
+    result = run("remove-image", "localhost/many/n9:latest")
+    assert result.returncode == 2, result.stderr
+    assert "No image provisioned as localhost/many/n9:latest: nothing was removed." in result.stderr
+    assert sum(str(ref) in result.stderr for ref in refs) == 3 and "and 2 more" in result.stderr
+    assert len(Store.default().references()) == 5
+    hostile = run("remove-image", "\x1b]8;;http://evil\x07click\x1b]8;;\x07")
+    assert hostile.returncode == 2 and "\x1b" not in hostile.stderr
+    assert "\\x1b]8;;http://evil" in hostile.stderr  # control: it arrives, escaped
+    empty = Path(paths.roteiro_home()) / "store"
+    for ref in refs:
+        assert run("remove-image", str(ref)).returncode == 0
+    none = run("remove-image", str(refs[0]))
+    assert none.returncode == 2 and "holds no provisioned image" in none.stderr
+    assert list((empty / "blobs" / "sha256").iterdir()) == []
+
+
+def test_remove_image_never_takes_one_a_running_lint_holds() -> None:
+    first, _, _ = two_images_sharing_a_layer()
+    store_ = Store.default()
+    built = rootfs(str(first.digest).partition(":")[2], days_by_time=0)
+    before = sorted(store_.blobs_dir.iterdir())
+    with subprocess.Popen(  # a lint holding the image, in another process as a real one is
+            [sys.executable, "-c",
+             "import sys, time\n"
+             "from roteiro_py.store import Store\n"
+             "store = Store.default()\n"
+             "with store.in_use(store.resolve(sys.argv[1]), until=None, seconds=0.0):\n"
+             "    print('held', flush=True); time.sleep(60)\n", str(first)],
+            stdout=subprocess.PIPE, text=True) as lint:
+        try:
+            assert lint.stdout is not None and lint.stdout.readline() == "held\n"
+            result = run("remove-image", str(first))
+        finally:
+            lint.kill()
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert f"The image {first} is in use by a running lint: nothing was removed." in result.stderr
+    assert sorted(store_.blobs_dir.iterdir()) == before and built.exists()
+    assert str(first) in [ref.name for ref in store_.references()]
+    # control: once that lint is gone, the same command removes it
+    assert run("remove-image", str(first)).returncode == 0 and not built.exists()
+
+
+def test_a_lint_that_starts_after_a_removal_is_refused_not_built_from_a_hole() -> None:
+    first, _, _ = two_images_sharing_a_layer()
+    store_ = Store.default()
+    resolved = store_.resolve(first)
+    assert run("remove-image", str(first)).returncode == 0
+    with pytest.raises(ImageNotProvisioned) as refused, \
+            store_.in_use(resolved, until=None, seconds=0.0):
+        pytest.fail("held an image that is gone")
+    assert refused.value.detail == "it was removed from the store while this run started"
+
+
+def test_prune_never_removes_an_image() -> None:
+    made = lay_out_every_kind(image=True)
+    kind = run("prune", "--all", "--kind", "image")
+    assert kind.returncode == 2 and "cache remove-image REF" in kind.stderr
+    assert run("prune", "--all").returncode == 0
+    assert [k for k, path in made.items() if os.path.lexists(path)] == ["image"]
+
+
+def test_list_counts_unreferenced_blobs_and_says_which_image_cannot_be_read() -> None:
+    """The total is what the store takes: blobs no image uses are a row of their own, with
+    the way to remove them; an image whose manifest is gone says so, and then those blobs
+    may be its, so `prefetch --prune` (which keeps them then) is not offered."""
+    first, _, _ = two_images_sharing_a_layer()
+    Store.default().put_bytes(os.urandom(64 * KIB))  # an interrupted pull's
+    listing = run("list")
+    assert listing.returncode == 0, listing.stderr
+    assert "(unreferenced blobs)" in listing.stdout and "prefetch --prune" in listing.stdout
+    entries = listed()
+    assert sum(int(str(entry["size_bytes"])) for entry in entries) == allocated(
+        *Store.default().blobs_dir.iterdir())
+    Store.default().blob_path(str(first.digest)).unlink()
+    damaged = run("list")
+    assert "its manifest cannot be read" in damaged.stdout
+    assert "prefetch --prune" not in damaged.stdout and "unreadable image" in damaged.stdout

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.depcache import store
+from roteiro_py.eviction import record_use
 from roteiro_py.vm.disks import rootfs_record
 from roteiro_py.vm.disks.rootfs_record import SPARSE_CHUNK, hash_sparse
 
@@ -64,8 +65,8 @@ def publish(key: str, *, data_mib: int = 1, size: int = 64 * MIB, max_bytes: int
 
 
 def last_used(key: str, seconds_ago: float) -> None:
-    moment = time.time() - seconds_ago
-    os.utime(store.cache_dir() / f"{key}.used", (moment, moment))
+    """The key's last use `seconds_ago`, recorded as a lint records it (store.touch)."""
+    record_use(store.cache_dir() / f"{key}.used", time.time() - seconds_ago)
 
 
 @contextmanager

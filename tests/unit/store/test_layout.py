@@ -205,3 +205,57 @@ def test_provenance_shows_a_tag_only_when_it_is_the_provisioned_one(store: Store
     assert resolved.pinned_digest == image.digest
     assert resolved.reference == f"localhost/team/clippy@{image.digest}"
     assert "1.99.0" not in resolved.reference
+
+
+class Killed(BaseException):
+    """Where a SIGKILL would land: no handler runs past it."""
+
+
+def test_remove_image_unlinks_the_entry_before_any_blob_and_a_kill_leaves_no_hole(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash-safe order: the index entry (the commit point) goes before any blob, so a
+    removal killed at its first blob unlink leaves the removed image unlisted (not listed
+    with a hole), every other image whole, and only unreferenced blobs, which the store's
+    prune (`prefetch --prune`) removes. The kill is stood in for by an exception raised
+    from unlink (a SIGKILL cannot be landed between two syscalls on demand); the check of
+    the index is made inside it, at the moment the first blob would go."""
+    shared = {"base": os.urandom(4096)}
+    first = provision(store, make_image(shared, {"a": b"first"}), "localhost/t/first")
+    second = provision(store, make_image(shared, {"b": b"second"}), "localhost/t/second")
+    seen: list[list[str]] = []
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.parent == store.blobs_dir:
+            seen.append([ref.name for ref in store.references()])
+            raise Killed
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(Killed):
+        store.remove_image(str(first))
+    monkeypatch.undo()
+    assert seen == [[str(second)]]  # at the first blob, the entry was already gone
+    assert not store.is_present(first) and store.is_present(second)
+    assert store.prune(grace_seconds=0) > 0  # the removed image's own blobs, unreferenced
+    assert store.is_present(second)
+    # control: uninterrupted, the same removal takes the second image's own blobs at once
+    removal = store.remove_image(str(second))
+    assert removal.blobs_removed == 4 and sorted(store.blobs_dir.iterdir()) == []
+    assert store.references() == []
+
+
+def test_remove_image_takes_no_blob_while_another_image_cannot_be_walked(store: Store) -> None:
+    """A remaining image whose manifest is gone: its blobs cannot be told from the removed
+    one's, so none goes (as Store.prune), and the removal says why."""
+    base = {"base": os.urandom(4096)}
+    first = provision(store, make_image(base, {"a": b"first"}), "localhost/t/first")
+    broken = make_image(base, {"b": b"broken"})
+    second = provision(store, broken, "localhost/t/second")
+    store.blob_path(second.digest or "").unlink()
+    before = sorted(store.blobs_dir.iterdir())
+    removal = store.remove_image(str(first))
+    assert removal.blobs_removed == 0 and removal.blobs_kept_reason is not None
+    assert "localhost/t/second" in removal.blobs_kept_reason
+    assert sorted(store.blobs_dir.iterdir()) == before
+    assert [ref.name for ref in store.references()] == [str(second)]

@@ -102,7 +102,7 @@ def test_two_processes_building_one_rootfs_both_succeed_with_one_image(tmp_path:
     inodes = {line.split()[2] for line in said.splitlines() if line.startswith("image ")}
     assert len(images) == 1 and len(inodes) == 1, said
     cache = Path(images.pop()).parent
-    assert sorted(p.suffix for p in cache.iterdir()) == [".ext4", ".json", ".lock"]  # no leftovers
+    assert sorted(p.suffix for p in cache.iterdir()) == [".ext4", ".json", ".lock", ".used"]  # .used: its last use
 
 
 # -- the [vm] kernel override ---------------------------------------------------------------
