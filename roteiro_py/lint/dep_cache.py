@@ -14,7 +14,9 @@ the tree's code:
   same argv up to its lint levels, with --keep-going, and the same environment, so the
   same units with the same hashes), then the stubs' fingerprints and the incremental
   directories removed (BUILD_CLEANUP) so that nothing of the stubs can ever pass for the
-  tree's packages. The scratch disk it wrote is the cache.
+  tree's packages. The scratch disk it wrote is the cache, shrunk to its content before
+  it is sealed (vm/disks/scratch.py `shrink_to_content`: an 8 GiB sparse file holding
+  ~108 MB became 114 MB, so a copy that loses its holes, actions/cache's tar, stays that).
 - The key (skeleton.cache_key): the image's manifest digest, the skeleton's digest (so
   every pinned package with its checksum or git revision, the features, profiles and the
   cargo configs), the clippy argv, the guest environment and the disk's size. A changed
@@ -107,6 +109,7 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
     # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import build_part
     from roteiro_py.depcache import skeleton, store
+    from roteiro_py.vm.disks.scratch import shrink_to_content
 
     # Lint levels (after `--`) reach clippy-driver for the tree's packages only, never a
     # dependency's build: neither the key nor the build takes them (a `-D warnings`
@@ -155,6 +158,13 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                     if verdict.lasting:
                         store.mark_failed(key, verdict.note)
                     return skipped(f"building it failed: {verdict.note}", key)
+                try:
+                    # before sealing, under the build lock: a shrink that fails leaves
+                    # only the staging disk, removed below, never a cache
+                    shrink_to_content(disk)
+                except Refusal as refused:
+                    return skipped(f"it could not be shrunk to its content: "
+                                   f"{refused.guidance().summary}", key)
                 try:
                     published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
                 except OSError as error:  # a full disk, a directory where the image goes

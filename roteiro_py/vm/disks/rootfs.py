@@ -110,7 +110,8 @@ DECOMPRESS_TIMEOUT_S = 3600.0
 MKFS_TIMEOUT_S = 3600.0
 
 #: Host tools spawned here and the Debian package that provides each.
-HOST_TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "zstd": "zstd"}
+HOST_TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs", "tune2fs": "e2fsprogs",
+                      "resize2fs": "e2fsprogs", "zstd": "zstd"}
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
