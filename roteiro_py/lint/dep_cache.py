@@ -48,6 +48,7 @@ from roteiro_py import paths
 from roteiro_py.errors import DeadlineExceeded, Refusal
 from roteiro_py.lint.run import ceiling_for, check_grant, grant_for, run_job, steps_for
 from roteiro_py.lint.tree import Tree
+from roteiro_py.progress import SILENT, Progress
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
@@ -76,6 +77,11 @@ BUILD_CLEANUP = (
 BUILD_ARGS = ("--keep-going",)
 #: The cleanup step's deadline.
 CLEANUP_TIMEOUT_S = 120.0
+#: Said (progress.announce) when a lint builds its dependency cache: a first lint spends
+#: minutes in this stage under TCG (284 s measured for a crate with ~40 dependencies), and
+#: without a word about why it looked hung. The crates follow as notes (vm/qemu/watch.py).
+BUILDING = ("building the dependencies in a VM of their own, once per lockfile (and image, "
+            "features and command); later lints reuse them")
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,11 @@ BackendFactory = Callable[[Path], "VmBackend"]
 
 def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, argv: list[str],
                      env: dict[str, str], registry: Path | None, git: Path | None,
-                     backend: BackendFactory, deadline: Deadline) -> DepCacheUse:
+                     backend: BackendFactory, deadline: Deadline,
+                     progress: Progress = SILENT) -> DepCacheUse:
     """The run's dependency cache (see the module doc). `backend(disk)` makes the VM
-    backend that builds it onto the scratch disk `disk`."""
+    backend that builds it onto the scratch disk `disk`; `progress` is told, at every
+    verbosity, when it is built (BUILDING)."""
     # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import build_part
     from roteiro_py.depcache import skeleton, store
@@ -150,6 +158,7 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                 return skipped(f"building it failed before ({failed}); `pylint-sandbox cache "
                                "prune --kind deps --all` lets the next lint try again", key)
             began = time.monotonic()
+            progress.announce(BUILDING)
             disk = store.staging_disk(key)
             try:
                 verdict = _build(made, disk, settings, argv, env, registry, git, backend, deadline)

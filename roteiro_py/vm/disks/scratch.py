@@ -58,7 +58,7 @@ _RESIZED = re.compile(rb"is now (\d{1,12}) \((\d{1,2})k\) blocks long")
 
 def shrink_to_content(path: Path) -> int:
     """Shrink the scratch image at `path`, which the guest has written and unmounted, to
-    little more than what it holds, and return its new size in bytes.
+    little more than what it holds, and return the file's new size in bytes.
 
     Why: the image is as large as the scratch disk (8 GiB by default) however little the
     guest wrote (~108 MB for a dependency cache), and a copy that does not keep holes (GNU
@@ -68,7 +68,8 @@ def shrink_to_content(path: Path) -> int:
     (the journal is 64 MiB of an 8 GiB filesystem, and a read-only `noload` mount never
     reads it), `resize2fs -M` (the smallest size that holds the data) until it shrinks no
     more (SHRINK_PASSES), the file cut to the size resize2fs reports after each (it cuts a
-    regular file itself; this makes sure).
+    regular file itself; this makes sure), then padded with a hole to `slot_size` (so
+    caches of similar size share one VM template). Returns the file's size.
 
     Only for an image that is read-only from here on: it keeps next to no free space.
     These are host programs reading metadata the guest's kernel wrote (the guest's
@@ -90,7 +91,24 @@ def shrink_to_content(path: Path) -> int:
         if made >= size:
             break
         size = made
-    return size
+    padded = slot_size(size)
+    os.truncate(path, padded)  # a hole past the filesystem's end: the guest never reads it
+    return padded
+
+
+def slot_size(size: int) -> int:
+    """`size` rounded up to the next of four sizes per doubling (…, 64, 80, 96, 112, 128,
+    160 MiB, …: at most 25 % more, at least 1 MiB steps).
+
+    Why: a VM template's slot for the dependency cache is the disk's own size, and that
+    size is in the template's key (vm/qemu/template.py slot_sizes): caches shrunk to their
+    exact sizes would each need a template of their own, a cold boot and a memory file
+    each; rounded, caches of similar size share one. The rounding is a hole, which a copy
+    that loses holes writes out: 25 % at most, inside the 2x this module promises."""
+    if size <= 1 << 20:
+        return 1 << 20
+    granule = max(1 << 20, 1 << (size.bit_length() - 3))
+    return -(-size // granule) * granule
 
 
 def _tool(path: Path, tool: str, args: list[str], fine: tuple[int, ...]) -> bytes:

@@ -90,14 +90,18 @@ class JobWatch:
     """Turns a job's status port and its last step's stderr into stages and notes.
 
     `steps` is how many steps the job has: the first starting is TOOLCHAIN (the probes),
-    the last is CLIPPY. A status chunk may hold several `start N` lines; only the last is
-    read, and TOOLCHAIN is still reported before CLIPPY when `start 0` was in it.
+    `cargo` (default: the last) is CLIPPY, the step whose stderr names the crates. A
+    dependency cache's build has a step after cargo's (its cleanup, lint/dep_cache.py):
+    watching the last step there showed no crate for the whole 3-minute build. A status
+    chunk may hold several `start N` lines; only the last is read, and TOOLCHAIN is still
+    reported before CLIPPY when `start 0` was in it.
     """
 
-    def __init__(self, progress: Progress, steps: int) -> None:
+    def __init__(self, progress: Progress, steps: int, cargo: int | None = None) -> None:
         self._progress = progress
         self._last = steps - 1
-        self._stderr = f"stderr{self._last}"
+        self._cargo_step = self._last if cargo is None or not 0 <= cargo < steps else cargo
+        self._stderr = f"stderr{self._cargo_step}"
         self._started = -1
         self._status = LastLine((b"start ",))
         self._cargo = LastLine((b"Checking ", b"Compiling "))
@@ -109,9 +113,9 @@ class JobWatch:
             if len(words) == 2 and words[1].isdigit():
                 self._step_started(int(words[1]))
         elif channel == self._stderr:
-            # Only the last step writes here, so it has started, whichever of the two
+            # Only cargo's step writes here, so it has started, whichever of the two
             # sockets the read loop happened to serve first.
-            self._step_started(self._last)
+            self._step_started(self._cargo_step)
             line = self._cargo.feed(chunk)
             if line is not None:
                 self._progress.note(crate_note(line))
@@ -119,8 +123,8 @@ class JobWatch:
     def _step_started(self, index: int) -> None:
         if index <= self._started or index > self._last:
             return
-        if self._started < 0 and self._last > 0:
+        if self._started < 0 and self._cargo_step > 0:
             self._progress.stage(TOOLCHAIN)
-        if index == self._last:
+        if self._started < self._cargo_step <= index:  # a later step's start implies cargo's
             self._progress.stage(CLIPPY)
         self._started = index

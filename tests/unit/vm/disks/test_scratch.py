@@ -22,7 +22,7 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.config_model import VmSettings
-from roteiro_py.vm.disks.scratch import create_scratch, shrink_to_content
+from roteiro_py.vm.disks.scratch import create_scratch, shrink_to_content, slot_size
 
 MIB = 1024 * 1024
 
@@ -74,7 +74,7 @@ def test_a_shrunk_scratch_survives_the_actions_cache_round_trip_at_its_content_s
 
     size = shrink_to_content(image)
 
-    assert image.stat().st_size == size
+    assert image.stat().st_size == size == slot_size(size)
     restored = round_trip(image, tmp_path)
     assert on_disk(restored) <= 2 * content, (on_disk(restored), content)
     # still the filesystem it was, every file's bytes unchanged
@@ -105,3 +105,14 @@ def test_a_damaged_image_is_refused_and_named(tmp_path: Path) -> None:
     with pytest.raises(errors.ScratchUnavailable) as refused:
         shrink_to_content(image)
     assert "e2fsck exited" in refused.value.reason
+
+
+def test_slot_sizes_cost_at_most_a_quarter_and_few_sizes_serve_many_caches() -> None:
+    """A cache's size is in its VM template's key: rounded, caches of similar size share
+    one template; the rounding (a hole) stays within the 2x a round trip may cost."""
+    sizes = range(4 * MIB, 4096 * MIB, 777_777)
+    for size in sizes:
+        assert size <= slot_size(size) <= size * 1.25
+        assert slot_size(slot_size(size)) == slot_size(size)
+    doubling = {slot_size(size) for size in range(64 * MIB + 1, 128 * MIB + 1, 4096)}
+    assert len(doubling) == 4, sorted(doubling)
