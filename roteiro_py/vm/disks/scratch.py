@@ -11,17 +11,19 @@ write lock on it, and the second fails to start).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from roteiro_py import errors
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
-from roteiro_py.vm.disks.rootfs import host_tool
+from roteiro_py.vm.disks.rootfs import ext4_tool, host_tool, shrink_ext4
 from roteiro_py.vm.mounts import GUEST_GID, GUEST_UID
 
 #: Seconds mkfs.ext4 may take to make an empty scratch image (it writes only metadata;
 #: past this it hangs, and the refusal is errors.HostToolFailed).
 SCRATCH_MKFS_TIMEOUT_S = 300.0
+#: Seconds each of e2fsck, tune2fs and resize2fs may take on a scratch image being shrunk
+#: (an 8 GiB image holding ~110 MB: 0.02 s, 0.01 s and 0.3 s measured).
+SHRINK_TIMEOUT_S = 300.0
 
 
 def create_scratch(path: Path, size_mib: int) -> Path:
@@ -45,17 +47,6 @@ def create_scratch(path: Path, size_mib: int) -> Path:
     return path
 
 
-#: Seconds each of e2fsck, tune2fs and resize2fs may take on a scratch image being shrunk
-#: (an 8 GiB image holding ~110 MB: 0.02 s, 0.01 s and 0.3 s measured).
-SHRINK_TIMEOUT_S = 300.0
-#: resize2fs's last word on the size it made: "... is now 47270 (4k) blocks long."
-#: resize2fs -M passes at most: its estimate of the smallest size is generous on a large
-#: filesystem, and a second pass on the smaller one took an image holding 27 MB from
-#: 86 MB to 33 MB (a third changed nothing).
-SHRINK_PASSES = 3
-_RESIZED = re.compile(rb"is now (\d{1,12}) \((\d{1,2})k\) blocks long")
-
-
 def shrink_to_content(path: Path) -> int:
     """Shrink the scratch image at `path`, which the guest has written and unmounted, to
     little more than what it holds, and return the file's new size in bytes.
@@ -63,13 +54,11 @@ def shrink_to_content(path: Path) -> int:
     Why: the image is as large as the scratch disk (8 GiB by default) however little the
     guest wrote (~108 MB for a dependency cache), and a copy that does not keep holes (GNU
     tar without --sparse, as actions/cache calls it) writes every byte of it: each restored
-    cache took 8.1 GiB of disk. What is done, in order: `e2fsck -f -y` (resize2fs needs a
-    checked filesystem; a journal left to replay is replayed), `tune2fs -O ^has_journal`
-    (the journal is 64 MiB of an 8 GiB filesystem, and a read-only `noload` mount never
-    reads it), `resize2fs -M` (the smallest size that holds the data) until it shrinks no
-    more (SHRINK_PASSES), the file cut to the size resize2fs reports after each (it cuts a
-    regular file itself; this makes sure), then padded with a hole to `slot_size` (so
-    caches of similar size share one VM template). Returns the file's size.
+    cache took 8.1 GiB of disk. What is done, in order: `e2fsck -f -y` (a journal left to
+    replay is replayed), `tune2fs -O ^has_journal` (the journal is 64 MiB of an 8 GiB
+    filesystem, and a read-only `noload` mount never reads it), rootfs.shrink_ext4 (the
+    smallest size that holds the data), then the file padded with a hole to `slot_size`
+    (so caches of similar size share one VM template).
 
     Only for an image that is read-only from here on: it keeps next to no free space.
     These are host programs reading metadata the guest's kernel wrote (the guest's
@@ -78,20 +67,9 @@ def shrink_to_content(path: Path) -> int:
     errors.ScratchUnavailable (or HostToolFailed/HostToolMissing); the image is then in no
     known state and the caller discards it.
     """
-    _tool(path, "e2fsck", ["-f", "-y"], (0, 1))
-    _tool(path, "tune2fs", ["-O", "^has_journal"], (0,))
-    size = path.stat().st_size
-    for _ in range(SHRINK_PASSES):
-        resized = _RESIZED.search(_tool(path, "resize2fs", ["-M"], (0,)))
-        if resized is None:
-            raise errors.ScratchUnavailable(path, "resize2fs did not say the size it made")
-        made = int(resized.group(1)) * int(resized.group(2)) * 1024
-        if path.stat().st_size > made:
-            os.truncate(path, made)
-        if made >= size:
-            break
-        size = made
-    padded = slot_size(size)
+    ext4_tool(path, "e2fsck", ["-f", "-y"], (0, 1), SHRINK_TIMEOUT_S)
+    ext4_tool(path, "tune2fs", ["-O", "^has_journal"], (0,), SHRINK_TIMEOUT_S)
+    padded = slot_size(shrink_ext4(path, SHRINK_TIMEOUT_S))
     os.truncate(path, padded)  # a hole past the filesystem's end: the guest never reads it
     return padded
 
@@ -109,15 +87,3 @@ def slot_size(size: int) -> int:
         return 1 << 20
     granule = max(1 << 20, 1 << (size.bit_length() - 3))
     return -(-size // granule) * granule
-
-
-def _tool(path: Path, tool: str, args: list[str], fine: tuple[int, ...]) -> bytes:
-    """Run an e2fsprogs `tool` on the image; its output, or ScratchUnavailable quoting it."""
-    purpose = f"shrink the scratch disk {path}"
-    done = run_tool([host_tool(tool, purpose), *args, str(path)], purpose=purpose,
-                    timeout=SHRINK_TIMEOUT_S, max_bytes=DIAGNOSTIC_BYTES)
-    said = done.stdout + done.stderr
-    if done.exit not in fine:
-        tail = said.decode("utf-8", "replace").strip()[-300:]
-        raise errors.ScratchUnavailable(path, f"{tool} exited {done.exit}: {tail}")
-    return said
