@@ -31,6 +31,9 @@ Building holds the key's lock: two first lints of one lockfile build it once, th
 waits (within its deadline) and uses it. Using it holds that lock shared, from the check
 until the VM is done: lints of one lockfile run side by side, and neither a prune nor a
 rebuild of a damaged copy takes the image from under one.
+
+Why the cache is shrunk, and why one build does not serve every target selection:
+docs/DESIGN_NOTES.md, section `roteiro_py/lint/dep_cache.py`.
 """
 
 from __future__ import annotations
