@@ -25,7 +25,8 @@ vm/disks/scratch.py `shrink_to_content` before `publish`: ~108 MB of data in ~11
 rather than the scratch disk's 8 GiB, so a copy that writes holes out, actions/cache's
 tar, restores about what it holds). It may still have holes (the padding to its slot
 size), so it is hashed by `rootfs_record.hash_sparse` (data extents only, and equal for a
-copy that lost its holes); an unshrunk image sealed before that change is as valid. A size cap (`max_bytes`, from `[lint] dep_cache_max_mib`) is applied after every
+copy that lost its holes); an unshrunk image sealed before that change is as valid.
+A size cap (`max_bytes`, from `[lint] dep_cache_max_mib`) is applied after every
 publish: least recently used first (roteiro_py/eviction.py), never the key just published,
 never one whose lock is held.
 

@@ -90,9 +90,10 @@ class JobWatch:
     """Turns a job's status port and its last step's stderr into stages and notes.
 
     `steps` is how many steps the job has: the first starting is TOOLCHAIN (the probes),
-    `cargo` (default: the last) is CLIPPY, the step whose stderr names the crates. A
-    dependency cache's build has a step after cargo's (its cleanup, lint/dep_cache.py):
-    watching the last step there showed no crate for the whole 3-minute build. A status
+    `cargo` (default: the last) is CLIPPY, the first step whose stderr names the crates;
+    every step after it is read too. A dependency cache's build runs cargo once per
+    selection and then its cleanup (lint/dep_cache.py): watching the last step there
+    showed no crate for the whole 3-minute build. A status
     chunk may hold several `start N` lines; only the last is read, and TOOLCHAIN is still
     reported before CLIPPY when `start 0` was in it.
     """
@@ -101,7 +102,7 @@ class JobWatch:
         self._progress = progress
         self._last = steps - 1
         self._cargo_step = self._last if cargo is None or not 0 <= cargo < steps else cargo
-        self._stderr = f"stderr{self._cargo_step}"
+        self._stderr = {f"stderr{index}" for index in range(self._cargo_step, steps)}
         self._started = -1
         self._status = LastLine((b"start ",))
         self._cargo = LastLine((b"Checking ", b"Compiling "))
@@ -112,9 +113,9 @@ class JobWatch:
             words = line.split() if line else []
             if len(words) == 2 and words[1].isdigit():
                 self._step_started(int(words[1]))
-        elif channel == self._stderr:
-            # Only cargo's step writes here, so it has started, whichever of the two
-            # sockets the read loop happened to serve first.
+        elif channel in self._stderr:
+            # Only a step from cargo's on writes here, so cargo's has started, whichever
+            # of the two sockets the read loop happened to serve first.
             self._step_started(self._cargo_step)
             line = self._cargo.feed(chunk)
             if line is not None:

@@ -183,3 +183,31 @@ def test_a_tree_without_registry_or_git_pins_skips_the_cache(
     report = lint_json(demo, clippy_image, {})
     assert report["dependency_cache"]["state"] == "skipped"
     assert "nothing to cache" in report["dependency_cache"]["reason"]
+
+
+USES_FMT_IN_TESTS = ("pub fn one() -> u64 {\n    1\n}\n\n#[cfg(test)]\nmod tests {\n"
+                     "    #[test]\n    fn renders() {\n        let mut buffer = loopfmt::Buffer::new();\n"
+                     "        assert_eq!(buffer.format(super::one()), \"1\");\n    }\n}\n")
+
+
+@pytest.mark.timeout(2400)
+def test_one_cache_serves_a_second_target_selection(
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    """loopfmt is a dev-dependency only: the plain lint needs none of it, `--all-targets`
+    does. The cache the plain lint builds (every selection of lint/dep_cache.py SELECTIONS)
+    is the one the `--all-targets` lint uses, and it compiles no dependency: red before,
+    the selection was in the key and the second lint built a cache of its own (284 s)."""
+    tree = make_tree(tmp_path / "tree", local_registry, uuid.uuid4().hex)
+    manifest = tree / "Cargo.toml"
+    manifest.write_text(manifest.read_text().replace("[dependencies]", "[dev-dependencies]"))
+    (tree / "src" / "lib.rs").write_text(USES_FMT_IN_TESTS)
+    plain = lint_json(tree, clippy_image, local_registry.env)
+    assert plain["dependency_cache"]["state"] == "built", plain["dependency_cache"]
+    assert plain["summary"]["build_succeeded"] is True
+    assert plain["summary"]["dependencies_compiled"] == 0  # control: it needs no loopfmt
+    every = lint_json(tree, clippy_image, local_registry.env, "--all-targets")
+    assert every["dependency_cache"]["state"] == "used", every["dependency_cache"]
+    assert every["dependency_cache"]["key"] == plain["dependency_cache"]["key"]
+    assert every["summary"]["build_succeeded"] is True, every["findings"]
+    assert every["summary"]["dependencies_fresh"] >= 1  # loopfmt, from the cache
+    assert every["summary"]["dependencies_compiled"] == 0
