@@ -11,16 +11,19 @@ the tree's code:
   configs, every path package's sources replaced by stubs. Cargo resolves the same unit
   graph from it, and the only code that runs is the pinned dependencies' own.
 - The build: the run's probes, then the run's own clippy command in the skeleton (the
-  same argv up to its lint levels, with --keep-going, and the same environment, so the
-  same units with the same hashes), then the stubs' fingerprints and the incremental
-  directories removed (BUILD_CLEANUP) so that nothing of the stubs can ever pass for the
-  tree's packages. The scratch disk it wrote is the cache, shrunk to its content before
-  it is sealed (vm/disks/scratch.py `shrink_to_content`: an 8 GiB sparse file holding
-  ~108 MB became 114 MB, so a copy that loses its holes, actions/cache's tar, stays that).
+  same argv up to its lint levels, its target selection taken out, with --keep-going, and
+  the same environment, so the same units with the same hashes), once per SELECTIONS
+  (the default targets, then every target: what any selection of targets needs), then
+  the stubs' fingerprints and the incremental directories removed (BUILD_CLEANUP) so
+  that nothing of the stubs can ever pass for the tree's packages. The scratch disk it
+  wrote is the cache, shrunk to its content before it is sealed (vm/disks/scratch.py
+  `shrink_to_content`: an 8 GiB sparse file holding ~108 MB became 114 MB, so a copy
+  that loses its holes, actions/cache's tar, stays that).
 - The key (skeleton.cache_key): the image's manifest digest, the skeleton's digest (so
   every pinned package with its checksum or git revision, the features, profiles and the
-  cargo configs), the clippy argv, the guest environment and the disk's size. A changed
-  lockfile or manifest is a new key; an edited source file is not.
+  cargo configs), the clippy argv without its target selection, the guest environment
+  and the disk's size. A changed lockfile or manifest is a new key; an edited source
+  file is not, and neither is another selection of targets.
 - Use: the cache file is attached read-only and layered by the guest under the target
   directory, with the run's scratch taking every write (guest_init.sh mount_depcache).
 - Trust: the file is sealed once built (rootfs_record: 0444, digest, stat identity) and
@@ -32,7 +35,7 @@ waits (within its deadline) and uses it. Using it holds that lock shared, from t
 until the VM is done: lints of one lockfile run side by side, and neither a prune nor a
 rebuild of a damaged copy takes the image from under one.
 
-Why the cache is shrunk, and why one build does not serve every target selection:
+Why the cache is shrunk, and why its build runs cargo for two target selections:
 docs/DESIGN_NOTES.md, section `roteiro_py/lint/dep_cache.py`.
 """
 
