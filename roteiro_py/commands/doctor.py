@@ -10,10 +10,11 @@ The first check is the platform (platform_support.py): on a host a lint cannot r
 but the configuration: no qemu is started, no accelerator is tried.
 
 A check is `required` when a lint cannot run on this host without it: qemu, mkfs.ext4
-(and e2fsck, tune2fs, resize2fs) and setpriv, the VM assets, a sandbox for the configured accelerator (decided by the VM backend's own
-`isolation()`, exactly as a lint decides it: `auto` is never TCG), an image configured and
-pinned for PATH, and that image provisioned. `doctor` exits 0 when every required check
-passes and EXIT_REFUSED (3) when any fails, so a CI job can gate on it before it lints;
+(and e2fsck, tune2fs, resize2fs) and setpriv, the VM assets, a sandbox for the configured
+accelerator (decided by the VM backend's own `isolation()`, exactly as a lint decides it:
+`auto` is never TCG), an image configured and pinned for PATH, and that image
+provisioned. `doctor` exits 0 when every required check passes and EXIT_REFUSED (3) when
+any fails, so a CI job can gate on it before it lints;
 the other checks (each accelerator's own probe, the store's listing, the package cache,
 which `fetch-deps` fills per tree) inform and never change the exit status. A
 configuration that cannot be read is reported as a failed check, not raised, so the rest
