@@ -226,7 +226,7 @@ class QemuBackend:
                     return dataclasses.replace(cloned, staged=tuple(staged))
             self.options.progress.stage(BOOT)
             # cargo's is the first step after the probes a template may run (a dependency
-            # cache's build has its cleanup after it); without probes, the last
+            # cache's build has more after it: lint/dep_cache.py); without probes, the last
             cargo = template_steps if 0 < template_steps < len(steps) else None
             result = boot(spec, deadline=until - time.monotonic(),
                           output_limit=self.options.output_limit,

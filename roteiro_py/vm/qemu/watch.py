@@ -2,9 +2,9 @@
 
 machine.py's read loop hands every chunk of the status port and of the step streams to
 `JobWatch.feed` as it arrives, before the guest has finished; the watch turns them into
-`Progress` stages (the first step starting is the toolchain probe, the last one is clippy)
-and notes ("checking demo-core v0.1.0", from cargo's `   Checking demo-core v0.1.0
-(/path)` lines on the clippy step's stderr).
+`Progress` stages (the first step starting is the toolchain probe, cargo's is clippy: the
+last one of a lint's job) and notes ("checking demo-core v0.1.0", from cargo's
+`   Checking demo-core v0.1.0 (/path)` lines on the stderr of cargo's steps).
 
 The clippy step's stderr is the guest's, and the guest is hostile: a line may be
 megabytes long, hold escapes, or never end, and the stream may be 64 MB of newlines.
@@ -87,15 +87,15 @@ def crate_note(line: bytes) -> str:
 
 
 class JobWatch:
-    """Turns a job's status port and its last step's stderr into stages and notes.
+    """Turns a job's status port and its cargo steps' stderr into stages and notes.
 
     `steps` is how many steps the job has: the first starting is TOOLCHAIN (the probes),
     `cargo` (default: the last) is CLIPPY, the first step whose stderr names the crates;
     every step after it is read too. A dependency cache's build runs cargo once per
     selection and then its cleanup (lint/dep_cache.py): watching the last step there
-    showed no crate for the whole 3-minute build. A status
-    chunk may hold several `start N` lines; only the last is read, and TOOLCHAIN is still
-    reported before CLIPPY when `start 0` was in it.
+    showed no crate for the whole 3-minute build. A status chunk may hold several
+    `start N` lines; only the last is read, and TOOLCHAIN is still reported before CLIPPY
+    when `start 0` was in it.
     """
 
     def __init__(self, progress: Progress, steps: int, cargo: int | None = None) -> None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
+from roteiro_py.lint.dep_cache import BUILDING
+from roteiro_py.progress import _NAME_WIDTH, DEP_CACHE
 from tests.integration.lint.lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, cli, crate_tree
 
 #: A member's build script that overwrites every artifact of the dependency it can reach
@@ -201,8 +204,15 @@ def test_one_cache_serves_a_second_target_selection(
     manifest = tree / "Cargo.toml"
     manifest.write_text(manifest.read_text().replace("[dependencies]", "[dev-dependencies]"))
     (tree / "src" / "lib.rs").write_text(USES_FMT_IN_TESTS)
-    plain = lint_json(tree, clippy_image, local_registry.env)
+    done = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", "json",
+               env=local_registry.env, timeout=1500)
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
+    plain = json.loads(done.stdout)
     assert plain["dependency_cache"]["state"] == "built", plain["dependency_cache"]
+    # said on stderr (a pipe: a CI log's lines) at the default verbosity: that the build
+    # happens once per lockfile, and a crate cargo compiled in it
+    assert f"{DEP_CACHE:<{_NAME_WIDTH}} {BUILDING}" in done.stderr.splitlines(), done.stderr
+    assert re.search(rf"^{DEP_CACHE} +(checking|compiling) [a-z][\w-]* v\d", done.stderr, re.M), done.stderr
     assert plain["summary"]["build_succeeded"] is True
     assert plain["summary"]["dependencies_compiled"] == 0  # control: it needs no loopfmt
     every = lint_json(tree, clippy_image, local_registry.env, "--all-targets")
