@@ -36,6 +36,10 @@ Nothing is ever written to stdout: the report alone goes there.
   the VM template restored (or why the VM booted cold) and the command line run in the
   guest, each sanitised and cut to DETAIL_CHARS. Without -v `detail()` shows nothing.
 
+`announce()` is a line at every verbosity but -q: the dependency cache's build says with it
+that it happens once per lockfile and takes minutes, so a first lint that sits in one stage
+for 3 minutes says why (lint/dep_cache.py).
+
 Elapsed times are the host's clock (`time.monotonic`); the guest's runs 15-40 % slow
 (issue 11). A note is sanitised and cut to NOTE_CHARS when it is shown, never when it is
 given, so a flood of notes costs the read loop an assignment each.
@@ -88,6 +92,12 @@ class Progress(Protocol):
         (untrusted text is allowed)."""
         ...
 
+    def announce(self, text: str) -> None:
+        """A line of its own under the current stage at every verbosity but -q: what a
+        person watching must know now (the dependency cache is built, once per lockfile,
+        and that takes minutes). Sanitised and cut as a detail is."""
+        ...
+
     def finish(self, stopped: bool = False) -> None:
         """The run is over: end the last stage, clear any spinner. `stopped`: it ended in
         a refusal or an error, and its line must not read as if that stage succeeded."""
@@ -104,6 +114,9 @@ class Silent:
         pass
 
     def detail(self, text: str) -> None:
+        pass
+
+    def announce(self, text: str) -> None:
         pass
 
     def finish(self, stopped: bool = False) -> None:
@@ -130,6 +143,9 @@ class NotesOnly:
 
     def detail(self, text: str) -> None:
         self.outer.detail(text)
+
+    def announce(self, text: str) -> None:
+        self.outer.announce(text)
 
     def finish(self, stopped: bool = False) -> None:
         pass
@@ -213,6 +229,10 @@ class _Stages(ABC):
 
     def detail(self, text: str) -> None:
         if self._verbose and not self._finished:
+            self._line(f"{self._name or '':<{_NAME_WIDTH}} {shown_detail(text)}")
+
+    def announce(self, text: str) -> None:
+        if not self._finished:
             self._line(f"{self._name or '':<{_NAME_WIDTH}} {shown_detail(text)}")
 
     def finish(self, stopped: bool = False) -> None:

@@ -335,6 +335,23 @@ def clippy_argv(options: ClippyOptions) -> list[str]:
 LEVELS_SEPARATOR = "--"
 
 
+def without_target_selection(argv: Sequence[str]) -> list[str]:
+    """A build argv (`build_part`) without its target selection: `--all-targets`, the
+    TARGET_KINDS flags and the NAMED_TARGET_KINDS flags with their names, as clippy_argv
+    writes them. The dependency cache is keyed and built by it (lint/dep_cache.py): one
+    build serves every target selection of the same packages, features and triple."""
+    flags = {"--all-targets", *(f"--{kind}" for kind in TARGET_KINDS)}
+    named = {f"--{kind}" for kind in NAMED_TARGET_KINDS}
+    kept: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in named:
+            next(words, None)  # its NAME
+        elif word not in flags:
+            kept.append(word)
+    return kept
+
+
 def build_part(argv: Sequence[str]) -> list[str]:
     """The part of a clippy argv that shapes what is built (before LEVELS_SEPARATOR)."""
     words = list(argv)

@@ -9,11 +9,12 @@ The first check is the platform (platform_support.py): on a host a lint cannot r
 (anything but Linux x86_64) it fails, naming the platform, and nothing else is probed
 but the configuration: no qemu is started, no accelerator is tried.
 
-A check is `required` when a lint cannot run on this host without it: qemu, mkfs.ext4 and setpriv,
-the VM assets, a sandbox for the configured accelerator (decided by the VM backend's own
-`isolation()`, exactly as a lint decides it: `auto` is never TCG), an image configured and
-pinned for PATH, and that image provisioned. `doctor` exits 0 when every required check
-passes and EXIT_REFUSED (3) when any fails, so a CI job can gate on it before it lints;
+A check is `required` when a lint cannot run on this host without it: qemu, mkfs.ext4
+(and e2fsck, tune2fs, resize2fs) and setpriv, the VM assets, a sandbox for the configured
+accelerator (decided by the VM backend's own `isolation()`, exactly as a lint decides it:
+`auto` is never TCG), an image configured and pinned for PATH, and that image
+provisioned. `doctor` exits 0 when every required check passes and EXIT_REFUSED (3) when
+any fails, so a CI job can gate on it before it lints;
 the other checks (each accelerator's own probe, the store's listing, the package cache,
 which `fetch-deps` fills per tree) inform and never change the exit status. A
 configuration that cannot be read is reported as a failed check, not raised, so the rest
@@ -188,7 +189,10 @@ def _checks(path: Path, flags: Flags | None = None) -> tuple[list[Check], ImageR
     found.append(Check("qemu", qemu_path is not None,
                        f"{qemu_path} ({version})" if qemu_path else "qemu-system-x86_64 not found",
                        None if qemu_path else "apt-get install qemu-system-x86", required=True))
-    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("setpriv", "util-linux")):
+    # e2fsck, tune2fs, resize2fs: the root filesystem and each dependency cache are shrunk
+    # to their content before they are sealed (vm/disks/rootfs.py shrink_ext4)
+    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("e2fsck", "e2fsprogs"), ("tune2fs", "e2fsprogs"),
+                          ("resize2fs", "e2fsprogs"), ("setpriv", "util-linux")):
         where = shutil.which(tool)
         found.append(Check(tool, where is not None, where or "not found",
                            None if where else f"apt-get install {package}", required=True))

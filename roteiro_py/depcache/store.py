@@ -21,10 +21,13 @@ jobs. Per key (64 hex digits):
                   `publish`; one whose key's lock is free was left by a killed build and is
                   removed by the next `staging_disk`.
 
-The image is a sparse file as large as the scratch disk (8 GiB by default) of which a few
-hundred MB is data, so it is hashed by `rootfs_record.hash_sparse` (data extents only, and
-equal for a copy that lost its holes): sealing takes ~0.2 s rather than ~6 s (measured
-there). A size cap (`max_bytes`, from `[lint] dep_cache_max_mib`) is applied after every
+The image is published shrunk to its content (lint/dep_cache.py calls
+vm/disks/scratch.py `shrink_to_content` before `publish`: ~108 MB of data in ~114 MB
+rather than the scratch disk's 8 GiB, so a copy that writes holes out, actions/cache's
+tar, restores about what it holds). It may still have holes (the padding to its slot
+size), so it is hashed by `rootfs_record.hash_sparse` (data extents only, and equal for a
+copy that lost its holes); an unshrunk image sealed before that change is as valid.
+A size cap (`max_bytes`, from `[lint] dep_cache_max_mib`) is applied after every
 publish: least recently used first (roteiro_py/eviction.py), never the key just published,
 never one whose lock is held.
 

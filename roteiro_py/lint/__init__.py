@@ -212,7 +212,7 @@ def _lint(request: LintRequest, progress: Progress,
     progress.detail(f"root filesystem {rootfs.path}")
     progress.stage(DEP_CACHE)  # found, or built in a VM of its own (minutes, once per key)
     deps = dependency_cache(settings=settings, tree=tree, image=image, argv=argv, env=env,
-                            registry=registry, git=git, deadline=deadline,
+                            registry=registry, git=git, deadline=deadline, progress=progress,
                             backend=lambda disk: backend(rootfs.path, disk, rootfs.digest,
                                                          shown=NotesOnly(progress)))
     progress.detail(f"dependency cache {deps.state}" + (f" {deps.key}" if deps.key else "")

@@ -11,14 +11,19 @@ the tree's code:
   configs, every path package's sources replaced by stubs. Cargo resolves the same unit
   graph from it, and the only code that runs is the pinned dependencies' own.
 - The build: the run's probes, then the run's own clippy command in the skeleton (the
-  same argv up to its lint levels, with --keep-going, and the same environment, so the
-  same units with the same hashes), then the stubs' fingerprints and the incremental
-  directories removed (BUILD_CLEANUP) so that nothing of the stubs can ever pass for the
-  tree's packages. The scratch disk it wrote is the cache.
+  same argv up to its lint levels, its target selection taken out, with --keep-going, and
+  the same environment, so the same units with the same hashes), once per SELECTIONS
+  (the default targets, then every target: what any selection of targets needs), then
+  the stubs' fingerprints and the incremental directories removed (BUILD_CLEANUP) so
+  that nothing of the stubs can ever pass for the tree's packages. The scratch disk it
+  wrote is the cache, shrunk to its content before it is sealed (vm/disks/scratch.py
+  `shrink_to_content`: an 8 GiB sparse file holding ~108 MB became 114 MB, so a copy
+  that loses its holes, actions/cache's tar, stays that).
 - The key (skeleton.cache_key): the image's manifest digest, the skeleton's digest (so
   every pinned package with its checksum or git revision, the features, profiles and the
-  cargo configs), the clippy argv, the guest environment and the disk's size. A changed
-  lockfile or manifest is a new key; an edited source file is not.
+  cargo configs), the clippy argv without its target selection, the guest environment
+  and the disk's size. A changed lockfile or manifest is a new key; an edited source
+  file is not, and neither is another selection of targets.
 - Use: the cache file is attached read-only and layered by the guest under the target
   directory, with the run's scratch taking every write (guest_init.sh mount_depcache).
 - Trust: the file is sealed once built (rootfs_record: 0444, digest, stat identity) and
@@ -29,6 +34,9 @@ Building holds the key's lock: two first lints of one lockfile build it once, th
 waits (within its deadline) and uses it. Using it holds that lock shared, from the check
 until the VM is done: lints of one lockfile run side by side, and neither a prune nor a
 rebuild of a damaged copy takes the image from under one.
+
+Why the cache is shrunk, and why its build runs cargo for two target selections:
+docs/DESIGN_NOTES.md, section `roteiro_py/lint/dep_cache.py`.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from roteiro_py import paths
 from roteiro_py.errors import DeadlineExceeded, Refusal
 from roteiro_py.lint.run import ceiling_for, check_grant, grant_for, run_job, steps_for
 from roteiro_py.lint.tree import Tree
+from roteiro_py.progress import SILENT, Progress
 
 if TYPE_CHECKING:
     from roteiro_py.clippy.parse import Deadline
@@ -74,6 +83,18 @@ BUILD_CLEANUP = (
 BUILD_ARGS = ("--keep-going",)
 #: The cleanup step's deadline.
 CLEANUP_TIMEOUT_S = 120.0
+#: What the build adds to the lint's argv (its target selection taken out), one cargo run
+#: each: the targets cargo builds by default, then every target. Under resolver 2 the two
+#: compile different units of a dependency whose features a dev-dependency extends
+#: (docs/DESIGN_NOTES.md, section `roteiro_py/lint/dep_cache.py`); every other selection
+#: (`--lib`, `--tests`, `--bin NAME`, ...) needs units of one of them, so the cache keyed
+#: without the selection serves them all. The second run compiles only what differs.
+SELECTIONS: tuple[tuple[str, ...], ...] = ((), ("--all-targets",))
+#: Said (progress.announce) when a lint builds its dependency cache: a first lint spends
+#: minutes in this stage under TCG (284 s measured for a crate with ~40 dependencies), and
+#: without a word about why it looked hung. The crates follow as notes (vm/qemu/watch.py).
+BUILDING = ("building the dependencies in a VM of their own, once per lockfile (and image, "
+            "features and command); later lints reuse them")
 
 
 @dataclass(frozen=True)
@@ -101,17 +122,21 @@ BackendFactory = Callable[[Path], "VmBackend"]
 
 def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, argv: list[str],
                      env: dict[str, str], registry: Path | None, git: Path | None,
-                     backend: BackendFactory, deadline: Deadline) -> DepCacheUse:
+                     backend: BackendFactory, deadline: Deadline,
+                     progress: Progress = SILENT) -> DepCacheUse:
     """The run's dependency cache (see the module doc). `backend(disk)` makes the VM
-    backend that builds it onto the scratch disk `disk`."""
+    backend that builds it onto the scratch disk `disk`; `progress` is told, at every
+    verbosity, when it is built (BUILDING)."""
     # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
-    from roteiro_py.clippy.command import build_part
+    from roteiro_py.clippy.command import build_part, without_target_selection
     from roteiro_py.depcache import skeleton, store
+    from roteiro_py.vm.disks.scratch import shrink_to_content
 
     # Lint levels (after `--`) reach clippy-driver for the tree's packages only, never a
     # dependency's build: neither the key nor the build takes them (a `-D warnings`
     # would fail the stubs).
-    argv = build_part(argv)
+    # ... nor its target selection: the build covers every one (SELECTIONS)
+    argv = without_target_selection(build_part(argv))
     if not settings.lint.dep_cache:
         return skipped("turned off ([lint] dep_cache, --no-dep-cache)")
     if registry is None and git is None:
@@ -131,7 +156,7 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
             return skipped(f"its skeleton could not be made: {refused.guidance().summary}")
         key = skeleton.cache_key(image_digest=image.manifest_digest, skeleton_digest=made.digest,
                                  argv=argv, env=env, disk_mib=settings.vm.scratch_mib,
-                                 recipe=[*BUILD_ARGS, BUILD_CLEANUP])
+                                 recipe=[*BUILD_ARGS, *(" ".join(s) for s in SELECTIONS), BUILD_CLEANUP])
         # The common case takes no lock here: two lints of one lockfile at once both use it
         # (each holding it shared for its VM, `attached`); the build lock waits for them.
         if store.intact(key) is not None:
@@ -147,6 +172,7 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                 return skipped(f"building it failed before ({failed}); `pylint-sandbox cache "
                                "prune --kind deps --all` lets the next lint try again", key)
             began = time.monotonic()
+            progress.announce(BUILDING)
             disk = store.staging_disk(key)
             try:
                 verdict = _build(made, disk, settings, argv, env, registry, git, backend, deadline)
@@ -155,6 +181,13 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                     if verdict.lasting:
                         store.mark_failed(key, verdict.note)
                     return skipped(f"building it failed: {verdict.note}", key)
+                try:
+                    # before sealing, under the build lock: a shrink that fails leaves
+                    # only the staging disk, removed below, never a cache
+                    shrink_to_content(disk)
+                except Refusal as refused:
+                    return skipped(f"it could not be shrunk to its content: "
+                                   f"{refused.guidance().summary}", key)
                 try:
                     published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
                 except OSError as error:  # a full disk, a directory where the image goes
@@ -194,8 +227,10 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
 
     root = made.root
     shaped = Tree(asked=root, workspace=root, repo_root=root)
-    steps = steps_for(shaped, settings, env, [*argv, *BUILD_ARGS])
+    steps = steps_for(shaped, settings, env, [*argv, *SELECTIONS[0], *BUILD_ARGS])
     probes = len(steps) - 1
+    for selection in SELECTIONS[1:]:
+        steps.append(steps_for(shaped, settings, env, [*argv, *selection, *BUILD_ARGS])[-1])
     steps.append(Command(program="/bin/sh", args=("-c", BUILD_CLEANUP, "sh", *made.path_packages),
                          workspace=root, env=env, timeout=CLEANUP_TIMEOUT_S))
     create_scratch(disk, settings.vm.scratch_mib)
@@ -203,8 +238,12 @@ def _build(made: Skeleton, disk: Path, settings: Settings, argv: list[str], env:
     # held to the checker ceiling as the lint's own grant is (process/grants.py)
     check_grant(grant, sandbox, steps, "the dependency cache's build", settings.lint.backend,
                 checker=ceiling_for(shaped, registry, git))
-    job = run_job(sandbox, steps, grant, deadline, staging=None, template_steps=probes)
-    return judge_build(job, probes)
+    # Every step runs whatever the one before gave: cargo's 101 (--keep-going) left units
+    # worth keeping, and the next selection and the cleanup must still run for them to be
+    # published (judge_build reads the probes first, so a failed one is never published).
+    job = run_job(sandbox, steps, grant, deadline, staging=None, template_steps=probes,
+                  stop_on_failure=False)
+    return judge_build(job, probes, builds=len(SELECTIONS))
 
 
 @dataclass(frozen=True)
@@ -217,39 +256,46 @@ class Verdict:
     lasting: bool = False
 
 
-def judge_build(job: JobOutcome, probes: int) -> Verdict:
-    """Publish what a build completed: every probe, the build and the cleanup ran to
-    their end. cargo's 101 (with --keep-going) still left every unit it could build, each
-    fresh only for the inputs it was built from: a dependency that does not build without
-    the tree's code (one that uses a `[patch]`ed path package) is built by the lint itself.
-    A usage error (1: an image whose cargo lacks --keep-going) would recur, and so would a
-    101 that built nothing at all (a manifest or lockfile cargo refuses in the skeleton);
-    a deadline, a signal or a dead VM may not, and the next lint tries again."""
+def judge_build(job: JobOutcome, probes: int, builds: int = 1) -> Verdict:
+    """Publish what a build completed: every probe, the `builds` cargo runs (one per
+    SELECTIONS) and the cleanup ran to their end. cargo's 101 (with --keep-going) still
+    left every unit it could build, each fresh only for the inputs it was built from: a
+    dependency that does not build without the tree's code (one that uses a `[patch]`ed
+    path package) is built by the lint itself. A usage error (1: an image whose cargo lacks
+    --keep-going) would recur, and so would a 101 that built nothing at all (a manifest or
+    lockfile cargo refuses in the skeleton); a deadline, a signal or a dead VM may not, and
+    the next lint tries again."""
     ran = dict(enumerate(job.steps))
     for index in range(probes):
         step = ran.get(index)
         if step is None or step.exit != 0:
             why = "" if step is None else f" (it exited {step.exit}{_cargo_said(step, '')})"
             return Verdict(False, f"the guest's toolchain probe did not succeed{why}")
-    build = ran.get(probes)
-    if build is None or build.exit is None:
-        failure = (build.failure if build is not None else None) or job.failure or "the VM stopped"
-        return Verdict(False, f"the build did not finish: {failure}")
-    said = _cargo_said(build)
-    if build.exit not in (0, 101):
-        return Verdict(False, f"cargo exited {build.exit}{said}", lasting=build.exit == 1)
-    cleanup = ran.get(probes + 1)
+    exits: list[int] = []
+    said = ""
+    for index in range(probes, probes + builds):
+        build = ran.get(index)
+        if build is None or build.exit is None:
+            failure = (build.failure if build is not None else None) or job.failure or "the VM stopped"
+            return Verdict(False, f"the build did not finish: {failure}")
+        said = said or _cargo_said(build)
+        if build.exit not in (0, 101):
+            return Verdict(False, f"cargo exited {build.exit}{_cargo_said(build)}",
+                           lasting=build.exit == 1)
+        exits.append(build.exit)
+    worst = max(exits)
+    cleanup = ran.get(probes + builds)
     if cleanup is not None and cleanup.exit == 0 and cleanup.stdout == b"no target\n":
-        return Verdict(False, f"cargo built nothing from the skeleton (exit {build.exit}){said}",
-                       lasting=build.exit == 101)
+        return Verdict(False, f"cargo built nothing from the skeleton (exit {worst}){said}",
+                       lasting=worst == 101)
     if cleanup is None or cleanup.exit != 0 or cleanup.stdout != b"cleaned\n" or not job.completed:
         # What failed first is said first: cargo's own error (a 101 that built nothing,
         # under a path the guest could not reach, once read as a cleanup problem).
-        cargo = f"cargo exited {build.exit}{said}; " if build.exit else ""
+        cargo = f"cargo exited {worst}{said}; " if worst else ""
         why = (f" (it exited {cleanup.exit}{_cargo_said(cleanup, '')})" if cleanup is not None
                and cleanup.exit not in (0, None) else "")
         return Verdict(False, f"{cargo}removing the stubs' build from it did not finish{why}")
-    if build.exit == 101:
+    if worst == 101:
         return Verdict(True, "cargo could not build every dependency without the tree's own "
                        "code; the lint builds those itself")
     return Verdict(True)

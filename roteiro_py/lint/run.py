@@ -206,11 +206,11 @@ def steps_for(tree: Tree, settings: config.Settings, env: dict[str, str], argv: 
 
 def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline: Deadline,
             staging: Path | None, stamps: StampBook | None = None,
-            template_steps: int | None = None) -> JobOutcome:
+            template_steps: int | None = None, stop_on_failure: bool = True) -> JobOutcome:
     """The one boot, within what is left of the run's deadline; the worktree's copy
     carries `stamps` and the guest's clock starts past them (vm/stamps.py).
     `template_steps`: how many first steps (the probes) a VM template may have run;
-    default all but the last."""
+    default all but the last. `stop_on_failure`: no step runs after one that failed."""
     left = deadline.at - time.monotonic()
     if left <= 0:
         raise DeadlineExceeded("preparing the run", deadline.seconds,
@@ -218,7 +218,7 @@ def run_job(backend: VmBackend, steps: list[Command], grant: GrantSet, deadline:
     try:
         # The probes run in PROBE_CWD and touch no share: a VM template may run them once
         # for every run of this image (vm/qemu/template.py).
-        return backend.run_steps(steps, grant, stop_on_failure=True, deadline=left,
+        return backend.run_steps(steps, grant, stop_on_failure=stop_on_failure, deadline=left,
                                  staging=staging, stamps=stamps,
                                  clock=None if stamps is None else stamps.clock,
                                  template_steps=len(steps) - 1 if template_steps is None

@@ -225,9 +225,12 @@ class QemuBackend:
                 if cloned is not None:
                     return dataclasses.replace(cloned, staged=tuple(staged))
             self.options.progress.stage(BOOT)
+            # cargo's is the first step after the probes a template may run (a dependency
+            # cache's build has more after it: lint/dep_cache.py); without probes, the last
+            cargo = template_steps if 0 < template_steps < len(steps) else None
             result = boot(spec, deadline=until - time.monotonic(),
                           output_limit=self.options.output_limit,
-                          watch=JobWatch(self.options.progress, len(steps)).feed)
+                          watch=JobWatch(self.options.progress, len(steps), cargo).feed)
         return dataclasses.replace(_outcome(steps, result, isolation, table), staged=tuple(staged))
 
     def _from_template(self, spec: MachineSpec, steps: list[Command], first: int,
@@ -260,7 +263,7 @@ class QemuBackend:
                                               dep_cache=self.options.dep_cache_guest)
                     restored = template.restore(found, spec, clone, until=until,
                                                 output_limit=self.options.output_limit,
-                                                watch=JobWatch(self.options.progress, len(steps)).feed)
+                                                watch=JobWatch(self.options.progress, len(steps), first).feed)
                     result = restored.result
                     if any(line == "ready" for _, line in result.status) or result.timed_out:
                         outcome = _outcome(steps, result, isolation, table, cached=found.steps)

@@ -2,9 +2,9 @@
 
 machine.py's read loop hands every chunk of the status port and of the step streams to
 `JobWatch.feed` as it arrives, before the guest has finished; the watch turns them into
-`Progress` stages (the first step starting is the toolchain probe, the last one is clippy)
-and notes ("checking demo-core v0.1.0", from cargo's `   Checking demo-core v0.1.0
-(/path)` lines on the clippy step's stderr).
+`Progress` stages (the first step starting is the toolchain probe, cargo's is clippy: the
+last one of a lint's job) and notes ("checking demo-core v0.1.0", from cargo's
+`   Checking demo-core v0.1.0 (/path)` lines on the stderr of cargo's steps).
 
 The clippy step's stderr is the guest's, and the guest is hostile: a line may be
 megabytes long, hold escapes, or never end, and the stream may be 64 MB of newlines.
@@ -87,17 +87,22 @@ def crate_note(line: bytes) -> str:
 
 
 class JobWatch:
-    """Turns a job's status port and its last step's stderr into stages and notes.
+    """Turns a job's status port and its cargo steps' stderr into stages and notes.
 
     `steps` is how many steps the job has: the first starting is TOOLCHAIN (the probes),
-    the last is CLIPPY. A status chunk may hold several `start N` lines; only the last is
-    read, and TOOLCHAIN is still reported before CLIPPY when `start 0` was in it.
+    `cargo` (default: the last) is CLIPPY, the first step whose stderr names the crates;
+    every step after it is read too. A dependency cache's build runs cargo once per
+    selection and then its cleanup (lint/dep_cache.py): watching the last step there
+    showed no crate for the whole 3-minute build. A status chunk may hold several
+    `start N` lines; only the last is read, and TOOLCHAIN is still reported before CLIPPY
+    when `start 0` was in it.
     """
 
-    def __init__(self, progress: Progress, steps: int) -> None:
+    def __init__(self, progress: Progress, steps: int, cargo: int | None = None) -> None:
         self._progress = progress
         self._last = steps - 1
-        self._stderr = f"stderr{self._last}"
+        self._cargo_step = self._last if cargo is None or not 0 <= cargo < steps else cargo
+        self._stderr = {f"stderr{index}" for index in range(self._cargo_step, steps)}
         self._started = -1
         self._status = LastLine((b"start ",))
         self._cargo = LastLine((b"Checking ", b"Compiling "))
@@ -108,10 +113,10 @@ class JobWatch:
             words = line.split() if line else []
             if len(words) == 2 and words[1].isdigit():
                 self._step_started(int(words[1]))
-        elif channel == self._stderr:
-            # Only the last step writes here, so it has started, whichever of the two
-            # sockets the read loop happened to serve first.
-            self._step_started(self._last)
+        elif channel in self._stderr:
+            # Only a step from cargo's on writes here, so cargo's has started, whichever
+            # of the two sockets the read loop happened to serve first.
+            self._step_started(self._cargo_step)
             line = self._cargo.feed(chunk)
             if line is not None:
                 self._progress.note(crate_note(line))
@@ -119,8 +124,8 @@ class JobWatch:
     def _step_started(self, index: int) -> None:
         if index <= self._started or index > self._last:
             return
-        if self._started < 0 and self._last > 0:
+        if self._started < 0 and self._cargo_step > 0:
             self._progress.stage(TOOLCHAIN)
-        if index == self._last:
+        if self._started < self._cargo_step <= index:  # a later step's start implies cargo's
             self._progress.stage(CLIPPY)
         self._started = index

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
+from roteiro_py.lint.dep_cache import BUILDING
+from roteiro_py.progress import _NAME_WIDTH, DEP_CACHE
 from tests.integration.lint.lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, cli, crate_tree
 
 #: A member's build script that overwrites every artifact of the dependency it can reach
@@ -81,6 +84,10 @@ def test_built_once_then_used_and_a_hostile_member_cannot_write_into_it(
     assert cache["state"] == "built", cache
     key = cache["key"]
     assert cache_file(key).is_file()
+    # shrunk to its content (scratch.shrink_to_content), not the scratch disk's 8 GiB with
+    # holes: a copy that loses the holes (actions/cache's tar) writes st_size bytes
+    st = cache_file(key).stat()
+    assert st.st_size <= 2 * st.st_blocks * 512 and st.st_size < 1 << 30, (st.st_size, st.st_blocks)
     # built, then used by the same command: loopfmt was not compiled by the lint itself
     assert first["summary"]["dependencies_fresh"] >= 1
     assert first["summary"]["dependencies_compiled"] == 0
@@ -179,3 +186,38 @@ def test_a_tree_without_registry_or_git_pins_skips_the_cache(
     report = lint_json(demo, clippy_image, {})
     assert report["dependency_cache"]["state"] == "skipped"
     assert "nothing to cache" in report["dependency_cache"]["reason"]
+
+
+USES_FMT_IN_TESTS = ("pub fn one() -> u64 {\n    1\n}\n\n#[cfg(test)]\nmod tests {\n"
+                     "    #[test]\n    fn renders() {\n        let mut buffer = loopfmt::Buffer::new();\n"
+                     "        assert_eq!(buffer.format(super::one()), \"1\");\n    }\n}\n")
+
+
+@pytest.mark.timeout(2400)
+def test_one_cache_serves_a_second_target_selection(
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    """loopfmt is a dev-dependency only: the plain lint needs none of it, `--all-targets`
+    does. The cache the plain lint builds (every selection of lint/dep_cache.py SELECTIONS)
+    is the one the `--all-targets` lint uses, and it compiles no dependency: red before,
+    the selection was in the key and the second lint built a cache of its own (284 s)."""
+    tree = make_tree(tmp_path / "tree", local_registry, uuid.uuid4().hex)
+    manifest = tree / "Cargo.toml"
+    manifest.write_text(manifest.read_text().replace("[dependencies]", "[dev-dependencies]"))
+    (tree / "src" / "lib.rs").write_text(USES_FMT_IN_TESTS)
+    done = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--format", "json",
+               env=local_registry.env, timeout=1500)
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
+    plain = json.loads(done.stdout)
+    assert plain["dependency_cache"]["state"] == "built", plain["dependency_cache"]
+    # said on stderr (a pipe: a CI log's lines) at the default verbosity: that the build
+    # happens once per lockfile, and a crate cargo compiled in it
+    assert f"{DEP_CACHE:<{_NAME_WIDTH}} {BUILDING}" in done.stderr.splitlines(), done.stderr
+    assert re.search(rf"^{DEP_CACHE} +(checking|compiling) [a-z][\w-]* v\d", done.stderr, re.M), done.stderr
+    assert plain["summary"]["build_succeeded"] is True
+    assert plain["summary"]["dependencies_compiled"] == 0  # control: it needs no loopfmt
+    every = lint_json(tree, clippy_image, local_registry.env, "--all-targets")
+    assert every["dependency_cache"]["state"] == "used", every["dependency_cache"]
+    assert every["dependency_cache"]["key"] == plain["dependency_cache"]["key"]
+    assert every["summary"]["build_succeeded"] is True, every["findings"]
+    assert every["summary"]["dependencies_fresh"] >= 1  # loopfmt, from the cache
+    assert every["summary"]["dependencies_compiled"] == 0

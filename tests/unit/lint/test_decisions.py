@@ -332,6 +332,9 @@ class Said:
     def detail(self, text: str) -> None:
         self.events.append(("detail", text))
 
+    def announce(self, text: str) -> None:
+        self.events.append(("announce", text))
+
     def finish(self, stopped: bool = False) -> None:
         self.events.append(("finish", ""))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from roteiro_py.clippy.command import ClippyOptions, build_part, clippy_argv, without_target_selection
 from roteiro_py.lint.dep_cache import BUILD_CLEANUP, Verdict, judge_build
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.api import Isolation, JobOutcome, VmOutcome
@@ -211,3 +212,38 @@ def test_a_tree_whose_config_would_reach_the_build_is_not_given_a_cache(tmp_path
     (tree / ".cargo" / "config.toml").write_text('[profile.dev]\nopt-level = 1\n')
     with pytest.raises(AssertionError, match="no VM may start"):
         use()
+
+
+# -- one cache for every target selection (SELECTIONS) ---------------------------------------
+
+
+def test_every_target_selection_has_the_key_and_build_argv_of_none() -> None:
+    """The key and the build take the lint's argv without its target selection (the
+    build then runs each of SELECTIONS), so `--all-targets`, `--lib`, `--tests` or
+    `--bin NAME` after a plain lint find the cache it built."""
+    def free(**options: object) -> list[str]:
+        return without_target_selection(build_part(clippy_argv(ClippyOptions(**options))))
+
+    plain = free(features=("a",), levels=(("-D", "warnings"),))
+    assert plain == build_part(clippy_argv(ClippyOptions(features=("a",))))
+    for selection in ({"all_targets": True}, {"targets": ("lib",)}, {"targets": ("tests", "bin:tool")},
+                      {"targets": ("example:demo", "benches")}):
+        assert free(features=("a",), **selection) == plain, selection
+    # control: what does shape the dependencies' units stays in
+    assert free(features=("b",)) != plain
+    assert free(features=("a",), packages=("core",)) != plain
+    assert free(features=("a",), target="aarch64-unknown-linux-gnu") != plain
+
+
+def test_two_selections_are_judged_each() -> None:
+    """The build's job: 2 probes, cargo once per selection, the cleanup."""
+    whole = outcome(step(0), step(0), step(0), step(0), step(0, b"cleaned\n"))
+    assert judge_build(whole, probes=2, builds=2) == Verdict(True)
+    partial = judge_build(outcome(step(0), step(0), step(0), step(101), step(0, b"cleaned\n")),
+                          probes=2, builds=2)
+    assert partial.publish and partial.note is not None and "could not build every" in partial.note
+    # the second selection never finished: nothing is published, and it is no lasting failure
+    cut = judge_build(outcome(step(0), step(0), step(0), step(None, failure="killed")), probes=2, builds=2)
+    assert cut == Verdict(False, "the build did not finish: killed")
+    # control: the same job read as one selection takes the second cargo for the cleanup
+    assert not judge_build(whole, probes=2, builds=1).publish

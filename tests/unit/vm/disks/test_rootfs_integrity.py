@@ -367,3 +367,28 @@ def test_the_full_check_leaves_a_rootfs_being_built_to_its_builder(
     assert isinstance(built[0], rootfs.RootFilesystem), built
     # control: once built and sealed, the full check does see it, and keeps it
     assert rootfs_record.verify_all(paths.cache_root() / "rootfs") == [(built[0].path, True)]
+
+
+def test_the_cached_root_filesystem_carries_no_room_a_tar_round_trip_would_write(
+        tmp_path: Path) -> None:
+    """mkfs.ext4 -d is given 25 % room (and 16 MiB) to fit; the built image is shrunk to its
+    data (rootfs.shrink_ext4) before it is sealed, so actions/cache's tar, which writes
+    holes out, restores about what it holds. Still a clean filesystem, its files intact."""
+    files = {f"usr/lib/part{i}": os.urandom(4 << 20) for i in range(8)}
+    built = lint_image(provision(tmp_path, "tar", files))
+    content = sum(len(data) for data in files.values())
+    size = built.path.stat().st_size
+    assert size <= 1.15 * content, (size, content)
+    assert built.digest == rootfs_record.hash_image(built.path)  # sealed as shrunk
+    check = subprocess.run(["e2fsck", "-f", "-n", str(built.path)], capture_output=True)
+    assert check.returncode == 0, check.stdout
+    dumped = subprocess.run(["debugfs", "-R", "cat /usr/lib/part3", str(built.path)],
+                            capture_output=True, check=True).stdout
+    assert dumped == files["usr/lib/part3"]
+    # control: what mkfs.ext4 -d alone makes of the same tree is measurably larger
+    tree = tmp_path / "tree"
+    for name, data in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes(data)
+    rootfs.make_ext4(tree, tmp_path / "unshrunk.ext4")
+    assert (tmp_path / "unshrunk.ext4").stat().st_size > 1.25 * content
