@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from roteiro_py import __version__
+from roteiro_py.vocabulary import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
 
 if TYPE_CHECKING:
     from roteiro_py.invocation import Invocation
@@ -44,7 +45,9 @@ cache_app = typer.Typer(help="List and prune the caches lints keep (each is rebu
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
+image_app = typer.Typer(help="Make linter images on this host.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(cache_app, name="cache")
+app.add_typer(image_app, name="image")
 
 _state = {"debug": False}
 #: The words after the program name, as `main()` was given them: a suggested rerun
@@ -264,6 +267,36 @@ def prefetch(
     _guard(lambda: run_prefetch(analyzer=analyzer.value if analyzer else None, image=image,
                                 allow_download=allow_download, source=from_,
                                 vm_assets=vm_assets, path=path, prune=prune))
+
+
+@image_app.command("build")
+def image_build(
+    toolchain: Annotated[str, typer.Option(
+        help="The installed rustup toolchain whose cargo, rustc and clippy go in the image.")] = "1.95.0",
+    output: Annotated[Path | None, typer.Option(
+        help="Also write the OCI image layout to this directory (for `prefetch --from oci:DIR` elsewhere).")]
+    = None,
+    without_clippy: Annotated[bool, typer.Option(
+        "--without-clippy", help="Leave out cargo-clippy and clippy-driver (an image that lacks the linter).")]
+    = False,
+    no_gcc: Annotated[bool, typer.Option(
+        "--no-gcc", help="Leave out gcc and libc6-dev (crates with build scripts or proc macros then "
+        "fail to lint).")] = False,
+    archive: Annotated[str, typer.Option(help="Debian archive: a URL or a local directory.")]
+    = DEFAULT_DEBIAN_ARCHIVE,
+    suite: Annotated[str, typer.Option(help="Debian suite.")] = DEFAULT_DEBIAN_SUITE,
+    security_archive: Annotated[str, typer.Option(
+        help="Debian security archive (suite SUITE-security); \"\" reads none.")] = DEFAULT_DEBIAN_SECURITY_ARCHIVE,
+    force: Annotated[bool, typer.Option("--force", help="Build again even when the inputs are unchanged "
+                                        "(to take Debian's security updates).")] = False,
+) -> None:
+    """Build a digest-pinned linter image (a verified Debian root and a rustup toolchain) and
+    provision it into the store; prints its pinned reference."""
+    from roteiro_py.commands.image import run_image_build  # lazy: the store and archive code stay out of --help
+
+    _guard(lambda: run_image_build(toolchain_name=toolchain, output=output, with_clippy=not without_clippy,
+                                   with_gcc=not no_gcc, archive=archive, suite=suite,
+                                   security_archive=security_archive, force=force))
 
 
 @app.command("fetch-deps")

@@ -1,0 +1,1 @@
+"""Building linter images: a verified Debian root and a verified Rust toolchain, reproducibly."""
