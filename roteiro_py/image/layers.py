@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 #: Every entry's mtime, and the image config's `created`: 2024-01-01T00:00:00Z
-#: (scripts/build-image used the same, so the pins it printed stay comparable).
+#: (the epoch of the build script this command replaced).
 EPOCH = 1704067200
 #: The PATH the image's config gives a process (the guest sets its own; docker run reads it).
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -109,7 +109,7 @@ def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
 
 def inputs(tree: Tree) -> list[str]:
     """What identifies the layer without reading its bytes: each entry's name, kind, mode,
-    size and its file's mtime (the cache key of a build, as scripts/build-image had it)."""
+    size and its file's mtime (the cache key of a build)."""
     lines = []
     for name in sorted(tree.entries):
         entry = tree.entries[name]
