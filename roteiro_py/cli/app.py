@@ -282,11 +282,14 @@ def image_build(
     no_gcc: Annotated[bool, typer.Option(
         "--no-gcc", help="Leave out gcc and libc6-dev (crates with build scripts or proc macros then "
         "fail to lint).")] = False,
-    archive: Annotated[str, typer.Option(help="Debian archive: a URL or a local directory.")]
-    = DEFAULT_DEBIAN_ARCHIVE,
-    suite: Annotated[str, typer.Option(help="Debian suite.")] = DEFAULT_DEBIAN_SUITE,
-    security_archive: Annotated[str, typer.Option(
-        help="Debian security archive (suite SUITE-security); \"\" reads none.")] = DEFAULT_DEBIAN_SECURITY_ARCHIVE,
+    archive: Annotated[str | None, typer.Option(
+        help="Debian archive: a URL or a local directory (default: [vm] debian_archive, "
+        f"{DEFAULT_DEBIAN_ARCHIVE} unless set).")] = None,
+    suite: Annotated[str | None, typer.Option(
+        help=f"Debian suite (default: [vm] debian_suite, {DEFAULT_DEBIAN_SUITE} unless set).")] = None,
+    security_archive: Annotated[str | None, typer.Option(
+        help="Debian security archive, suite SUITE-security; \"\" reads none (default: [vm] "
+        f"debian_security_archive, {DEFAULT_DEBIAN_SECURITY_ARCHIVE} unless set).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Build again even when the inputs are unchanged "
                                         "(to take Debian's security updates).")] = False,
 ) -> None:

@@ -10,15 +10,20 @@ pins it; with `--output DIR` the OCI layout is also written there (for another h
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
-from roteiro_py.errors import ImageBuildRefused, config_set_image_command
+from roteiro_py import config
+from roteiro_py.errors import ImageBuildRefused, UsageError, config_set_image_command
 from roteiro_py.guidance import printable
 from roteiro_py.image import build as image_build
 from roteiro_py.image import toolchain
 from roteiro_py.store import OciSourceSpec, Store, prefetch
 from roteiro_py.vm.assets.debian_archive import ArchiveError, security_suite
+
+#: As config_model's `[vm] debian_suite`: the suite becomes a path in the archive.
+_SUITE = re.compile(r"[a-z][a-z0-9.-]{0,63}")
 
 
 def _say(message: str) -> None:
@@ -26,7 +31,17 @@ def _say(message: str) -> None:
 
 
 def run_image_build(*, toolchain_name: str, output: Path | None, with_clippy: bool, with_gcc: bool,
-                    archive: str, suite: str, security_archive: str, force: bool) -> int:
+                    archive: str | None, suite: str | None, security_archive: str | None, force: bool,
+                    path: Path = Path(".")) -> int:
+    """Build, provision, print. An archive, suite or security archive not given is the
+    user's `[vm]` setting, the one the VM assets come from (a repository cannot set it)."""
+    if archive is None or suite is None or security_archive is None:
+        vm = config.resolve(path).settings.vm
+        archive = vm.debian_archive if archive is None else archive
+        suite = vm.debian_suite if suite is None else suite
+        security_archive = vm.debian_security_archive if security_archive is None else security_archive
+    if not _SUITE.fullmatch(suite):
+        raise UsageError(f"{suite[:80]!r} is not a Debian suite name.", hint="Pass --suite bookworm, for example.")
     try:
         toolchain_dir = toolchain.host_toolchain(toolchain_name)
         request = image_build.BuildRequest(toolchain_dir, toolchain_name, with_clippy=with_clippy,

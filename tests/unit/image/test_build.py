@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.commands.image import run_image_build
-from roteiro_py.errors import ImageBuildRefused
+from roteiro_py.errors import ImageBuildRefused, UsageError
 from roteiro_py.image import build, toolchain
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
@@ -156,8 +156,10 @@ def test_the_command_provisions_the_image_and_prints_its_pin_and_the_config_line
     archive = make_archive(gpg, tmp_path / "archive", PACKAGES)
     make_toolchain(tmp_path / "rustup")
     monkeypatch.setenv("RUSTUP_HOME", str(tmp_path / "rustup"))
-    options = {"toolchain_name": "1.95.0", "with_clippy": True, "with_gcc": True, "archive": archive,
-               "suite": SUITE, "security_archive": "", "force": False}
+    # the archive is the user's [vm] setting, as for the VM assets
+    (roteiro_home / "config.toml").write_text(f'[vm]\ndebian_archive = "{archive}"\ndebian_security_archive = ""\n')
+    options = {"toolchain_name": "1.95.0", "with_clippy": True, "with_gcc": True, "archive": None,
+               "suite": None, "security_archive": None, "force": False, "path": tmp_path}
     assert run_image_build(output=tmp_path / "out", **options) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
     reference = out.strip()
@@ -167,3 +169,5 @@ def test_the_command_provisions_the_image_and_prints_its_pin_and_the_config_line
     assert (tmp_path / "out" / "oci-layout").is_file()
     with pytest.raises(ImageBuildRefused, match="no rustup toolchain 1.96.0"):
         run_image_build(output=None, **{**options, "toolchain_name": "1.96.0"})  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="not a Debian suite name"):
+        run_image_build(output=None, **{**options, "suite": "../etc"})  # type: ignore[arg-type]
