@@ -20,7 +20,8 @@ Guarantees:
   (update-alternatives) and /usr/bin/sh (dash's postinst).
 
 Why these packages: the guest runs `/bin/sh -c` around every step (clippy/command.py) and
-the toolchain's binaries need only glibc, libgcc_s and zlib; `cargo clippy` links build
+the dependency cache's cleanup with `rm` and `sync`; the toolchain's binaries need only
+glibc, libgcc_s and zlib; `cargo clippy` links build
 scripts and proc macros with `cc`, and a crate with either fails without gcc and libc6-dev.
 No CA certificates: the guest has no network.
 """
@@ -39,12 +40,15 @@ from roteiro_py.image.layers import Entry, Tree
 from roteiro_py.vm.assets import debian_archive, debpkg
 from roteiro_py.vm.assets.debian_archive import ArchiveError, Package
 
-#: What every image has: a shell for the guest's `/bin/sh -c` steps, and the libraries the
-#: Rust toolchain's binaries load.
-SEED = ("dash", "libc6", "libgcc-s1", "zlib1g")
+#: What every image has: a shell for the guest's `/bin/sh -c` steps, the libraries the
+#: Rust toolchain's binaries load, coreutils for the steps' own commands (the dependency
+#: cache's cleanup runs `rm` and `sync`: lint/dep_cache.py BUILD_CLEANUP), and the rest of
+#: the POSIX userland Debian's Essential set gives and build scripts take for granted
+#: (an image without coreutils failed that cleanup: "sh: 1: rm: not found").
+SEED = ("coreutils", "dash", "diffutils", "findutils", "grep", "gzip", "libc6", "libgcc-s1", "sed", "zlib1g")
 #: A C toolchain for build scripts and proc macros (rustc links through `cc`).
 GCC_SEED = ("gcc", "libc6-dev")
-#: The closure of SEED + GCC_SEED in bookworm is ~45 packages.
+#: The closure of SEED + GCC_SEED in bookworm is ~70 packages.
 MAX_PACKAGES = 300
 #: The root's files together (bookworm's closure: ~230 MB unpacked).
 MAX_ROOT_BYTES = 2 << 30

@@ -36,6 +36,9 @@ PACKAGES = {
     "zlib1g": ("1:1.2.13", "Depends: libgcc1\n", [("./lib/x86_64-linux-gnu/libz.so.1", b"z")]),
     "gcc": ("4:12.2.0", "", [("./usr/bin/gcc", b"#gcc")]),
     "libc6-dev": ("2.36-9", "", [("./usr/include/stdio.h", b"/* */")]),
+    # the rest of the seed, each one file
+    **{name: ("1.0", "", [(f"./usr/share/{name}/x", name.encode())])
+       for name in ("coreutils", "diffutils", "findutils", "grep", "gzip", "sed")},
 }
 
 
