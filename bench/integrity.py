@@ -8,8 +8,8 @@ of the cached root filesystem (one stat and its record). Once per build: the sea
 
     python bench/integrity.py [--layout DIR] [--reference REF] [--runs N]
 
-The layout defaults to the test image the integration tests build
-(/var/tmp/roteiro-images/clippy-1.95.0); it is read, never written. The root filesystem
+The layout defaults to the test image the integration tests build with `image build`
+(/var/tmp/roteiro-test-home/cache/images/clippy-1.95.0); it is read, never written. The root filesystem
 is built once into a temporary ROTEIRO_HOME under /var/tmp (minutes: flatten + mkfs).
 Not a test: numbers are printed, never asserted.
 """
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-LAYOUT = Path(os.environ.get("ROTEIRO_TEST_IMAGES", "/var/tmp/roteiro-images")) / "clippy-1.95.0"
+LAYOUT = Path(os.environ.get("ROTEIRO_TEST_HOME", "/var/tmp/roteiro-test-home")) / "cache" / "images" / "clippy-1.95.0"
 
 
 def median_ms(fn: object, runs: int) -> float:

@@ -7,7 +7,7 @@
 2. The whole `pylint-sandbox lint clippy` with `[vm] template` off and on, alternating,
    and the first lint of a key (which builds the template).
 Not a test: numbers are reported, never asserted. Needs the clippy image that
-scripts/build-image writes (as bench/lint_overhead.py).
+`pylint-sandbox image build` writes (as bench/lint_overhead.py).
 
     .venv/bin/python bench/vm_template.py [TREE] [--runs N]
 """
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     tree = Path(args.tree).resolve()
     layout = Path("/var/tmp/roteiro-images/clippy-1.95.0")
-    reference = subprocess.run([sys.executable, str(ROOT / "scripts" / "build-image"), "--output",
+    reference = subprocess.run([str(Path(sys.executable).with_name("pylint-sandbox")), "image", "build", "--output",
                                 str(layout)], capture_output=True, text=True,
                                check=True).stdout.split()[-1]
     with tempfile.TemporaryDirectory(prefix="bench-template-home-") as work:

@@ -841,6 +841,27 @@ class ArchiveRefused(Refusal):
         )
 
 
+class ImageBuildRefused(Refusal):
+    """`image build` could not make the image: a Debian archive that did not verify, a
+    dependency nothing satisfies, a toolchain that lacks a binary. Nothing was stored."""
+
+    code = "image-build-refused"
+
+    def __init__(self, what: str, reason: str, *, commands: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.what = what
+        self.reason = reason
+        self.commands = commands
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Could not build the linter image from {_p(self.what)}: {_p(self.reason).rstrip('.')}.",
+            notes=("The Debian root is taken only from an InRelease signed by a pinned Debian archive key, "
+                   "and each .deb only if it matches the digests it lists; nothing was stored.",),
+            commands=self.commands,
+        )
+
+
 class SecurityIndexStale(Refusal):
     """The security archive's InRelease is past its Valid-Until: nothing was provisioned."""
 

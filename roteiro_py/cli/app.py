@@ -24,7 +24,13 @@ from typer._click import HelpFormatter  # typer carries its own click (see _invo
 from typer.core import TyperGroup
 
 from roteiro_py.shipped import DOCS
-from roteiro_py.vocabulary import ENVIRONMENT, EXIT_CODES
+from roteiro_py.vocabulary import (
+    DEFAULT_DEBIAN_ARCHIVE,
+    DEFAULT_DEBIAN_SECURITY_ARCHIVE,
+    DEFAULT_DEBIAN_SUITE,
+    ENVIRONMENT,
+    EXIT_CODES,
+)
 
 if TYPE_CHECKING:
     from roteiro_py.invocation import Invocation
@@ -32,7 +38,7 @@ if TYPE_CHECKING:
 #: The order `--help` lists the commands in: the one a user came for, then the others as
 #: a first run meets them. Click lists a Typer's own commands before its groups (lint was
 #: seventh); a command not named here comes after these, in the order it was declared.
-COMMAND_ORDER = ("lint", "render", "review", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
+COMMAND_ORDER = ("lint", "render", "review", "image", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
                  "dockerfile")
 
 
@@ -105,7 +111,10 @@ cache_app = typer.Typer(help="List the caches lints keep and the provisioned ima
                         cls=_Group, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
+image_app = typer.Typer(help="Make linter images on this host.", cls=_Group, no_args_is_help=True,
+                        rich_markup_mode=None)
 app.add_typer(cache_app, name="cache")
+app.add_typer(image_app, name="image")
 
 _state = {"debug": False}
 #: The words after the program name, as `main()` was given them: a suggested rerun
@@ -369,6 +378,39 @@ def prefetch(
     _guard(lambda: run_prefetch(analyzer=analyzer.value if analyzer else None, image=image,
                                 allow_download=allow_download, source=from_,
                                 vm_assets=vm_assets, path=path, prune=prune))
+
+
+@image_app.command("build")
+def image_build(
+    toolchain: Annotated[str, typer.Option(
+        help="The installed rustup toolchain whose cargo, rustc and clippy go in the image.")] = "1.95.0",
+    output: Annotated[Path | None, typer.Option(
+        help="Also write the OCI image layout to this directory (for `prefetch --from oci:DIR` elsewhere).")]
+    = None,
+    without_clippy: Annotated[bool, typer.Option(
+        "--without-clippy", help="Leave out cargo-clippy and clippy-driver (an image that lacks the linter).")]
+    = False,
+    no_gcc: Annotated[bool, typer.Option(
+        "--no-gcc", help="Leave out gcc and libc6-dev (crates with build scripts or proc macros then "
+        "fail to lint).")] = False,
+    archive: Annotated[str | None, typer.Option(
+        help="Debian archive: a URL or a local directory (default: [vm] debian_archive, "
+        f"{DEFAULT_DEBIAN_ARCHIVE} unless set).")] = None,
+    suite: Annotated[str | None, typer.Option(
+        help=f"Debian suite (default: [vm] debian_suite, {DEFAULT_DEBIAN_SUITE} unless set).")] = None,
+    security_archive: Annotated[str | None, typer.Option(
+        help="Debian security archive, suite SUITE-security; \"\" reads none (default: [vm] "
+        f"debian_security_archive, {DEFAULT_DEBIAN_SECURITY_ARCHIVE} unless set).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Build again even when the inputs are unchanged "
+                                        "(to take Debian's security updates).")] = False,
+) -> None:
+    """Build a digest-pinned linter image (a verified Debian root and a rustup toolchain) and
+    provision it into the store; prints its pinned reference."""
+    from roteiro_py.commands.image import run_image_build  # lazy: the store and archive code stay out of --help
+
+    _guard(lambda: run_image_build(toolchain_name=toolchain, output=output, with_clippy=not without_clippy,
+                                   with_gcc=not no_gcc, archive=archive, suite=suite,
+                                   security_archive=security_archive, force=force))
 
 
 @app.command("fetch-deps")

@@ -1,6 +1,6 @@
 """`--from oci:PATH`: an OCI image layout directory, or a tar archive of one.
 
-For air-gapped hosts: `scripts/build-image` writes such a layout, `skopeo copy` or
+For air-gapped hosts: `pylint-sandbox image build --output DIR` writes such a layout, `skopeo copy` or
 `docker buildx --output type=oci` make one elsewhere, and it is carried over on a disk.
 The pin's digest is looked up directly as `blobs/sha256/<hex>` in the layout (it may be
 any manifest or index there: the one `index.json` lists, or a platform manifest inside

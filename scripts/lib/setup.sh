@@ -9,10 +9,11 @@ VENV="$ROOT/.venv"
 # (the VM assets are provisioned without them: vm/assets/debian_archive.py); kmod: depmod,
 # which a test cross-checks the module order against;
 # e2fsprogs: ext4 root filesystem and scratch images without root or loop devices;
-# mmdebstrap: the linter image's Debian root; docker-registry: the loopback OCI registry
-# the store's tests pull from; zstd: zstd-compressed image layers; strace: what fetch-deps
-# executes, observed (tests/integration/lint/test_fetch_deps.py).
-APT_PACKAGES=(qemu-system-x86 busybox-static cpio kmod e2fsprogs mmdebstrap docker-registry zstd strace)
+# docker-registry: the loopback OCI registry the store's tests pull from; zstd:
+# zstd-compressed image layers; strace: what fetch-deps executes, observed
+# (tests/integration/lint/test_fetch_deps.py). The linter image needs no host tool:
+# `pylint-sandbox image build` reads Debian's archive itself.
+APT_PACKAGES=(qemu-system-x86 busybox-static cpio kmod e2fsprogs docker-registry zstd strace)
 
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do

@@ -93,6 +93,11 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.PrefetchFailed: lambda: (errors.PrefetchFailed("r.example/b@" + D, "registry r.example",
                                                           "manifest digest sha256:0f mismatch"),
                                     ["r.example/b@" + D, "registry r.example", "sha256:0f"]),
+    errors.ImageBuildRefused: lambda: (errors.ImageBuildRefused(
+        "the Debian archive file:///srv/mirror-6 (suite bookworm-7)", "gcc 12 depends on cpp-9, which no package "
+        "in the archive satisfies", commands=("pylint-sandbox image build --archive MIRROR-URL-OR-DIRECTORY",)),
+        ["file:///srv/mirror-6", "bookworm-7", "depends on cpp-9", "pinned Debian archive key", "nothing was stored",
+         "image build --archive"]),
     errors.ArchiveRefused: lambda: (errors.ArchiveRefused("file:///srv/mirror-5", "bookworm-9",
                                                           "Packages.xz does not match the SHA256"),
                                     ["file:///srv/mirror-5", "bookworm-9", "does not match the SHA256",

@@ -170,6 +170,10 @@ class Package:
     sha256: str
     size: int
     depends: str
+    #: Pre-Depends and Provides, as the index states them ("" when absent): the linter
+    #: image's root (image/debian_root.py) resolves a dependency closure from them.
+    pre_depends: str = ""
+    provides: str = ""
 
 
 # -- reading from the archive ----------------------------------------------------------------
@@ -330,6 +334,11 @@ def _fields(stanza: str) -> dict[str, str]:
     return out
 
 
+def stanza_fields(stanza: str) -> dict[str, str]:
+    """`_fields` for a caller outside this module (image/debian_root.py)."""
+    return _fields(stanza)
+
+
 def _date(value: str, what: str) -> int:
     try:
         return int(email.utils.parsedate_to_datetime(value).timestamp())
@@ -437,14 +446,21 @@ def parse_packages(text: bytes, wanted: Callable[[str], bool]) -> dict[str, Pack
             raise ArchiveError(f"{name} has an unusable Filename {filename[:120]!r}", refused=True)
         if not _SHA256.fullmatch(digest) or not size.isdigit() or not 0 < int(size) <= MAX_DEB_BYTES:
             raise ArchiveError(f"{name} has no usable SHA256 or Size", refused=True)
-        out[name] = Package(name, version, filename, digest, int(size), fields.get("Depends", ""))
+        out[name] = Package(name, version, filename, digest, int(size), fields.get("Depends", ""),
+                            fields.get("Pre-Depends", ""), fields.get("Provides", ""))
     return out
 
 
 def read_packages(release: Release, wanted: Callable[[str], bool]) -> dict[str, Package]:
+    """The stanzas `wanted` accepts of the index `read_index` gives."""
+    return parse_packages(read_index(release), wanted)
+
+
+def read_index(release: Release) -> bytes:
     """The first of Packages.xz, .gz and the uncompressed Packages that the InRelease lists
     and the archive holds (a local copy may hold only one: apt keeps the uncompressed one in
-    /var/lib/apt/lists); one that is there but does not match is refused, not passed over."""
+    /var/lib/apt/lists), decompressed; one that is there but does not match is refused, not
+    passed over."""
     base = f"{COMPONENT}/binary-{ARCH}/Packages"
     first_missing: ArchiveError | None = None
     for suffix, kind, bound in ((".xz", "xz", MAX_PACKAGES_COMPRESSED_BYTES),
@@ -467,7 +483,7 @@ def read_packages(release: Release, wanted: Callable[[str], bool]) -> dict[str, 
         if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
             raise ArchiveError(f"{path} does not match the SHA256 and size the signed InRelease "
                                "lists (the mirror is corrupt or was tampered with)", refused=True)
-        return parse_packages(_decompress(data, kind) if kind else data, wanted)
+        return _decompress(data, kind) if kind else data
     if first_missing is not None:
         raise first_missing
     raise ArchiveError(f"the signed InRelease lists no {base}.xz, .gz or uncompressed", refused=True)

@@ -24,7 +24,7 @@ import lzma
 import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 AR_MAGIC = b"!<arch>\n"
 AR_HEADER = 60
@@ -105,6 +105,29 @@ def read_members(deb: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str
                     if extracted is None:
                         raise DebError(f"member {path[:200]!r} cannot be read")
                     yield path, extracted.read(MAX_MEMBER_BYTES)
+        except (tarfile.TarError, lzma.LZMAError, EOFError, OSError, gzip.BadGzipFile) as exc:
+            raise DebError(f"{name}: {exc}") from exc
+
+
+def data_members(deb: Path) -> Iterator[tuple[tarfile.TarInfo, str, IO[bytes] | None]]:
+    """Every member of the data.tar, in the archive's order: (member, name without a leading
+    ./ and trailing /, a stream of its bytes for a regular file else None). The stream is
+    good until the next member is asked for. Bounded as `read_members` (MAX_MEMBERS, a
+    regular file at most MAX_MEMBER_BYTES, no absolute or `..` name); links are given, not
+    followed: the caller decides what a link means (image/debian_root.py records it)."""
+    with deb.open("rb") as handle:
+        name, size = _data_member(handle)
+        try:
+            with tarfile.open(fileobj=_Window(handle, size), mode=_TAR_MODES[name]) as tar:  # type: ignore[call-overload]
+                for count, member in enumerate(tar, 1):
+                    if count > MAX_MEMBERS:
+                        raise DebError(f"more than {MAX_MEMBERS} entries")
+                    path = member.name.removeprefix("./").rstrip("/")
+                    if member.name.startswith("/") or ".." in path.split("/"):
+                        raise DebError(f"member {member.name[:200]!r} names a path outside the package")
+                    if member.isreg() and member.size > MAX_MEMBER_BYTES:
+                        raise DebError(f"member {path[:200]!r} is larger than {MAX_MEMBER_BYTES} bytes")
+                    yield member, path, tar.extractfile(member) if member.isreg() else None
         except (tarfile.TarError, lzma.LZMAError, EOFError, OSError, gzip.BadGzipFile) as exc:
             raise DebError(f"{name}: {exc}") from exc
 

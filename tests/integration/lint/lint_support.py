@@ -1,5 +1,5 @@
-"""Helpers for the real-lint tests: the linter image built by scripts/build-image and
-provisioned into the store, the VM assets provisioned, and the real CLI run under TCG
+"""Helpers for the real-lint tests: the linter image built by `pylint-sandbox image build`
+and provisioned into the store, the VM assets provisioned, and the real CLI run under TCG
 (the only accelerator that boots a guest on these machines; the tests opt in to it as a
 user would, with ROTEIRO_VM_ACCEL). Everything is provisioned once into a ROTEIRO_HOME
 shared across runs (/var/tmp/roteiro-test-home, or $ROTEIRO_TEST_HOME), as the VM tests do.
@@ -35,17 +35,12 @@ class Image:
     layout: Path
 
 
-IMAGES = Path(os.environ.get("ROTEIRO_TEST_IMAGES", "/var/tmp/roteiro-images"))
-
-
 def build_image(name: str, *extra: str) -> Image:
-    """scripts/build-image into IMAGES/name (cached there across runs by its inputs)."""
-    layout = IMAGES / name
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build-image"), "--output",
-                           str(layout), *extra], capture_output=True, text=True, timeout=1500,
-                          check=False)
+    """`pylint-sandbox image build` into HOME (its layout cached there across runs by its
+    inputs, under cache/images/NAME, and provisioned into HOME's store)."""
+    done = cli("image", "build", *extra, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
-    return Image(done.stdout.strip().splitlines()[-1], layout)
+    return Image(done.stdout.strip().splitlines()[-1], HOME / "cache" / "images" / name)
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,

@@ -1,0 +1,183 @@
+"""One linter image build: a verified Debian root and a Rust toolchain, as an OCI layout.
+
+Guarantees:
+- The layout has two layers, the Debian root (image/debian_root.py) and the toolchain
+  (image/toolchain.py), both reproducible (image/layers.py): the same packages and the
+  same toolchain give the same manifest digest, so the same printed pin.
+- Cached by inputs: the layout under $ROTEIRO_HOME/cache/images/<tag> records a hash of
+  what it was built from (this package's code, the archives and suite, the options, and
+  the toolchain's names, sizes, modes and mtimes); a build with the same inputs is that
+  layout, without reading an archive. The archive moving on (a security update) is not an
+  input, as it would take the network to check: `force` builds again.
+- All or nothing: the layout is written in a temporary directory beside its place and
+  renamed into it; a refusal (an index or .deb that does not verify, an unsatisfiable
+  dependency, a missing binary) leaves the cache as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from roteiro_py import locks, paths
+from roteiro_py.image import debian_root, layers, toolchain
+from roteiro_py.vm.assets import debian_archive, debpkg
+
+DEFAULT_NAME = "localhost/roteiro/clippy"
+INPUTS_FILE = "roteiro-build.json"
+#: How long a build waits for another build of the same tag to finish.
+LOCK_WAIT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    toolchain_dir: Path
+    #: The toolchain's name as asked for (1.95.0): the tag, when its manifest says nothing.
+    toolchain_name: str
+    with_clippy: bool = True
+    with_gcc: bool = True
+    archive: str = debian_archive.DEFAULT_ARCHIVE
+    suite: str = debian_archive.DEFAULT_SUITE
+    #: "" reads the main archive alone.
+    security_archive: str = debian_archive.DEFAULT_SECURITY_ARCHIVE
+    name: str = DEFAULT_NAME
+
+
+@dataclass(frozen=True)
+class Built:
+    reference: str
+    layout: Path
+    cached: bool
+    packages: tuple[str, ...]
+
+
+def tag_of(request: BuildRequest, version: str) -> str:
+    return version + ("" if request.with_clippy else "-noclippy") + ("" if request.with_gcc else "-nogcc")
+
+
+def images_root() -> Path:
+    return paths.cache_root() / "images"
+
+
+def debs_root() -> Path:
+    """Downloaded .debs, each named by its SHA-256 (checked again on every use)."""
+    return paths.cache_root() / "debs"
+
+
+def _code_digest() -> str:
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for source in sorted(here.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for module in (debian_archive, debpkg):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
+
+
+def inputs_digest(request: BuildRequest, tools: layers.Tree) -> str:
+    digest = hashlib.sha256(_code_digest().encode())
+    digest.update(json.dumps([request.archive, request.suite, request.security_archive, request.with_clippy,
+                              request.with_gcc, request.name, layers.EPOCH]).encode())
+    for line in toolchain.inputs(tools):
+        digest.update(line.encode() + b"\n")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _recorded(layout: Path, inputs: str) -> tuple[str, tuple[str, ...]] | None:
+    try:
+        record = json.loads((layout / INPUTS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("inputs") != inputs or not (layout / "index.json").is_file():
+        return None
+    reference, packages = record.get("reference"), record.get("packages", [])
+    if not isinstance(reference, str) or not isinstance(packages, list):
+        return None
+    return reference, tuple(str(p) for p in packages)
+
+
+def resolve_packages(request: BuildRequest, now: float) -> list[debian_root.Located]:
+    """The root's packages, from the verified indexes of the main and security archives."""
+    releases = [debian_archive.read_release(request.archive, request.suite, now, kind=debian_archive.MAIN)]
+    if request.security_archive:
+        releases.append(debian_archive.read_release(request.security_archive,
+                                                    debian_archive.security_suite(request.suite), now,
+                                                    kind=debian_archive.SECURITY))
+    indexes = [(release.archive, debian_archive.read_index(release)) for release in releases]
+    seeds = debian_root.SEED + (debian_root.GCC_SEED if request.with_gcc else ())
+    return debian_root.verified(debian_root.resolve(debian_root.merged_index(indexes), seeds), indexes)
+
+
+def build(request: BuildRequest, *, force: bool = False, progress: Callable[[str], None] | None = None,
+          now: float | None = None) -> Built:
+    """The image's layout, from the cache when its inputs are unchanged; raises
+    debian_archive.ArchiveError or toolchain.ToolchainError, leaving the cache as it was."""
+    say = progress or (lambda _message: None)
+    version = toolchain.toolchain_version(request.toolchain_dir, request.toolchain_name)
+    tag = tag_of(request, version)
+    tools = toolchain.toolchain_layer(request.toolchain_dir, with_clippy=request.with_clippy)
+    inputs = inputs_digest(request, tools)
+    root = images_root()
+    root.mkdir(parents=True, exist_ok=True)
+    layout = root / f"clippy-{tag}"
+    lock = locks.acquire_within(root / f".clippy-{tag}.lock", until=time.monotonic() + LOCK_WAIT_S,
+                                seconds=LOCK_WAIT_S, waiting_for=f"another build of the image {tag}")
+    try:
+        recorded = None if force else _recorded(layout, inputs)
+        if recorded is not None:
+            return Built(recorded[0], layout, True, recorded[1])
+        packages = resolve_packages(request, time.time() if now is None else now)
+        say(f"{len(packages)} Debian packages: {debian_archive.names(p.package for p in packages)}")
+        debs = debian_root.fetch_debs(packages, debs_root(), say)
+        work = Path(tempfile.mkdtemp(prefix=f".clippy-{tag}.tmp-", dir=root))
+        try:
+            contents = work / "contents"
+            contents.mkdir()
+            tree = debian_root.unpack([(p.package.name, deb) for p, deb in zip(packages, debs, strict=True)],
+                                      contents)
+            new = work / "layout"
+            blobs = new / "blobs" / "sha256"
+            base = layers.write_layer(tree, blobs)
+            say(f"Debian root layer {base.digest} ({base.size} bytes)")
+            shutil.rmtree(contents)
+            tools_blob = layers.write_layer(tools, blobs)
+            say(f"toolchain layer {tools_blob.digest} ({tools_blob.size} bytes)")
+            names = tuple(f"{p.package.name}={p.package.version}" for p in packages)
+            suites = request.suite + (f" + {debian_archive.security_suite(request.suite)}"
+                                      if request.security_archive else "")
+            reference = layers.write_layout(new, [
+                layers.LayerRecord(base, f"pylint-sandbox image build: Debian {suites}: {' '.join(names)}"),
+                layers.LayerRecord(tools_blob, f"pylint-sandbox image build: rust toolchain {version}"
+                                   + ("" if request.with_clippy else " without clippy")),
+            ], request.name, tag, {"org.opencontainers.image.version": version,
+                                   "io.roteiro.clippy": "present" if request.with_clippy else "absent"})
+            (new / INPUTS_FILE).write_text(json.dumps(
+                {"inputs": inputs, "reference": reference, "packages": list(names)}, indent=2) + "\n")
+            if layout.exists():
+                os.replace(layout, work / "old")
+            os.replace(new, layout)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return Built(reference, layout, False, names)
+    finally:
+        lock.release()
+
+
+def copy_layout(layout: Path, output: Path) -> None:
+    """The layout at `output` too (a directory that must not exist yet, or an earlier
+    layout, which is replaced)."""
+    if output.exists() and not (output / "oci-layout").is_file():
+        raise FileExistsError(f"{output} exists and is not an OCI image layout: not replaced")
+    temp = output.parent / f".{output.name}.tmp-{os.getpid()}"
+    shutil.rmtree(temp, ignore_errors=True)
+    shutil.copytree(layout, temp, symlinks=False)
+    if output.exists():
+        shutil.rmtree(output)
+    os.replace(temp, output)

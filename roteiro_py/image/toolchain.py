@@ -1,0 +1,118 @@
+"""The linter image's Rust toolchain layer, from a rustup-shaped directory (bin/, lib/).
+
+Guarantees:
+- The layer holds bin/{cargo,rustc} (and cargo-clippy, clippy-driver unless left out) as
+  /usr/local/bin and the whole of lib/ as /usr/local/lib (rustc finds its sysroot as
+  bin/../lib), every entry owned by 0:0 (a CI runner's rustup home belongs to the runner,
+  which means nothing in the guest), set-id bits cleared; a missing binary is refused by
+  name. Nothing of the toolchain runs on the host: its version is read from rustup's own
+  manifest (lib/rustlib/multirust-channel-manifest.toml), else the toolchain's name.
+- `host_toolchain` finds an installed rustup toolchain by name under $RUSTUP_HOME
+  (default ~/.rustup), as `rustup` names the directory: NAME-x86_64-unknown-linux-gnu, or
+  NAME as given when it already carries the triple.
+- The walk is bounded (`MAX_ENTRIES`, `MAX_BYTES`): a toolchain is ~3000 files, ~700 MB.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tomllib
+from pathlib import Path
+
+from roteiro_py.image.layers import Entry, Tree
+
+HOST_TRIPLE = "x86_64-unknown-linux-gnu"
+CLIPPY_BINARIES = ("cargo-clippy", "clippy-driver")
+BINARIES = ("cargo", "rustc", *CLIPPY_BINARIES)
+MAX_ENTRIES = 50_000
+MAX_BYTES = 4 << 30
+#: rustup's channel manifest is ~1 MB.
+MAX_MANIFEST_BYTES = 16 << 20
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+class ToolchainError(ValueError):
+    """The toolchain directory cannot make a layer; the message names what is missing."""
+
+
+def rustup_home() -> Path:
+    value = os.environ.get("RUSTUP_HOME")
+    return Path(value).expanduser() if value else Path.home() / ".rustup"
+
+
+def host_toolchain(name: str) -> Path:
+    """The installed rustup toolchain `name` (1.95.0, stable, nightly-2026-01-01, ...)."""
+    if not _NAME.fullmatch(name):
+        raise ToolchainError(f"{name[:100]!r} is not a rustup toolchain name")
+    toolchains = rustup_home() / "toolchains"
+    for candidate in (toolchains / f"{name}-{HOST_TRIPLE}", toolchains / name):
+        if (candidate / "bin").is_dir() and (candidate / "lib").is_dir():
+            return candidate
+    raise ToolchainError(f"no rustup toolchain {name} under {toolchains} (install it with "
+                         f"`rustup toolchain install {name} --component clippy`)")
+
+
+def toolchain_version(toolchain_dir: Path, fallback: str) -> str:
+    """rustc's version as rustup recorded it (`1.95.0`), else `fallback`."""
+    manifest = toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml"
+    try:
+        with manifest.open("rb") as handle:
+            text = handle.read(MAX_MANIFEST_BYTES + 1)
+        if len(text) <= MAX_MANIFEST_BYTES:
+            version = tomllib.loads(text.decode())["pkg"]["rustc"]["version"]
+            if isinstance(version, str) and _NAME.fullmatch(version.split(" ")[0]):
+                return version.split(" ")[0]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        pass
+    return fallback.removesuffix(f"-{HOST_TRIPLE}")
+
+
+def _entry(path: Path, st: os.stat_result) -> Entry:
+    if stat.S_ISLNK(st.st_mode):
+        return Entry("symlink", 0o777, linkname=os.readlink(path))
+    if stat.S_ISDIR(st.st_mode):
+        return Entry("dir", st.st_mode & 0o755 | 0o755)
+    if stat.S_ISREG(st.st_mode):
+        return Entry("file", st.st_mode & 0o755, source=path, size=st.st_size)
+    raise ToolchainError(f"{path} is neither a file, a directory nor a link")
+
+
+def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
+    """The layer's tree; its files' bytes are read from `toolchain_dir` when it is written."""
+    tree = Tree()
+    for binary in BINARIES:
+        if not with_clippy and binary in CLIPPY_BINARIES:
+            continue
+        path = toolchain_dir / "bin" / binary
+        st = path.stat() if path.is_file() else None
+        if st is None:
+            raise ToolchainError(f"{path} is missing (is the toolchain installed, with the clippy component?)")
+        tree.add(f"usr/local/bin/{binary}", Entry("file", st.st_mode & 0o755, source=path.resolve(),
+                                                  size=st.st_size))
+    lib = toolchain_dir / "lib"
+    tree.add("usr/local/lib", Entry("dir", 0o755))
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(lib):
+        dirnames.sort()
+        for name in [*dirnames, *sorted(filenames)]:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            entry = _entry(path, st)
+            total += entry.size
+            if len(tree.entries) > MAX_ENTRIES or total > MAX_BYTES:
+                raise ToolchainError(f"{lib} holds more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes")
+            tree.add(f"usr/local/lib/{path.relative_to(lib).as_posix()}", entry)
+    return tree
+
+
+def inputs(tree: Tree) -> list[str]:
+    """What identifies the layer without reading its bytes: each entry's name, kind, mode,
+    size and its file's mtime (the cache key of a build)."""
+    lines = []
+    for name in sorted(tree.entries):
+        entry = tree.entries[name]
+        mtime = entry.source.stat().st_mtime_ns if entry.source is not None else 0
+        lines.append(f"{name}\0{entry.kind}\0{entry.mode:o}\0{entry.size}\0{entry.linkname}\0{mtime}")
+    return lines
