@@ -780,7 +780,7 @@ class LayoutImageNotChosen(RoteiroError):
         if not self.images:
             return Guidance(summary=f"The OCI layout {_p(self.layout)} lists no image in its index.json.",
                             notes=("Write the layout again (`skopeo copy`, `docker buildx --output "
-                                   "type=oci`, scripts/build-image), or pass another.",))
+                                   "type=oci`, `pylint-sandbox image build --output DIR`), or pass another.",))
         listing = "; ".join(shown) + (f"; and {rest} more" if rest else "")
         return Guidance(
             summary=f"The OCI layout {_p(self.layout)} holds {len(self.images)} images; "

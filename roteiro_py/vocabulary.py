@@ -55,6 +55,7 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
     ("GITHUB_TOKEN, GITHUB_API_URL, GITHUB_EVENT_PATH", "review posts to that pull request's API with "
                                                         "that token"),
     ("RUSTUP_DIST_SERVER", "where image build fetches Rust's distribution, as rustup reads it"),
+    ("RUSTUP_HOME", "where image build --toolchain finds the installed rustup toolchains (default ~/.rustup)"),
     ("DOCKER_CONFIG", "where prefetch reads registry credentials (config.json)"),
     ("CARGO_HOME", "cargo's configuration and credentials, read by fetch-deps and the package store"),
     ("SSL_CERT_FILE, HTTPS_PROXY", "the CA and the proxy of the host's downloads, as cargo honours them"),

@@ -382,8 +382,22 @@ def prefetch(
 
 @image_app.command("build")
 def image_build(
-    toolchain: Annotated[str, typer.Option(
-        help="The installed rustup toolchain whose cargo, rustc and clippy go in the image.")] = "1.95.0",
+    toolchain: Annotated[str | None, typer.Option(
+        help="The installed rustup toolchain whose cargo, rustc and clippy go in the image "
+        "(default: 1.95.0, unless --from-dist or --toolchain-file is given).")] = None,
+    from_dist: Annotated[str | None, typer.Option(
+        "--from-dist", metavar="SPEC", help="Fetch the toolchain from Rust's distribution instead, "
+        "its signature checked against the Rust release key: 1.95.0, 1.95, stable, beta, nightly, "
+        "nightly-2026-11-01 (the server: RUSTUP_DIST_SERVER, else static.rust-lang.org).")] = None,
+    toolchain_file: Annotated[Path | None, typer.Option(
+        "--toolchain-file", metavar="FILE", help="Fetch what a repository's rust-toolchain.toml "
+        "(or rust-toolchain) pins, read as data: its channel, components and targets.")] = None,
+    target: Annotated[list[str] | None, typer.Option(
+        "--target", metavar="TRIPLE", help="Also the standard library for this target "
+        "(repeatable; with --from-dist or --toolchain-file).")] = None,
+    component: Annotated[list[str] | None, typer.Option(
+        "--component", metavar="NAME", help="Also this rustup component (repeatable; with "
+        "--from-dist or --toolchain-file).")] = None,
     output: Annotated[Path | None, typer.Option(
         help="Also write the OCI image layout to this directory (for `prefetch --from oci:DIR` elsewhere).")]
     = None,
@@ -404,13 +418,15 @@ def image_build(
     force: Annotated[bool, typer.Option("--force", help="Build again even when the inputs are unchanged "
                                         "(to take Debian's security updates).")] = False,
 ) -> None:
-    """Build a digest-pinned linter image (a verified Debian root and a rustup toolchain) and
+    """Build a digest-pinned linter image (a verified Debian root and a Rust toolchain) and
     provision it into the store; prints its pinned reference."""
     from roteiro_py.commands.image import run_image_build  # lazy: the store and archive code stay out of --help
 
     _guard(lambda: run_image_build(toolchain_name=toolchain, output=output, with_clippy=not without_clippy,
                                    with_gcc=not no_gcc, archive=archive, suite=suite,
-                                   security_archive=security_archive, force=force))
+                                   security_archive=security_archive, force=force, from_dist=from_dist,
+                                   toolchain_file_path=toolchain_file, targets=tuple(target or ()),
+                                   components=tuple(component or ())))
 
 
 @app.command("fetch-deps")

@@ -2,7 +2,10 @@
 Docker or a registry, provisioned into the store.
 
 The image is a verified Debian root and a Rust toolchain (image/build.py says how each is
-trusted and why the same inputs give the same pin). The command prints the pinned
+trusted and why the same inputs give the same pin). The toolchain is the host's installed
+rustup toolchain (`--toolchain`), or Rust's own signed distribution (`--from-dist SPEC`,
+or `--toolchain-file FILE`: what a repository's rust-toolchain.toml pins, read as data),
+fetched and verified by image/rust_dist.py into a directory of this run. The command prints the pinned
 reference on stdout, one line, and on stderr the exact `config set lint.image` line that
 pins it; with `--output DIR` the OCI layout is also written there (for another host's
 `prefetch --from oci:DIR`).
@@ -10,15 +13,21 @@ pins it; with `--output DIR` the OCI layout is also written there (for another h
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import re
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from roteiro_py import config
-from roteiro_py.errors import ImageBuildRefused, UsageError, config_set_image_command
+from roteiro_py.errors import ImageBuildRefused, RoteiroError, UsageError, config_set_image_command
 from roteiro_py.guidance import printable
 from roteiro_py.image import build as image_build
-from roteiro_py.image import toolchain
+from roteiro_py.image import rust_dist, toolchain, toolchain_file
+from roteiro_py.paths import cache_root
 from roteiro_py.store import OciSourceSpec, Store, prefetch
 from roteiro_py.vm.assets.debian_archive import ArchiveError, security_suite
 
@@ -30,9 +39,65 @@ def _say(message: str) -> None:
     sys.stderr.write(f"{printable(message)}\n")
 
 
-def run_image_build(*, toolchain_name: str, output: Path | None, with_clippy: bool, with_gcc: bool,
+#: The host's rustup toolchain an image is built from when no other is named.
+DEFAULT_TOOLCHAIN = "1.95.0"
+
+
+def _settled(toolchain_dir: Path) -> None:
+    """Give every file of a toolchain fetched from Rust's distribution one mtime, derived
+    from the verified channel manifest it came from. The build's cache key reads names,
+    sizes and mtimes (image/toolchain.py `inputs`), and a fetch writes fresh mtimes each
+    time: without this every build from the same manifest would miss the cache. Two
+    fetches of one manifest, targets and components hold the same bytes (each package's
+    sha256 is the manifest's), so one mtime per manifest keys them exactly."""
+    manifest = toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml"
+    stamp = (1_000_000_000 + int(hashlib.sha256(manifest.read_bytes()).hexdigest()[:7], 16)) * 10**9
+    for directory, dirnames, filenames in os.walk(toolchain_dir):
+        for name in (*dirnames, *filenames):
+            os.utime(Path(directory) / name, ns=(stamp, stamp), follow_symlinks=False)
+
+
+def _dist_progress(what: str, done: int, total: int) -> None:
+    if done == total:
+        _say(f"fetched {what} ({done} bytes)")
+
+
+@contextlib.contextmanager
+def _toolchain(name: str | None, spec: str | None, pinned: Path | None, targets: tuple[str, ...],
+               components: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
+    """The toolchain directory and the name its tag falls back to, for the build's length."""
+    if sum(value is not None for value in (name, spec, pinned)) > 1:
+        raise UsageError("--toolchain, --from-dist and --toolchain-file each choose the toolchain; "
+                         "give one of them.", hint="--toolchain takes an installed rustup toolchain; "
+                         "--from-dist and --toolchain-file fetch from Rust's distribution.")
+    if spec is None and pinned is None:
+        if targets or components:
+            raise UsageError("--target and --component go with --from-dist or --toolchain-file.",
+                             hint="An installed rustup toolchain goes in whole, as rustup installed it.")
+        yield toolchain.host_toolchain(name or DEFAULT_TOOLCHAIN), name or DEFAULT_TOOLCHAIN
+        return
+    if pinned is not None:
+        read = toolchain_file.read(pinned)
+        chosen: rust_dist.ChannelSpec | str = read.spec
+        targets, components = (*read.targets, *targets), (*read.components, *components)
+    else:
+        chosen = rust_dist.parse_spec(str(spec))
+    work_root = cache_root() / "rust-dist"
+    work_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="toolchain-", dir=work_root) as work:
+        fetched = rust_dist.fetch_toolchain(chosen, Path(work) / "toolchain",
+                                            targets=tuple(dict.fromkeys(targets)),
+                                            components=tuple(dict.fromkeys(components)),
+                                            progress=_dist_progress)
+        _settled(fetched)
+        yield fetched, str(chosen)
+
+
+def run_image_build(*, toolchain_name: str | None, output: Path | None, with_clippy: bool, with_gcc: bool,
                     archive: str | None, suite: str | None, security_archive: str | None, force: bool,
-                    path: Path = Path(".")) -> int:
+                    path: Path = Path("."), from_dist: str | None = None,
+                    toolchain_file_path: Path | None = None, targets: tuple[str, ...] = (),
+                    components: tuple[str, ...] = ()) -> int:
     """Build, provision, print. An archive, suite or security archive not given is the
     user's `[vm]` setting, the one the VM assets come from (a repository cannot set it)."""
     if archive is None or suite is None or security_archive is None:
@@ -43,14 +108,16 @@ def run_image_build(*, toolchain_name: str, output: Path | None, with_clippy: bo
     if not _SUITE.fullmatch(suite):
         raise UsageError(f"{suite[:80]!r} is not a Debian suite name.", hint="Pass --suite bookworm, for example.")
     try:
-        toolchain_dir = toolchain.host_toolchain(toolchain_name)
-        request = image_build.BuildRequest(toolchain_dir, toolchain_name, with_clippy=with_clippy,
-                                           with_gcc=with_gcc, archive=archive, suite=suite,
-                                           security_archive=security_archive)
-        built = image_build.build(request, force=force, progress=_say)
+        with _toolchain(toolchain_name, from_dist, toolchain_file_path, targets, components) as (
+                toolchain_dir, name):
+            request = image_build.BuildRequest(toolchain_dir, name, with_clippy=with_clippy,
+                                               with_gcc=with_gcc, archive=archive, suite=suite,
+                                               security_archive=security_archive)
+            built = image_build.build(request, force=force, progress=_say)
     except toolchain.ToolchainError as exc:
-        raise ImageBuildRefused(f"the rustup toolchain {toolchain_name}", str(exc),
-                                commands=(f"rustup toolchain install {toolchain_name} --component clippy",)) from None
+        name = toolchain_name or DEFAULT_TOOLCHAIN
+        raise ImageBuildRefused(f"the rustup toolchain {name}", str(exc),
+                                commands=(f"rustup toolchain install {name} --component clippy",)) from None
     except ArchiveError as exc:
         where = archive + (f" and {security_archive} ({security_suite(suite)})" if security_archive else "")
         raise ImageBuildRefused(f"the Debian archive {where} (suite {suite})", str(exc),
@@ -68,6 +135,30 @@ def run_image_build(*, toolchain_name: str, output: Path | None, with_clippy: bo
             raise ImageBuildRefused(f"the output directory {output}", str(exc)) from None
         _say(f"OCI layout written to {output}")
     sys.stdout.write(f"{result.reference}\n")
+    chosen = _pin_if_unset(result.reference, path)
+    if chosen is not None:
+        _say(f"lint.image set to it in {chosen} (no image was configured); a lint now uses it")
+        return 0
     _say("pin it with:")
     _say(f"  {config_set_image_command(result.reference)}")
     return 0
+
+
+def _pin_if_unset(reference: str, path: Path) -> Path | None:
+    """Write `reference` as `lint.image` in the user's config.toml when no layer configures
+    an image for `path` (flag, environment, repository, user), so the four commands of a
+    first lint need no hand-copied digest; the file it was written to, or None. Never
+    over a configured image, and never into a file with comments (config set would drop
+    them): the `config set` line is printed instead."""
+    try:
+        resolved = config.resolve(path)
+        if resolved.value_of("lint.image") is not None:
+            return None
+        file = config.config_file_for("user", path)
+        if file.is_file() and any(line.lstrip().startswith("#")
+                                  for line in file.read_text(errors="replace").splitlines()):
+            return None
+        config.set_value(file, "lint.image", reference)
+    except (OSError, RoteiroError):
+        return None
+    return file

@@ -516,6 +516,12 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
                 _install(handle, package, work / "staging", root, budget)
         except _Unsafe as exc:
             raise errors.ToolchainRefused(label, base, f"{package.name} ({package.target}): {exc}") from None
+    # Where rustup keeps the channel manifest a toolchain came from (image/toolchain.py
+    # toolchain_version reads the rustc version there): the verified bytes, not a copy
+    # of anything a package carried.
+    record = root / "lib" / "rustlib" / "multirust-channel-manifest.toml"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_bytes(manifest_bytes)
 
 
 def _package_url(url: str, base: str) -> str:

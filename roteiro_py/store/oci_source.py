@@ -253,7 +253,7 @@ def open_layout(path: Path) -> LayoutDirSource | LayoutArchiveSource:
     raise SourceError(f"{path} does not exist")
 
 
-#: The annotation naming an index entry: a full reference (scripts/build-image writes
+#: The annotation naming an index entry: a full reference (`image build --output` writes
 #: one) or only a tag (skopeo, buildx).
 REF_NAME = "org.opencontainers.image.ref.name"
 #: Characters of a ref name kept (a reference is at most 255 in the distribution spec).

@@ -184,7 +184,7 @@ def pin_from_layout(path: Path, name: str | None) -> str:
 
     `name` (a reference without a digest, as `--image` gave it) names it in the store;
     without one, the entry's ref-name annotation does when it is a whole reference
-    (registry/repository[:tag][@digest], as scripts/build-image writes it; a digest in
+    (registry/repository[:tag][@digest], as `image build --output` writes it; a digest in
     it must be the entry's). A ref name that is only a tag (skopeo, buildx) names no
     repository: the user is asked for a name. Several entries or none are refused,
     listing them (errors.LayoutImageNotChosen: usage, the choice is the user's)."""

@@ -56,7 +56,7 @@ def stored() -> bool:
 
 def test_the_one_image_of_a_layout_is_provisioned_and_its_pin_printed(tmp_path: Path) -> None:
     image = make_image({"etc/a": b"one"})
-    oci = layout(tmp_path / "l", (image, "localhost/clippy:1.80"))  # as scripts/build-image names it
+    oci = layout(tmp_path / "l", (image, "localhost/clippy:1.80"))  # as image build --output names it
     done = prefetch("--from", f"oci:{oci}", cwd=tmp_path)
     assert done.returncode == EXIT_OK, done.stderr
     pinned = f"localhost/clippy:1.80@{image.digest}"

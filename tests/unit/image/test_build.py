@@ -167,7 +167,15 @@ def test_the_command_provisions_the_image_and_prints_its_pin_and_the_config_line
     out, err = capsys.readouterr()
     reference = out.strip()
     assert reference.startswith("localhost/roteiro/clippy:1.95.0@sha256:") and "\n" not in reference
-    assert f"pylint-sandbox config set lint.image '{reference}'" in err
+    # no image was configured: the build pins it in the user's config, so a lint needs no
+    # hand-copied digest (the four commands of a first lint)
+    assert f"lint.image set to it in {roteiro_home / 'config.toml'}" in err
+    assert f'image = "{reference}"' in (roteiro_home / "config.toml").read_text()
+    # control: with an image configured, nothing is overwritten; the config set line is printed
+    assert run_image_build(output=None, **options) == 0  # type: ignore[arg-type]
+    again, err = capsys.readouterr()
+    assert again.strip() == reference
+    assert f"pylint-sandbox config set lint.image '{reference}'" in err and "set to it in" not in err
     assert Store.default().is_present(parse_pinned(reference))
     assert (tmp_path / "out" / "oci-layout").is_file()
     with pytest.raises(ImageBuildRefused, match="no rustup toolchain 1.96.0"):

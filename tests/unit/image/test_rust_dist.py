@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import errors
-from roteiro_py.image import rust_dist
+from roteiro_py.image import rust_dist, toolchain
 from roteiro_py.vm.assets import openpgp
 from tests.unit.gpg_support import Gpg, make_gpg
 
@@ -201,9 +201,11 @@ def test_a_verified_toolchain_is_laid_out_as_rustup_lays_one(
                                      targets=[ARM], components=["rust-src"])
     assert list(rust_dist.files_of(dest)) == [
         "bin/cargo", "bin/cargo-clippy", "bin/clippy-driver", "bin/rustc", "lib/librustc_driver-0123.so",
-        f"lib/rustlib/{ARM}/lib/libstd-0123.rlib", "lib/rustlib/src/rust/library/core/lib.rs",
-        f"lib/rustlib/{HOST}/lib/libstd-0123.rlib"]
+        f"lib/rustlib/{ARM}/lib/libstd-0123.rlib", "lib/rustlib/multirust-channel-manifest.toml",
+        "lib/rustlib/src/rust/library/core/lib.rs", f"lib/rustlib/{HOST}/lib/libstd-0123.rlib"]
     assert (dest / "bin/clippy-driver").read_bytes() == b"#!clippy-driver\n"
+    # the verified manifest where rustup keeps it: image build reads the rustc version there
+    assert toolchain.toolchain_version(dest, "fallback") == VERSION
     assert os.stat(dest / "bin/cargo").st_mode & 0o777 == 0o755
     assert os.stat(dest / "lib/librustc_driver-0123.so").st_mode & 0o777 == 0o644
     # the manifest and its signature first, then packages, from the mirror (rewritten URLs)

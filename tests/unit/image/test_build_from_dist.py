@@ -1,0 +1,104 @@
+"""`image build --from-dist SPEC` and `--toolchain-file FILE`: the image's toolchain from
+Rust's distribution, end to end on this host. The distribution is the loopback stand-in
+of test_rust_dist.py (its packages, its manifest signed by the test's release key, pinned
+for the test); the Debian root comes from the local signed archive of test_build.py.
+Proves: the command builds and provisions from the verified toolchain; a second build
+of the same manifest is the same pin and comes from the cache; the pin a tree's
+rust-toolchain.toml names is what is fetched (its targets too); a tampered manifest is
+refused with nothing provisioned; and the three ways of naming a toolchain exclude one
+another."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from roteiro_py import errors
+from roteiro_py.commands.image import run_image_build
+from roteiro_py.errors import UsageError
+from roteiro_py.image import rust_dist
+from roteiro_py.reference import parse_pinned
+from roteiro_py.store import Store
+from roteiro_py.vm.assets import openpgp
+from tests.unit.gpg_support import Gpg, make_gpg
+from tests.unit.image import test_build as debian
+from tests.unit.image import test_rust_dist as rustdist
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gpg]:
+    yield from make_gpg(tmp_path_factory.mktemp("release-gnupg"))
+
+
+@pytest.fixture
+def served(release: Gpg, dist: rustdist.Dist, monkeypatch: pytest.MonkeyPatch) -> rustdist.Dist:
+    keys = openpgp.load_keyring(release.run("--export", rustdist.RELEASE), [release.fingerprint(rustdist.RELEASE)])
+    monkeypatch.setattr(rust_dist, "pinned_keys", lambda: keys)
+    return dist
+
+
+@pytest.fixture
+def options(gpg: debian.archive_support.Gpg, pinned: None, tmp_path: Path, roteiro_home: Path,
+            served: rustdist.Dist, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    archive = debian.make_archive(gpg, tmp_path / "archive", debian.PACKAGES)
+    (roteiro_home / "config.toml").write_text(f'[vm]\ndebian_archive = "{archive}"\ndebian_security_archive = ""\n')
+    monkeypatch.setenv(rust_dist.SERVER_ENV, served.url)
+    monkeypatch.setenv("RUSTUP_HOME", str(tmp_path / "no-rustup"))  # no host toolchain is used
+    return {"toolchain_name": None, "output": None, "with_clippy": True, "with_gcc": True, "archive": None,
+            "suite": None, "security_archive": None, "force": False, "path": tmp_path}
+
+
+gpg = debian.gpg
+pinned = debian.pinned
+dist = rustdist.dist
+
+
+def test_a_toolchain_from_rusts_distribution_is_built_provisioned_and_cached(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    reference = out.strip()
+    assert reference.startswith(f"localhost/roteiro/clippy:{rustdist.VERSION}@sha256:"), err
+    assert Store.default().is_present(parse_pinned(reference))
+    assert served.asked[:2] == [f"dist/channel-rust-{rustdist.VERSION}.toml",
+                                f"dist/channel-rust-{rustdist.VERSION}.toml.asc"]
+    # again: the same manifest, the same pin, the image from the cache of built images
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    again, err = capsys.readouterr()
+    assert again.strip() == reference and "unchanged inputs" in err
+
+
+def test_the_toolchain_file_of_a_tree_is_what_is_fetched(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    served.publish(release)
+    pin = tmp_path / "tree" / "rust-toolchain.toml"
+    pin.parent.mkdir()
+    pin.write_text(f'[toolchain]\nchannel = "{rustdist.VERSION}"\ntargets = ["{rustdist.ARM}"]\n')
+    assert run_image_build(**options, toolchain_file_path=pin) == 0  # type: ignore[arg-type]
+    assert capsys.readouterr().out.strip().startswith(f"localhost/roteiro/clippy:{rustdist.VERSION}@sha256:")
+    assert f"dist/{rustdist.DATE}/rust-std-{rustdist.VERSION}-{rustdist.ARM}.tar.xz" in served.asked
+
+
+def test_a_tampered_manifest_provisions_nothing(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg) -> None:
+    served.publish(release, tamper=True)
+    with pytest.raises(errors.ToolchainRefused, match="does not verify"):
+        run_image_build(**options, from_dist=rustdist.VERSION)  # type: ignore[arg-type]
+    assert Store.default().references() == []
+
+
+@pytest.mark.parametrize("chosen", [{"toolchain_name": "1.95.0", "from_dist": "1.95.0"},
+                                    {"from_dist": "stable", "toolchain_file_path": Path("rust-toolchain.toml")}])
+def test_one_way_of_naming_the_toolchain_at_a_time(options: dict[str, object], chosen: dict[str, object]) -> None:
+    with pytest.raises(UsageError, match="each choose the toolchain"):
+        run_image_build(**{**options, **chosen})  # type: ignore[arg-type]
+
+
+def test_targets_need_a_toolchain_from_the_distribution(options: dict[str, object]) -> None:
+    with pytest.raises(UsageError, match="--target and --component go with"):
+        run_image_build(**options, targets=("aarch64-unknown-linux-gnu",))  # type: ignore[arg-type]
