@@ -69,7 +69,8 @@ def median_wall(argv: list[str], env: dict[str, str]) -> float:
 def linter_image(layout: str) -> str:
     """The linter image `pylint-sandbox image build` makes (cached by its inputs), by reference;
     its OCI layout is also written to `layout`."""
-    return subprocess.run([str(Path(sys.executable).with_name("pylint-sandbox")), "image", "build", "--output", layout],
+    return subprocess.run([str(Path(sys.executable).with_name("pylint-sandbox")), "image", "build",
+                                "--no-set-image", "--output", layout],
                           capture_output=True, text=True, check=True).stdout.split()[-1]
 
 

@@ -53,7 +53,8 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["ROTEIRO_HOME"] = args.home
     layout = Path("/var/tmp/roteiro-images/clippy-1.95.0")
-    reference = subprocess.run([str(Path(sys.executable).with_name("pylint-sandbox")), "image", "build", "--output",
+    reference = subprocess.run([str(Path(sys.executable).with_name("pylint-sandbox")), "image", "build",
+                                "--no-set-image", "--output",
                                 str(layout)], capture_output=True, text=True, check=True).stdout.split()[-1]
 
     import roteiro_py.lint as lint

@@ -417,6 +417,9 @@ def image_build(
         f"debian_security_archive, {DEFAULT_DEBIAN_SECURITY_ARCHIVE} unless set).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Build again even when the inputs are unchanged "
                                         "(to take Debian's security updates).")] = False,
+    set_image: Annotated[bool, typer.Option(
+        "--set-image/--no-set-image", help="With no image configured, make this one lint.image in "
+        "your config.toml (default); --no-set-image only prints the `config set` line.")] = True,
 ) -> None:
     """Build a digest-pinned linter image (a verified Debian root and a Rust toolchain) and
     provision it into the store; prints its pinned reference."""
@@ -426,7 +429,7 @@ def image_build(
                                    with_gcc=not no_gcc, archive=archive, suite=suite,
                                    security_archive=security_archive, force=force, from_dist=from_dist,
                                    toolchain_file_path=toolchain_file, targets=tuple(target or ()),
-                                   components=tuple(component or ())))
+                                   components=tuple(component or ()), set_image=set_image))
 
 
 @app.command("fetch-deps")

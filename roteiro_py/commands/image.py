@@ -97,7 +97,7 @@ def run_image_build(*, toolchain_name: str | None, output: Path | None, with_cli
                     archive: str | None, suite: str | None, security_archive: str | None, force: bool,
                     path: Path = Path("."), from_dist: str | None = None,
                     toolchain_file_path: Path | None = None, targets: tuple[str, ...] = (),
-                    components: tuple[str, ...] = ()) -> int:
+                    components: tuple[str, ...] = (), set_image: bool = True) -> int:
     """Build, provision, print. An archive, suite or security archive not given is the
     user's `[vm]` setting, the one the VM assets come from (a repository cannot set it)."""
     if archive is None or suite is None or security_archive is None:
@@ -135,7 +135,7 @@ def run_image_build(*, toolchain_name: str | None, output: Path | None, with_cli
             raise ImageBuildRefused(f"the output directory {output}", str(exc)) from None
         _say(f"OCI layout written to {output}")
     sys.stdout.write(f"{result.reference}\n")
-    chosen = _pin_if_unset(result.reference, path)
+    chosen = _pin_if_unset(result.reference, path) if set_image else None
     if chosen is not None:
         _say(f"lint.image set to it in {chosen} (no image was configured); a lint now uses it")
         return 0

@@ -38,7 +38,9 @@ class Image:
 def build_image(name: str, *extra: str) -> Image:
     """`pylint-sandbox image build` into HOME (its layout cached there across runs by its
     inputs, under cache/images/NAME, and provisioned into HOME's store)."""
-    done = cli("image", "build", *extra, timeout=1500)
+    # --no-set-image: HOME is shared by the tests, and a configured image would change
+    # what the ones that configure none see
+    done = cli("image", "build", "--no-set-image", *extra, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     return Image(done.stdout.strip().splitlines()[-1], HOME / "cache" / "images" / name)
 
