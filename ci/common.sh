@@ -69,16 +69,69 @@ as_path() {
 
 # tool_env IMAGE ACCEL: the image and accelerator for every command of the tool, as the
 # configuration variables it reads. An empty IMAGE leaves the choice to the repository's
-# roteiro.toml (or the runner's own configuration); ACCEL "auto" (or empty) leaves the
-# runner's configuration in charge, whose default is auto.
+# roteiro.toml (or the runner's own configuration), and so does `build` until
+# build_image has made one; ACCEL "auto" (or empty) leaves the runner's configuration in
+# charge, whose default is auto.
 tool_env() {
   local image="$1" accel="$2"
-  if [ -n "$image" ]; then
+  if [ -n "$image" ] && [ "$image" != build ]; then
     export ROTEIRO_LINT_IMAGE="$image"
   fi
   if [ -n "$accel" ] && [ "$accel" != auto ]; then
     export ROTEIRO_VM_ACCEL="$accel"
   fi
+}
+
+# toolchain_file PATH TOP: the rust-toolchain.toml (or legacy rust-toolchain) rustup would
+# read for PATH, looked for from PATH's directory up to TOP (the checkout), never above;
+# nothing when there is none. The tool reads it as data (no link, bounded).
+toolchain_file() {
+  local dir="$1" top="$2" name
+  [ -d "$dir" ] || dir="$(dirname "$dir")"
+  while :; do
+    for name in rust-toolchain.toml rust-toolchain; do
+      if [ -e "$dir/$name" ] || [ -L "$dir/$name" ]; then
+        printf '%s' "$dir/$name"
+        return 0
+      fi
+    done
+    if [ "$dir" = "$top" ] || [ "$dir" = / ]; then
+      return 0
+    fi
+    dir="$(dirname "$dir")"
+  done
+}
+
+# build_image PATH: `image: build`: make the linter image on this runner and print its
+# pinned reference. What the repository pins for PATH (toolchain_file), from Rust's own
+# distribution with its signature checked; with no pin, the runner's installed stable
+# rustup toolchain (GitHub's and GitLab's Rust images carry one with clippy), as `cargo
+# clippy` on this runner would use. --no-set-image: the runner's configuration is left as
+# it is; the reference reaches the tool as ROTEIRO_LINT_IMAGE.
+build_image() {
+  local path="$1" file
+  file="$(toolchain_file "$path" "$PWD")"
+  if [ -n "$file" ]; then
+    ci_note "building the linter image from ${file#"$PWD"/} (Rust's distribution, signature checked)"
+    pylint-sandbox image build --no-set-image --toolchain-file "$file" | tail -n 1
+  else
+    ci_note "building the linter image from this runner's stable rustup toolchain (no rust-toolchain.toml pins one)"
+    pylint-sandbox image build --no-set-image --toolchain stable | tail -n 1
+  fi
+}
+
+# image_key IMAGE PATH VERSION: what the image caches are keyed on: the reference a lint
+# of PATH uses and the tool's version; for `build`, the toolchain file's bytes instead of
+# a reference (the image is made from them and this runner's Debian archive).
+image_key() {
+  local image="$1" path="$2" version="$3" file
+  if [ "$image" = build ]; then
+    file="$(toolchain_file "$path" "$PWD")"
+    { printf 'build\n%s\n' "$version"; if [ -n "$file" ]; then cat -- "$file"; else printf 'stable\n'; fi; } \
+      | sha256sum | cut -c1-32
+    return 0
+  fi
+  printf '%s\n%s\n' "$image" "$version" | sha256sum | cut -c1-32
 }
 
 # split_args TEXT: EXTRA_ARGS, TEXT split on whitespace (spaces, tabs, newlines). No

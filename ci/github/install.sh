@@ -63,9 +63,13 @@ cd "$workspace"
 tool_env "${INPUT_IMAGE:-}" "${INPUT_ACCEL:-auto}"
 path="$(as_path "${INPUT_PATH:-.}")"
 # An unreadable configuration is reported by the prepare step, with the tool's words.
-image="$(pylint-sandbox config get lint.image --path="$path" 2>/dev/null || echo '(unreadable)')"
+if [ "${INPUT_IMAGE:-}" = build ]; then
+  image=build
+else
+  image="$(pylint-sandbox config get lint.image --path="$path" 2>/dev/null || echo '(unreadable)')"
+fi
 version="$(pylint-sandbox --version)"
-image_key="$(printf '%s\n%s\n' "$image" "$version" | sha256sum | cut -c1-32)"
+image_key="$(image_key "$image" "$path" "$version")"
 {
   printf 'roteiro-home=%s\n' "${ROTEIRO_HOME:-$HOME/.roteiro}"
   printf 'image-key=%s\n' "$image_key"

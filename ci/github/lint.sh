@@ -73,7 +73,8 @@ print(total, new, total - new)' "$report" 2>/dev/null || true)"
 trap finish EXIT
 
 rm -f -- "$report" "$sarif"
-tool_env "${INPUT_IMAGE:-}" "${INPUT_ACCEL:-auto}"
+# BUILT_IMAGE: the reference the prepare step made for `image: build`.
+tool_env "${BUILT_IMAGE:-${INPUT_IMAGE:-}}" "${INPUT_ACCEL:-auto}"
 path="$(as_path "${INPUT_PATH:-.}")"
 
 args=(lint clippy "$path" --format=github "--format=json=$report" "--fail-on=${INPUT_FAIL_ON:-warning}")

@@ -30,6 +30,10 @@ rm -f -- "$quality" "$report"
 
 tool_env "${PYLINT_SANDBOX_IMAGE:-}" "${PYLINT_SANDBOX_ACCEL:-auto}"
 path="$(as_path "${PYLINT_SANDBOX_PATH:-.}")"
+if [ "${PYLINT_SANDBOX_IMAGE:-}" = build ]; then
+  ROTEIRO_LINT_IMAGE="$(build_image "$path")"
+  export ROTEIRO_LINT_IMAGE
+fi
 prepare "$path"
 
 args=(lint clippy "$path" --format=human "--format=gitlab=$quality" "--format=json=$report"

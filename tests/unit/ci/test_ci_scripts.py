@@ -423,3 +423,47 @@ def test_a_failed_sarif_upload_is_said_in_the_log_and_the_summary(runner: dict[s
     linked.symlink_to(victim)
     again = run(CI / "github" / "sarif-skipped.sh", {**runner, "GITHUB_STEP_SUMMARY": str(linked)})
     assert again.returncode == 0 and again.stdout.startswith("::warning ") and victim.read_text() == "keep\n"
+
+
+def _common(function: str, *args: str, cwd: Path) -> str:
+    """One function of ci/common.sh, run by bash in `cwd`, its stdout."""
+    done = subprocess.run(["bash", "-c", f'source "{CI / "common.sh"}"; {function} "$@"', "bash", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def test_image_build_takes_the_toolchain_file_rustup_would_read_inside_the_checkout(tmp_path: Path) -> None:
+    """`image: build` builds what the repository pins for the linted path: the nearest
+    rust-toolchain.toml (or legacy rust-toolchain) from the path up to the checkout."""
+    checkout = tmp_path / "checkout"
+    member = checkout / "crates" / "a"
+    member.mkdir(parents=True)
+    (tmp_path / "rust-toolchain.toml").write_text('[toolchain]\nchannel = "1.80.0"\n')  # above the checkout
+    assert _common("toolchain_file", str(member), str(checkout), cwd=checkout) == ""
+    (checkout / "rust-toolchain").write_text("1.94.0\n")
+    assert _common("toolchain_file", str(member), str(checkout), cwd=checkout) == str(checkout / "rust-toolchain")
+    (checkout / "rust-toolchain.toml").write_text('[toolchain]\nchannel = "1.95.0"\n')  # rustup prefers it
+    assert _common("toolchain_file", str(member), str(checkout), cwd=checkout) == str(checkout / "rust-toolchain.toml")
+    (member / "rust-toolchain.toml").write_text('[toolchain]\nchannel = "nightly"\n')  # the nearest wins
+    assert _common("toolchain_file", str(member), str(checkout), cwd=checkout) == str(member / "rust-toolchain.toml")
+
+
+def test_the_built_images_cache_key_follows_the_toolchain_files_bytes(tmp_path: Path) -> None:
+    (tmp_path / "rust-toolchain.toml").write_text('[toolchain]\nchannel = "1.95.0"\n')
+    first = _common("image_key", "build", str(tmp_path), "pylint-sandbox 0.1.0", cwd=tmp_path)
+    assert _common("image_key", "build", str(tmp_path), "pylint-sandbox 0.1.0", cwd=tmp_path) == first
+    (tmp_path / "rust-toolchain.toml").write_text('[toolchain]\nchannel = "1.96.0"\n')
+    changed = _common("image_key", "build", str(tmp_path), "pylint-sandbox 0.1.0", cwd=tmp_path)
+    other_tool = _common("image_key", "build", str(tmp_path), "pylint-sandbox 0.2.0", cwd=tmp_path)
+    pinned = _common("image_key", IMAGE, str(tmp_path), "pylint-sandbox 0.1.0", cwd=tmp_path)
+    assert len({first, changed, other_tool, pinned}) == 4 and all(len(k.strip()) == 32 for k in (first, pinned))
+
+
+def test_build_is_no_image_reference_for_the_tool(tmp_path: Path) -> None:
+    """tool_env never hands `build` to the tool as an image: it would be refused as a
+    malformed reference; a reference is passed through (control)."""
+    script = f'source "{CI / "common.sh"}"; tool_env "$1" auto; printf "%s" "${{ROTEIRO_LINT_IMAGE-unset}}"'
+    said = [subprocess.run(["bash", "-c", script, "bash", image], capture_output=True, text=True, timeout=60,
+                           check=True, env={**os.environ, "ROTEIRO_LINT_IMAGE": ""}).stdout
+            for image in ("build", IMAGE)]
+    assert said == ["", IMAGE]

@@ -22,6 +22,7 @@ import yaml  # type: ignore[import-untyped]
 from roteiro_py import paths
 from roteiro_py.cargo import store as cargo_store
 from roteiro_py.depcache import store as depcache_store
+from roteiro_py.image import build as image_build
 from roteiro_py.vocabulary import ACCELS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -252,7 +253,8 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
         return f"{name}/{path.relative_to(base)}"
 
     assert _cached_paths(action) == {
-        "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs"},
+        "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs",
+                  under(image_build.images_root(), tmp_path, home)},  # image: build's layouts
         "vm": {under(paths.vm_assets_root(), tmp_path, home)},
         "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
         "cargo": {under(cargo_store.packages_root(), tmp_path, home)},  # what fetch-deps fills
