@@ -142,6 +142,9 @@ class Members:
 
     all: dict[str, Member]
     default: tuple[str, ...]
+    #: Whether `--features` applies to the packages selected (resolver 2 and later), as
+    #: opposed to the package of the current directory (resolver 1); False when not certain.
+    per_package_features: bool = False
 
 
 def workspace_members(workspace: Path) -> Members | None:
@@ -168,7 +171,8 @@ def _members(workspace: Path) -> Members:
         if "workspace" in root or not isinstance(root.get("package"), dict):
             raise _Undecidable
         member = _member(root)
-        return Members({member.name: member}, (member.name,))
+        # one package: the current directory's package is the one selected, either resolver
+        return Members({member.name: member}, (member.name,), True)
     inherited = table.get("dependencies")
     shared: dict[str, Any] = inherited if isinstance(inherited, dict) else {}
     excluded = {_inside(workspace, entry) for entry in _strings(table.get("exclude", []))}
@@ -211,7 +215,27 @@ def _members(workspace: Path) -> Members:
         default = (by_dir[workspace].name,)
     else:
         default = tuple(names)
-    return Members(names, default)
+    return Members(names, default, _resolver(root, table) >= 2)
+
+
+def _resolver(root: dict[str, Any], workspace: dict[str, Any]) -> int:
+    """The feature resolver cargo uses for the workspace of `root` (its [workspace] table
+    `workspace`), as cargo decides it: `workspace.resolver`, else the root package's
+    `resolver`, else its edition (2021: 2, 2024: 3, earlier: 1), a virtual workspace 1.
+    0 when the files do not say for certain."""
+    package = root.get("package")
+    chosen = workspace.get("resolver")
+    if chosen is None and isinstance(package, dict):
+        chosen = package.get("resolver")
+    if chosen is not None:
+        return {"1": 1, "2": 2, "3": 3}.get(chosen, 0) if isinstance(chosen, str) else 0
+    if not isinstance(package, dict):
+        return 1
+    edition = package.get("edition", "2015")
+    if isinstance(edition, dict) and edition.get("workspace") is True:
+        shared = workspace.get("package")
+        edition = shared.get("edition") if isinstance(shared, dict) else None
+    return {"2015": 1, "2018": 1, "2021": 2, "2024": 3}.get(edition, 0) if isinstance(edition, str) else 0
 
 
 def _unlinked(workspace: Path, directory: Path) -> Path:
