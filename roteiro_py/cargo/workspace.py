@@ -9,7 +9,7 @@ issue 20). Every read is bounded and refuses links, FIFOs and devices
 
 from __future__ import annotations
 
-import itertools
+import fnmatch
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +32,9 @@ MAX_MEMBERS = 2000
 MAX_LOCKED_PACKAGES = 200_000
 #: Characters that make a workspace `members` entry a glob (cargo uses the glob crate).
 _GLOB = frozenset("*?[")
+#: The most directory entries one `members` glob's walk looks at; past it the members
+#: are cargo's to expand.
+MAX_GLOB_ENTRIES = 20_000
 
 
 def read_tree_file(path: Path, limit: int, *, dir_fd: int | None = None) -> bytes:
@@ -139,6 +142,9 @@ class Members:
 
     all: dict[str, Member]
     default: tuple[str, ...]
+    #: Whether `--features` applies to the packages selected (resolver 2 and later), as
+    #: opposed to the package of the current directory (resolver 1); False when not certain.
+    per_package_features: bool = False
 
 
 def workspace_members(workspace: Path) -> Members | None:
@@ -165,7 +171,8 @@ def _members(workspace: Path) -> Members:
         if "workspace" in root or not isinstance(root.get("package"), dict):
             raise _Undecidable
         member = _member(root)
-        return Members({member.name: member}, (member.name,))
+        # one package: the current directory's package is the one selected, either resolver
+        return Members({member.name: member}, (member.name,), True)
     inherited = table.get("dependencies")
     shared: dict[str, Any] = inherited if isinstance(inherited, dict) else {}
     excluded = {_inside(workspace, entry) for entry in _strings(table.get("exclude", []))}
@@ -175,9 +182,8 @@ def _members(workspace: Path) -> Members:
             if "**" in entry:  # a walk of the whole tree: bounded by nothing we can name
                 raise _Undecidable
             _inside(workspace, entry)
-            found = sorted(itertools.islice((path for path in workspace.glob(entry)
-                                             if (path / "Cargo.toml").is_file()), MAX_MEMBERS + 1))
-            if len(found) > MAX_MEMBERS or any(path.is_symlink() for path in found):
+            found = [path for path in _glob(workspace, entry) if (path / "Cargo.toml").is_file()]
+            if len(found) > MAX_MEMBERS:
                 raise _Undecidable
             pending += found
         else:
@@ -189,7 +195,8 @@ def _members(workspace: Path) -> Members:
             continue
         if len(by_dir) >= MAX_MEMBERS:
             raise _Undecidable
-        manifest = root if directory == workspace else read_manifest(directory / "Cargo.toml")
+        manifest = root if directory == workspace else read_manifest(_unlinked(workspace, directory)
+                                                                     / "Cargo.toml")
         by_dir[directory] = _member(manifest)
         for from_root, path in _path_dependencies(manifest, shared):
             resolved = Path(os.path.normpath((workspace if from_root else directory) / path))
@@ -208,7 +215,71 @@ def _members(workspace: Path) -> Members:
         default = (by_dir[workspace].name,)
     else:
         default = tuple(names)
-    return Members(names, default)
+    return Members(names, default, _resolver(root, table) >= 2)
+
+
+def _resolver(root: dict[str, Any], workspace: dict[str, Any]) -> int:
+    """The feature resolver cargo uses for the workspace of `root` (its [workspace] table
+    `workspace`), as cargo decides it: `workspace.resolver`, else the root package's
+    `resolver`, else its edition (2021: 2, 2024: 3, earlier: 1), a virtual workspace 1.
+    0 when the files do not say for certain."""
+    package = root.get("package")
+    chosen = workspace.get("resolver")
+    if chosen is None and isinstance(package, dict):
+        chosen = package.get("resolver")
+    if chosen is not None:
+        return {"1": 1, "2": 2, "3": 3}.get(chosen, 0) if isinstance(chosen, str) else 0
+    if not isinstance(package, dict):
+        return 1
+    edition = package.get("edition", "2015")
+    if isinstance(edition, dict) and edition.get("workspace") is True:
+        shared = workspace.get("package")
+        edition = shared.get("edition") if isinstance(shared, dict) else None
+    return {"2015": 1, "2018": 1, "2021": 2, "2024": 3}.get(edition, 0) if isinstance(edition, str) else 0
+
+
+def _unlinked(workspace: Path, directory: Path) -> Path:
+    """`directory` (inside `workspace`) when no directory on the way to it is a link;
+    _Undecidable otherwise. read_manifest refuses a linked Cargo.toml, not a linked
+    directory holding one: `crates/x -> /elsewhere` made a host manifest a member, and its
+    features the text of a refusal."""
+    current = workspace
+    for part in directory.relative_to(workspace).parts:
+        current = current / part
+        if current.is_symlink():
+            raise _Undecidable
+    return directory
+
+
+def _glob(workspace: Path, entry: str) -> list[Path]:
+    """The directories `entry` (a `members` glob, relative, no `**`) matches, sorted, by a
+    walk that follows no link and looks at most MAX_GLOB_ENTRIES entries. Path.glob follows
+    linked directories, so `l/*/*/*` with `l -> /` walked the host's file system; a link
+    that a part of the glob reaches is _Undecidable (cargo's glob would follow it)."""
+    current = [workspace]
+    seen = 0
+    for part in PurePosixPath(entry).parts:
+        matched: list[Path] = []
+        for directory in current:
+            if not _GLOB & set(part):
+                names = [part]
+            else:
+                with os.scandir(directory) as entries:
+                    names = []
+                    for found in entries:
+                        seen += 1
+                        if seen > MAX_GLOB_ENTRIES:
+                            raise _Undecidable
+                        if fnmatch.fnmatchcase(found.name, part):
+                            names.append(found.name)
+            for name in names:
+                path = directory / name
+                if path.is_symlink():
+                    raise _Undecidable
+                if path.is_dir():
+                    matched.append(path)
+        current = matched
+    return sorted(current)
 
 
 def _strings(value: Any) -> list[str]:

@@ -182,7 +182,7 @@ class Api:
             raw = _read(response, watch)
         try:
             return json.loads(raw) if raw.strip() else None
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth: not an answer
             raise ApiError(response.status, f"{method} {path} answered with something that is not JSON") from None
 
 
@@ -204,6 +204,6 @@ def _explained(status: int, raw: bytes) -> str:
         decoded = json.loads(raw)
         if isinstance(decoded, dict) and isinstance(decoded.get("message"), str):
             message = sanitise(decoded["message"], limit=_MESSAGE_CHARS)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: no message
         pass
     return f"HTTP {status}" + (f": {message}" if message else "")

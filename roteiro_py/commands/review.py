@@ -20,7 +20,9 @@ What it never does:
 
 Which earlier comments count as "already posted": those with our marker whose author is a
 bot (`user.type == "Bot"`, the GITHUB_TOKEN's `github-actions[bot]`), so a person cannot
-keep a finding from being commented by quoting its marker in a comment of their own.
+keep a finding from being commented by quoting its marker in a comment of their own; and
+only markers outside a fenced block (report/github_review.py `markers_in`), so the guest
+text in the bot's own comments cannot either.
 Past MAX_PAGES pages of either list (3,000 comments) the rest is not read, and a finding
 commented only there is commented again.
 """

@@ -303,7 +303,9 @@ def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -
 
     Only the certain cases: a glob or a spec, a feature of a package that is not a
     member, `dep:NAME`, or a workspace whose members the host cannot tell for certain
-    are left to cargo, whose refusal clippy/classify.py turns into the same exit 2.
+    are left to cargo, whose refusal clippy/classify.py turns into the same exit 2; so are
+    the features of a workspace under resolver 1, where they go to the package of the
+    current directory whatever `--package` selects.
     `--exclude` is never judged: cargo only warns about an unknown name."""
     packages = tuple(lint.packages) or ((member,) if member and not lint.workspace else ())
     if not lint.packages and (lint.all_features or not lint.features):
@@ -316,8 +318,8 @@ def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -
         for name in plain:
             if name not in known:
                 raise UnknownPackage(name, tree.workspace, sorted(known))
-    if lint.all_features or not lint.features or members is None:
-        return
+    if lint.all_features or not lint.features or members is None or not members.per_package_features:
+        return  # resolver 1 gives --features to the current directory's package: cargo's to judge
     if lint.workspace:
         selected = tuple(name for name in members.all if name not in lint.exclude)
     elif packages:

@@ -68,7 +68,10 @@ def matches(spec: ChannelSpec, toolchain: Toolchain) -> bool | None:
         return True
     if channel != "nightly" or toolchain.clippy_date is None:
         return None
-    lag = (date.fromisoformat(spec.date) - date.fromisoformat(toolchain.clippy_date)).days
+    try:  # the clippy date is the guest's, checked for its shape only (report/model.py)
+        lag = (date.fromisoformat(spec.date) - date.fromisoformat(toolchain.clippy_date)).days
+    except ValueError:
+        return None
     return 0 <= lag <= MAX_NIGHTLY_LAG_DAYS
 
 

@@ -66,9 +66,29 @@ def marker(fingerprint: str) -> str:
     return f"{MARKER_PREFIX}{fingerprint} -->"
 
 
+#: A line that opens a fenced code block (CommonMark: three or more backticks, up to three
+#: spaces before them, an info string with no backtick).
+_OPENING = re.compile(r" {0,3}(`{3,})[^`]*")
+
+
 def markers_in(body: str) -> set[str]:
-    """The fingerprints of the markers in a comment's or a review's body."""
-    return set(_MARKER.findall(body))
+    """The fingerprints of the markers in a comment's or a review's body, outside its
+    fenced code blocks. Inside them is guest text (a message, a label, a suggestion's
+    lines: the tree chooses them), and a marker quoted there would keep the finding it
+    names from ever being commented. Ours are never fenced; every guest text is (`fenced`),
+    with a fence no line of it can close, which is also how this reads the fences."""
+    found: set[str] = set()
+    fence: str | None = None
+    for line in body.splitlines():
+        if fence is None:
+            opening = _OPENING.fullmatch(line)
+            if opening is not None:
+                fence = opening.group(1)
+            else:
+                found.update(_MARKER.findall(line))
+        elif line.strip(" ") and set(line.strip(" ")) == {"`"} and len(line.strip(" ")) >= len(fence):
+            fence = None
+    return found
 
 
 def fenced(text: str, info: str = "text") -> str:

@@ -254,7 +254,9 @@ def _source(finding: Finding, lines: list[str], width: int, label: str | None,
     if line + len(lines) - 1 < finding.end_line:  # the span goes on past what is shown
         rows.append(Text.assemble((f"{'...':<{width}}", "blue"), ("  |", style)))
         return rows
-    last = max((finding.end_column or 2) - 2, 0)
+    # the column is the guest's (or a saved report's: any size): the `_` run stops one past
+    # its line's end, as `_underline` does, never a run as long as the number says
+    last = min(max((finding.end_column or 2) - 2, 0), len(lines[finding.end_line - line]))
     end = Text(f"{' ' * width} | ", style="blue")
     end.append("|" + "_" * (last + 1) + "^", style=style)
     if label:

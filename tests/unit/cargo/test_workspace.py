@@ -203,3 +203,53 @@ def test_workspace_members_agree_with_cargo_metadata(tmp_path: Path) -> None:
         assert members.all[package["name"]].features == set(package["features"]), package["name"]
     assert members.all["a"].features == {"fast", "use-h", "o"}  # not a test of nothing
     assert sorted(members.all) == ["a", "h", "inner", "o", "shared", "top"]
+
+
+def _host_and_tree(tmp_path: Path, members: str, path_dependency: str = "") -> tuple[Path, Path]:
+    """A host directory outside the tree holding a crate with a feature named HOST_SECRET,
+    and a workspace whose root manifest says `members` (and a path dependency)."""
+    host = tmp_path / "host"
+    (host / "deep" / "crate").mkdir(parents=True)
+    (host / "deep" / "crate" / "Cargo.toml").write_text(
+        '[package]\nname = "hostcrate"\nversion = "0.1.0"\n[features]\nHOST_SECRET = []\n')
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "Cargo.toml").write_text(
+        f'[workspace]\nmembers = {members}\n[package]\nname = "top"\nversion = "0.1.0"\n'
+        f'[dependencies]\n{path_dependency}')
+    return host, root
+
+
+@pytest.mark.parametrize(("members", "dependency"), [
+    ('["linked/crate"]', ""),                         # a member through a linked directory
+    ('["linked/*"]', ""),                             # a glob through it
+    ('["*/crate"]', ""),                              # a glob whose wildcard matches the link
+    ("[]", 'hostcrate = { path = "linked/crate" }'),  # a path dependency through it
+])
+def test_a_member_through_a_linked_directory_is_not_read(tmp_path: Path, members: str,
+                                                         dependency: str) -> None:
+    """Only the manifest's own name was opened without following a link: a directory of the
+    tree that is a link took the host's Cargo.toml as a member, and its features into a
+    refusal (lint/preflight.py UnknownFeature lists them), and a glob walked the host's
+    directories (`l -> /` with `l/*/*/*/*` is the host's whole file system). A link on the
+    way leaves the selection to cargo in the guest (None), whose tree has no host."""
+    host, root = _host_and_tree(tmp_path, members, dependency)
+    (root / "linked").symlink_to(host / "deep")
+    assert readers.workspace_members(root) is None
+    # control: the same directories copied into the tree are members, HOST_SECRET with them
+    (root / "linked").unlink()
+    (host / "deep").rename(root / "linked")
+    found = readers.workspace_members(root)
+    assert found is not None and found.all["hostcrate"].features == {"HOST_SECRET"}
+
+
+def test_a_glob_walk_is_bounded(tmp_path: Path) -> None:
+    """A glob over a directory of more entries than the walk reads is cargo's to expand."""
+    _, root = _host_and_tree(tmp_path, '["many/*/x"]')
+    for index in range(readers.MAX_GLOB_ENTRIES + 1):
+        (root / "many" / f"d{index}").mkdir(parents=True)
+    assert readers.workspace_members(root) is None
+    # control: one entry fewer, and the walk answers (no member matched: the root alone)
+    os.rmdir(root / "many" / "d0")
+    found = readers.workspace_members(root)
+    assert found is not None and sorted(found.all) == ["top"]

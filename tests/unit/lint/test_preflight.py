@@ -188,3 +188,29 @@ def test_a_member_manifest_that_is_a_link_leaves_it_to_cargo(tree: Path, tmp_pat
     manifest.symlink_to(host)
     assert workspace_members(tree) is None
     reaches_the_probe(tree, probes, features=["nope-8"])
+
+
+@pytest.mark.parametrize("resolver", ["", 'resolver = "1"\n'])
+def test_features_under_resolver_1_are_cargos_to_judge(tmp_path: Path, probes: list[str],
+                                                        resolver: str) -> None:
+    """Resolver 1 (a root package of edition 2015/2018 without `resolver = "2"`, or a
+    virtual workspace without it) gives --features to the package of the current
+    directory, whatever -p selects: real cargo 1.95 builds `-p bar --features foofeat` in
+    foo's directory, and refuses `barfeat`. Judged by the selected package's features, it
+    was refused as UnknownFeature: a refusal of what cargo accepts."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "Cargo.toml").write_text(
+        '[package]\nname = "foo"\nversion = "0.1.0"\nedition = "2018"\n[features]\nfoofeat = []\n'
+        f'[workspace]\nmembers = ["bar"]\n{resolver}')
+    package(root / "bar", "bar", "[features]\nbarfeat = []\n")
+    (root / "bar" / "Cargo.toml").write_text(
+        (root / "bar" / "Cargo.toml").read_text().replace('edition = "2021"', 'edition = "2018"'))
+    (root / "src").mkdir()
+    (root / "src" / "lib.rs").write_text("")
+    subprocess.run(["cargo", "generate-lockfile", "--offline", "-q"], cwd=root, check=True)
+    reaches_the_probe(root, probes, features=["foofeat"], packages=["bar"])
+    # control: with resolver 2 the same request is refused here, as cargo refuses it
+    text = (root / "Cargo.toml").read_text().replace(resolver, "")
+    (root / "Cargo.toml").write_text(text.replace("[workspace]\n", '[workspace]\nresolver = "2"\n'))
+    refused(root, UnknownFeature, features=["foofeat"], packages=["bar"])

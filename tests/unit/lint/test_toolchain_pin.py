@@ -82,3 +82,15 @@ def test_the_note_reaches_stderr_once_and_escaped(tmp_path: Path, capsys: pytest
     assert err.count("note:") == 1 and err.startswith("pylint-sandbox: note: rust-toolchain.toml pins")
     report_toolchain_pin(_tree(tmp_path / "b", '[toolchain]\nchannel = "1.95.0"\n'), STABLE)
     assert capsys.readouterr().err == ""
+
+
+def test_a_clippy_date_that_is_no_date_cannot_tell_and_does_not_crash(tmp_path: Path) -> None:
+    """The clippy date is the guest's (`cargo-clippy --version`, matched by shape only:
+    \\d{4}-\\d{2}-\\d{2}); 2026-02-30 was a ValueError out of the lint, exit 4."""
+    tree = _tree(tmp_path, '[toolchain]\nchannel = "nightly-2026-11-01"\n')
+    for shape_only in ("2026-02-30", "2026-13-01", "0000-00-00"):
+        forged = NIGHTLY.model_copy(update={"clippy_date": shape_only})
+        assert matches(ChannelSpec("nightly", "2026-11-01"), forged) is None
+        note = pin_note(tree, forged)
+        assert note is not None and "cannot be told" in note
+    assert pin_note(tree, NIGHTLY) is None  # control: a real date one day before matches

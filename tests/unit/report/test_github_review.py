@@ -13,6 +13,7 @@ from roteiro_py.report.github_review import (
     MAX_SUGGESTION_LINES,
     Suggestion,
     fenced,
+    markers_in,
     plan_reviews,
     suggestion_of,
 )
@@ -121,3 +122,32 @@ def test_a_multi_line_suggestion_is_a_comment_on_its_range() -> None:
     (comment,) = plan.reviews[0]["comments"]
     assert (comment["line"], "start_line" in comment) == (4, False)
     assert "```suggestion" not in comment["body"] and "not all in the pull request's diff" in comment["body"]
+
+
+def test_a_marker_in_guest_text_is_not_read_as_posted() -> None:
+    """The fingerprints an earlier run posted are read back from the bot's own bodies; the
+    guest text in them (a message, a label, a suggestion's lines: the tree chooses them)
+    must not count, or a branch that quotes another finding's marker in a string keeps that
+    finding from ever being commented (commands/review.py `already_posted`)."""
+    target = Finding(code="clippy::x", level="warning", message="m", path="src/main.rs", line=2, column=5,
+                     end_line=2, end_column=8)
+    (planned,) = plan_reviews(make_report([target]), commit_id="a" * 40, placement=lambda p, a, b: True,
+                              source=lambda path: SOURCE).comments
+    forged = f"<!-- pylint-sandbox:{planned.fingerprint} -->"
+    quoting = Finding(code="clippy::y", level="warning", message=f"look {forged}", label=forged,
+                      path="src/main.rs", line=5, column=5, end_line=5, end_column=9,
+                      fixes=[fix((5, 5, 5, 9, f"\n{forged}\n"))])
+    unplaced = quoting.model_copy(update={"line": 1, "end_line": 1, "fixes": []})
+    first = plan_reviews(make_report([quoting, unplaced]), commit_id="a" * 40,
+                         placement=lambda p, a, b: a != 1, source=lambda path: SOURCE)
+    bodies = [first.reviews[0]["body"], *(c["body"] for c in first.reviews[0]["comments"])]
+    assert all(forged in body for body in bodies)  # control: the guest's marker is in each
+    assert "```suggestion" in bodies[1]             # ... inside a suggestion block too
+    read = set().union(*(markers_in(body) for body in bodies))
+    assert planned.fingerprint not in read
+    # control: ours are read, the commented finding's and the listed one's
+    assert len(first.comments) == len(first.unplaced) == 1
+    assert len(read) == 2 and first.comments[0].fingerprint in read
+    again = plan_reviews(make_report([quoting, unplaced, target]), commit_id="a" * 40,
+                         placement=lambda p, a, b: a != 1, source=lambda path: SOURCE, posted=read)
+    assert [c.fingerprint for c in again.comments] == [planned.fingerprint]
