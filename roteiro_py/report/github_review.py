@@ -241,7 +241,10 @@ def comment_body(finding: Finding, fingerprint: str, rustc_release: str,
     if url is not None:
         lines.append(f"[Documentation of this lint](<{url}>)")
     if suggestion is not None and fix is not None:
-        lines.append("Suggested change (machine-applicable, as `cargo clippy --fix` would write it):")
+        # The code comes from the build in the VM, which the branch under review ran: a
+        # build script can forge clippy's JSON, so the block is labelled as what it is.
+        lines.append("Suggested change (machine-applicable, as `cargo clippy --fix` would write it; "
+                     "made by a build of this branch in the sandbox: read it before committing it):")
         lines.append(fenced(clean(fix.message, keep_newlines=True, limit=500)))
         lines.append(suggestion.block())
     elif why_not is not None:

@@ -116,6 +116,9 @@ def test_a_multi_line_suggestion_is_a_comment_on_its_range() -> None:
     (comment,) = plan.reviews[0]["comments"]
     assert {k: comment[k] for k in ("path", "start_line", "start_side", "line", "side")} == {
         "path": "src/main.rs", "start_line": 3, "start_side": "RIGHT", "line": 4, "side": "RIGHT"}
+    # the block is the branch's own build's output (a build script can forge clippy's JSON):
+    # said above it, so nobody commits it unread
+    assert "made by a build of this branch in the sandbox: read it before committing it" in comment["body"]
     # control: lines 3..4 not both in the diff -> the finding's first added line, no block
     plan = plan_reviews(make_report([finding]), commit_id="a" * 40, placement=lambda p, a, b: a == b == 4,
                         source=lambda path: SOURCE)
