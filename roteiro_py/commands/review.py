@@ -231,7 +231,12 @@ def run_review(request: ReviewRequest) -> int:
             return 0
         post(pr, plan)
     except ApiError as error:
-        if error.status in (403, 404):
+        if error.status in (403, 429) and "rate limit" in error.why.lower():
+            # GitHub's secondary rate limit (content-creating requests a minute) is a 403 too:
+            # not the token's rights, and the way forward differs
+            why = (f"GitHub refused the review ({error.why}): its rate limit, not the token's "
+                   "rights; the reviews posted before it stay, and a re-run posts only the rest")
+        elif error.status in (403, 404):
             why = (f"GitHub refused the review ({error.why}): this job's token may not write "
                    "to the pull request (a pull request from a fork gets a read-only token)")
         elif error.status == 422:

@@ -215,6 +215,18 @@ def test_a_token_that_may_not_write_falls_back_to_annotations(
     assert "Resource not accessible by integration ***" in out  # control: the message is shown
 
 
+def test_githubs_rate_limit_is_not_called_the_tokens_rights(
+        api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
+    """GitHub answers its secondary rate limit with 403 too (reviewer's finding): the
+    fallback names the rate limit, not a fork's read-only token."""
+    api.post_status = 403
+    api.message = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+    assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2, 6]}) == 0
+    out = capsys.readouterr().out
+    assert "its rate limit, not the token's rights" in out and "a pull request from a fork" not in out
+    assert "::warning file=src/lib.rs,line=2" in out  # the findings still reach the log
+
+
 def test_a_comment_github_refuses_falls_back_to_annotations(
         api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
     api.post_status, api.message = 422, "Unprocessable Entity"
