@@ -180,7 +180,9 @@ DEPS_ARCHIVE=deps.tar
 
 # pack_deps DEPS OUT: OUT/deps.tar, the directory DEPS archived with its holes kept (OUT
 # emptied first). Nothing is written when DEPS is not a directory (no cache was kept: the
-# save step then has nothing to save, as before).
+# save step then has nothing to save, as before). A pack that fails (a full disk) says so
+# and leaves nothing to save, with status 0: the caches are an optimisation, and a failed
+# step would skip the steps after it (the SARIF upload, the job's verdict).
 pack_deps() {
   local deps="$1" out="$2" began=$SECONDS
   rm -rf -- "$out"
@@ -188,8 +190,12 @@ pack_deps() {
     ci_note "no dependency caches to pack (${deps} is not a directory)"
     return 0
   fi
-  mkdir -p -- "$out"
-  tar --create --sparse --format=gnu --file="$out/$DEPS_ARCHIVE" --directory="$deps" .
+  if ! mkdir -p -- "$out" \
+      || ! tar --create --sparse --format=gnu --file="$out/$DEPS_ARCHIVE" --directory="$deps" .; then
+    ci_error "the dependency caches could not be packed (said above): none is saved, and the next job builds them again"
+    rm -rf -- "$out" || true
+    return 0
+  fi
   ci_note "packed the dependency caches: $(du -s --apparent-size -B1 -- "$deps" | cut -f1) bytes ($(du -s -B1 -- "$deps" | cut -f1) on disk) in a $(stat -c %s -- "$out/$DEPS_ARCHIVE")-byte archive, $((SECONDS - began)) s"
 }
 

@@ -123,7 +123,7 @@ def test_control_without_the_pack_the_round_trip_writes_the_holes_out(tmp_path: 
     assert on_disk(restored) >= apparent * 0.95 > 2 * content, (on_disk(restored), apparent, content)
 
 
-def test_unpack_without_an_archive_does_nothing_and_a_runner_s_own_caches_are_kept(tmp_path: Path) -> None:
+def test_no_archive_a_runner_s_own_caches_or_a_failed_pack_never_fail_the_job(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {"ROTEIRO_HOME": str(home)}
     done = run(CI / "github" / "unpack-deps.sh", env)
@@ -140,6 +140,13 @@ def test_unpack_without_an_archive_does_nothing_and_a_runner_s_own_caches_are_ke
     assert done.returncode == 0, done.stderr
     assert (deps / "mine.json").read_text() == "newer"
     assert not (home / "ci-cache" / "deps-packed").exists()
+    # a pack that fails says so, leaves nothing to save and does not fail the step (the
+    # steps after it would be skipped): here its directory cannot be made
+    broken = {"ROTEIRO_HOME": str(tmp_path / "broken")}
+    (tmp_path / "broken" / "cache" / "deps").mkdir(parents=True)
+    (tmp_path / "broken" / "ci-cache").write_text("a file where the archive's directory goes")
+    done = run(CI / "github" / "pack-deps.sh", broken)
+    assert done.returncode == 0 and "could not be packed" in done.stdout, done.stdout + done.stderr
     # nothing to pack: no archive, and the save step then has nothing to save
     empty = {"ROTEIRO_HOME": str(tmp_path / "empty")}
     done = run(CI / "github" / "pack-deps.sh", empty)
