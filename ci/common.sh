@@ -219,3 +219,63 @@ make_pr_diff() {
     diff --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/ -M \
     "origin/$base...HEAD" >"$out"
 }
+
+# The dependency caches across a CI cache. Each is a sparse file as large as the scratch
+# disk (8 GiB by default) holding ~110 MB, and both CI caches write holes out: actions/cache
+# archives with GNU tar without --sparse (actions/toolkit, packages/cache/src/internal/tar.ts),
+# GitLab's runner with zip. So the CI caches hold one archive of the directory made by GNU
+# `tar --sparse` (holes recorded, never written), and GNU tar restores the holes when it
+# extracts it. The pack is bytes only: tar finds the holes with SEEK_DATA/SEEK_HOLE and
+# copies the rest; no program of ours or the host's reads the ext4 inside, which the guest's
+# kernel wrote (SANDBOXED_LINTING.md, "The dependency cache"). What the archive restores is
+# checked like any local cache, against each cache's sealed record, when a lint uses it.
+DEPS_ARCHIVE=deps.tar
+
+# pack_deps DEPS OUT: OUT/deps.tar, the directory DEPS archived with its holes kept (OUT
+# emptied first). Nothing is written when DEPS is not a directory (no cache was kept: the
+# save step then has nothing to save, as before). A pack that fails (a full disk) says so
+# and leaves nothing to save, with status 0: the caches are an optimisation, and a failed
+# step would skip the steps after it (the SARIF upload, the job's verdict).
+pack_deps() {
+  local deps="$1" out="$2" began=$SECONDS
+  rm -rf -- "$out"
+  if [ ! -d "$deps" ] || [ -L "$deps" ]; then
+    ci_note "no dependency caches to pack (${deps} is not a directory)"
+    return 0
+  fi
+  if ! mkdir -p -- "$out" \
+      || ! tar --create --sparse --format=gnu --file="$out/$DEPS_ARCHIVE" --directory="$deps" .; then
+    ci_error "the dependency caches could not be packed (said above): none is saved, and the next job builds them again"
+    rm -rf -- "$out" || true
+    return 0
+  fi
+  ci_note "packed the dependency caches: $(du -s --apparent-size -B1 -- "$deps" | cut -f1) bytes ($(du -s -B1 -- "$deps" | cut -f1) on disk) in a $(stat -c %s -- "$out/$DEPS_ARCHIVE")-byte archive, $((SECONDS - began)) s"
+}
+
+# unpack_deps FROM DEPS: FROM/deps.tar extracted into DEPS with its holes, then FROM
+# removed (the archive's bytes are on disk once, and never in a tree a lint copies). No
+# archive (nothing restored), or a link where it should be: nothing is extracted. DEPS
+# already there (a runner that keeps its state, as a self-hosted one): that one is
+# current, and the archive is only removed. An archive tar cannot read leaves no caches
+# (a lint then builds its own), never a half-extracted directory.
+unpack_deps() {
+  local from="$1" deps="$2" began=$SECONDS
+  local archive="$from/$DEPS_ARCHIVE"
+  if [ -L "$from" ] || [ ! -f "$archive" ] || [ -L "$archive" ]; then
+    rm -rf -- "$from"
+    return 0
+  fi
+  if [ -e "$deps" ] || [ -L "$deps" ]; then
+    ci_note "keeping this runner's own dependency caches in ${deps}; the restored archive is not unpacked"
+    rm -rf -- "$from"
+    return 0
+  fi
+  mkdir -p -- "$deps"
+  if ! tar --extract --no-same-owner --file="$archive" --directory="$deps"; then
+    ci_error "the restored dependency caches could not be unpacked (tar said why above): a lint builds its own"
+    rm -rf -- "$deps" "$from"
+    return 0
+  fi
+  rm -rf -- "$from"
+  ci_note "unpacked the dependency caches: $(du -s --apparent-size -B1 -- "$deps" | cut -f1) bytes ($(du -s -B1 -- "$deps" | cut -f1) on disk), $((SECONDS - began)) s"
+}

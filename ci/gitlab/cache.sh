@@ -37,14 +37,20 @@ esac
 cache="$CI_PROJECT_DIR/$name"
 home="${ROTEIRO_HOME:-$HOME/.roteiro}"
 
-# Each part: its place in the cache directory, and where the tool reads it.
+# Each part moved: its place in the cache directory, and where the tool reads it.
 parts=(
   "roteiro/store|$home/store"
   "roteiro/vm|$home/vm"
   "roteiro/cache/rootfs|$home/cache/rootfs"
-  "roteiro/cache/deps|$home/cache/deps"
   "roteiro/packages|$home/packages"
 )
+
+# The dependency caches are not moved but packed: each is a sparse 8 GiB file holding
+# ~100 MB, and GitLab's cache archive (zip) writes holes out. `save` archives
+# $home/cache/deps into $cache/$deps_packed/deps.tar keeping the holes, `restore` extracts
+# it there and deletes the archive (ci/common.sh pack_deps, unpack_deps: GNU tar --sparse,
+# bytes only, nothing parses the ext4 inside).
+deps_packed="roteiro/deps-packed"
 
 # planted: why the cache directory is the tree's, not one GitLab extracted ("" when it is
 # not), or status 2 when git cannot say (its error on stderr, unhidden).
@@ -90,6 +96,11 @@ case "${1:-}" in
       mv -- "$from" "$to"
       ci_note "restored ${part%%|*} from the cache"
     done
+    if [ -d "$cache/$deps_packed" ] && [ ! -L "$cache/$deps_packed" ]; then
+      unpack_deps "$cache/$deps_packed" "$home/cache/deps"
+    else
+      rm -rf -- "${cache:?}/$deps_packed"
+    fi
     ;;
   save)
     if ! check_planted || [ -n "$why" ]; then
@@ -104,6 +115,7 @@ case "${1:-}" in
       mkdir -p -- "$(dirname -- "$to")"
       mv -- "$from" "$to"
     done
+    pack_deps "$home/cache/deps" "$cache/$deps_packed"
     ;;
   *)
     ci_error "usage: cache.sh restore|save"

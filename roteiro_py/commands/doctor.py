@@ -10,7 +10,7 @@ The first check is the platform (platform_support.py): on a host a lint cannot r
 but the configuration: no qemu is started, no accelerator is tried.
 
 A check is `required` when a lint cannot run on this host without it: qemu, mkfs.ext4
-(and e2fsck, tune2fs, resize2fs) and setpriv, the VM assets, a sandbox for the configured
+(and e2fsck, resize2fs) and setpriv, the VM assets, a sandbox for the configured
 accelerator (decided by the VM backend's own `isolation()`, exactly as a lint decides it:
 `auto` is never TCG), an image configured and pinned for PATH, and that image
 provisioned. `doctor` exits 0 when every required check passes and EXIT_REFUSED (3) when
@@ -189,10 +189,11 @@ def _checks(path: Path, flags: Flags | None = None) -> tuple[list[Check], ImageR
     found.append(Check("qemu", qemu_path is not None,
                        f"{qemu_path} ({version})" if qemu_path else "qemu-system-x86_64 not found",
                        None if qemu_path else "apt-get install qemu-system-x86", required=True))
-    # e2fsck, tune2fs, resize2fs: the root filesystem and each dependency cache are shrunk
-    # to their content before they are sealed (vm/disks/rootfs.py shrink_ext4)
-    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("e2fsck", "e2fsprogs"), ("tune2fs", "e2fsprogs"),
-                          ("resize2fs", "e2fsprogs"), ("setpriv", "util-linux")):
+    # e2fsck, resize2fs: the root filesystem, which the host's mkfs.ext4 built from the
+    # image's layers, is shrunk to its content before it is sealed (vm/disks/rootfs.py
+    # shrink_ext4); never a disk the guest wrote (vm/disks/scratch.py says why)
+    for tool, package in (("mkfs.ext4", "e2fsprogs"), ("e2fsck", "e2fsprogs"), ("resize2fs", "e2fsprogs"),
+                          ("setpriv", "util-linux")):
         where = shutil.which(tool)
         found.append(Check(tool, where is not None, where or "not found",
                            None if where else f"apt-get install {package}", required=True))

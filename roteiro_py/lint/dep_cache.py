@@ -16,9 +16,11 @@ the tree's code:
   (the default targets, then every target: what any selection of targets needs), then
   the stubs' fingerprints and the incremental directories removed (BUILD_CLEANUP) so
   that nothing of the stubs can ever pass for the tree's packages. The scratch disk it
-  wrote is the cache, shrunk to its content before it is sealed (vm/disks/scratch.py
-  `shrink_to_content`: an 8 GiB sparse file holding ~108 MB became 114 MB, so a copy
-  that loses its holes, actions/cache's tar, stays that).
+  wrote is the cache, sealed as the guest left it: a sparse file as large as the disk
+  (8 GiB holding ~108 MB). No host program parses it, not even to shrink it: its
+  filesystem's metadata is what the guest's kernel wrote (vm/disks/scratch.py says why).
+  A CI cache keeps its holes by archiving it with GNU tar --sparse (ci/common.sh
+  pack_deps), bytes only.
 - The key (skeleton.cache_key): the image's manifest digest, the skeleton's digest (so
   every pinned package with its checksum or git revision, the features, profiles and the
   cargo configs), the clippy argv without its target selection, the guest environment
@@ -35,8 +37,8 @@ waits (within its deadline) and uses it. Using it holds that lock shared, from t
 until the VM is done: lints of one lockfile run side by side, and neither a prune nor a
 rebuild of a damaged copy takes the image from under one.
 
-Why the cache is shrunk, and why its build runs cargo for two target selections:
-docs/DESIGN_NOTES.md, section `roteiro_py/lint/dep_cache.py`.
+Why the cache is not shrunk on the host, and why its build runs cargo for two target
+selections: docs/DESIGN_NOTES.md, section `roteiro_py/lint/dep_cache.py`.
 """
 
 from __future__ import annotations
@@ -130,7 +132,6 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
     # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import build_part, without_target_selection
     from roteiro_py.depcache import skeleton, store
-    from roteiro_py.vm.disks.scratch import shrink_to_content
 
     # Lint levels (after `--`) reach clippy-driver for the tree's packages only, never a
     # dependency's build: neither the key nor the build takes them (a `-D warnings`
@@ -181,13 +182,6 @@ def dependency_cache(*, settings: Settings, tree: Tree, image: ResolvedImage, ar
                     if verdict.lasting:
                         store.mark_failed(key, verdict.note)
                     return skipped(f"building it failed: {verdict.note}", key)
-                try:
-                    # before sealing, under the build lock: a shrink that fails leaves
-                    # only the staging disk, removed below, never a cache
-                    shrink_to_content(disk)
-                except Refusal as refused:
-                    return skipped(f"it could not be shrunk to its content: "
-                                   f"{refused.guidance().summary}", key)
                 try:
                     published = store.publish(key, disk, max_bytes=settings.lint.dep_cache_max_mib << 20)
                 except OSError as error:  # a full disk, a directory where the image goes

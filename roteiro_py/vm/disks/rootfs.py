@@ -112,8 +112,8 @@ DECOMPRESS_TIMEOUT_S = 3600.0
 MKFS_TIMEOUT_S = 3600.0
 
 #: Host tools spawned here and the Debian package that provides each.
-HOST_TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs", "tune2fs": "e2fsprogs",
-                      "resize2fs": "e2fsprogs", "zstd": "zstd"}
+HOST_TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs", "resize2fs": "e2fsprogs",
+                      "zstd": "zstd"}
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -670,7 +670,14 @@ def shrink_ext4(path: Path, timeout: float, late: Late | None = None) -> int:
 
     Why: an image's holes are written out by a copy that does not keep them (GNU tar
     without --sparse, as actions/cache calls it). For a read-only image only: it keeps next
-    to no free space. A failure is errors.ScratchUnavailable quoting the tool."""
+    to no free space. A failure is errors.ScratchUnavailable quoting the tool.
+
+    Only for an image whose every byte the host wrote (the root filesystem, made here by
+    mkfs.ext4 from the image's layers), never for one a guest's kernel wrote (a scratch
+    disk, a dependency cache): e2fsck and resize2fs parse the filesystem's metadata, and
+    e2fsprogs has had memory-safety bugs on crafted filesystems (CVE-2019-5094,
+    CVE-2022-1304), so a guest that owns its kernel would own the host through them
+    (vm/disks/scratch.py)."""
     ext4_tool(path, "e2fsck", ["-f", "-y"], (0, 1), timeout, late)
     size = path.stat().st_size
     for _ in range(SHRINK_PASSES):

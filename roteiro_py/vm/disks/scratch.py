@@ -6,24 +6,31 @@ files, device nodes, symlinks to host paths) exists only inside that image, neve
 file the host's kernel would honour. Persist the image to let a later run see what an
 earlier one built ("warm runs"); two runs cannot use one image at once (qemu takes a
 write lock on it, and the second fails to start).
+
+Once a guest has written it, no host program parses it: the host's kernel never mounts
+it, and no host tool reads its filesystem's metadata (no e2fsck, resize2fs or debugfs,
+which are what shrinking it would take). The guest's kernel wrote those bytes, and a
+guest that owns its kernel can craft them: e2fsprogs has had memory-safety bugs on
+crafted filesystems (CVE-2019-5094, CVE-2022-1304), so parsing them would turn a guest
+kernel compromise into code running on the host, which is what the VM is there to
+prevent. The host handles such an image as bytes only: hashed (rootfs_record.hash_sparse),
+copied, archived with its holes (ci/common.sh pack_deps), attached to another guest.
+It stays as large as the scratch disk (8 GiB by default) and sparse: what a guest did
+not write is holes, kept by any copy that keeps holes.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from roteiro_py import errors
 from roteiro_py.process.tool import DIAGNOSTIC_BYTES, run_tool
-from roteiro_py.vm.disks.rootfs import ext4_tool, host_tool, shrink_ext4
+from roteiro_py.vm.disks.rootfs import host_tool
 from roteiro_py.vm.mounts import GUEST_GID, GUEST_UID
 
 #: Seconds mkfs.ext4 may take to make an empty scratch image (it writes only metadata;
 #: past this it hangs, and the refusal is errors.HostToolFailed).
 SCRATCH_MKFS_TIMEOUT_S = 300.0
-#: Seconds each of e2fsck, tune2fs and resize2fs may take on a scratch image being shrunk
-#: (an 8 GiB image holding ~110 MB: 0.02 s, 0.01 s and 0.3 s measured).
-SHRINK_TIMEOUT_S = 300.0
 
 
 def create_scratch(path: Path, size_mib: int) -> Path:
@@ -45,45 +52,3 @@ def create_scratch(path: Path, size_mib: int) -> Path:
         said = done.stderr.decode("utf-8", "replace").strip()[-300:]
         raise errors.ScratchUnavailable(path, said or "mkfs.ext4 failed")
     return path
-
-
-def shrink_to_content(path: Path) -> int:
-    """Shrink the scratch image at `path`, which the guest has written and unmounted, to
-    little more than what it holds, and return the file's new size in bytes.
-
-    Why: the image is as large as the scratch disk (8 GiB by default) however little the
-    guest wrote (~108 MB for a dependency cache), and a copy that does not keep holes (GNU
-    tar without --sparse, as actions/cache calls it) writes every byte of it: each restored
-    cache took 8.1 GiB of disk. What is done, in order: `e2fsck -f -y` (a journal left to
-    replay is replayed), `tune2fs -O ^has_journal` (the journal is 64 MiB of an 8 GiB
-    filesystem, and a read-only `noload` mount never reads it), rootfs.shrink_ext4 (the
-    smallest size that holds the data), then the file padded with a hole to `slot_size`
-    (so caches of similar size share one VM template).
-
-    Only for an image that is read-only from here on: it keeps next to no free space.
-    These are host programs reading metadata the guest's kernel wrote (the guest's
-    unprivileged processes never reach its block device): call it on an image a build
-    just wrote, before it is sealed, never on one restored from elsewhere. Any failure is
-    errors.ScratchUnavailable (or HostToolFailed/HostToolMissing); the image is then in no
-    known state and the caller discards it.
-    """
-    ext4_tool(path, "e2fsck", ["-f", "-y"], (0, 1), SHRINK_TIMEOUT_S)
-    ext4_tool(path, "tune2fs", ["-O", "^has_journal"], (0,), SHRINK_TIMEOUT_S)
-    padded = slot_size(shrink_ext4(path, SHRINK_TIMEOUT_S))
-    os.truncate(path, padded)  # a hole past the filesystem's end: the guest never reads it
-    return padded
-
-
-def slot_size(size: int) -> int:
-    """`size` rounded up to the next of four sizes per doubling (…, 64, 80, 96, 112, 128,
-    160 MiB, …: at most 25 % more, at least 1 MiB steps).
-
-    Why: a VM template's slot for the dependency cache is the disk's own size, and that
-    size is in the template's key (vm/qemu/template.py slot_sizes): caches shrunk to their
-    exact sizes would each need a template of their own, a cold boot and a memory file
-    each; rounded, caches of similar size share one. The rounding is a hole, which a copy
-    that loses holes writes out: 25 % at most, inside the 2x this module promises."""
-    if size <= 1 << 20:
-        return 1 << 20
-    granule = max(1 << 20, 1 << (size.bit_length() - 3))
-    return -(-size // granule) * granule

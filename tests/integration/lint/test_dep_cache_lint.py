@@ -84,10 +84,6 @@ def test_built_once_then_used_and_a_hostile_member_cannot_write_into_it(
     assert cache["state"] == "built", cache
     key = cache["key"]
     assert cache_file(key).is_file()
-    # shrunk to its content (scratch.shrink_to_content), not the scratch disk's 8 GiB with
-    # holes: a copy that loses the holes (actions/cache's tar) writes st_size bytes
-    st = cache_file(key).stat()
-    assert st.st_size <= 2 * st.st_blocks * 512 and st.st_size < 1 << 30, (st.st_size, st.st_blocks)
     # built, then used by the same command: loopfmt was not compiled by the lint itself
     assert first["summary"]["dependencies_fresh"] >= 1
     assert first["summary"]["dependencies_compiled"] == 0

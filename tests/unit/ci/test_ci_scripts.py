@@ -281,7 +281,10 @@ def gitlab(tmp_path: Path) -> dict[str, str]:
 
 
 PARTS = {"roteiro/store": "home/store", "roteiro/vm": "home/vm", "roteiro/cache/rootfs": "home/cache/rootfs",
-         "roteiro/cache/deps": "home/cache/deps", "roteiro/packages": "home/packages"}
+         "roteiro/packages": "home/packages"}
+#: The dependency caches' archive in the GitLab cache (ci/common.sh pack_deps; its holes:
+#: tests/unit/ci/test_deps_archive.py).
+DEPS_PACKED = "roteiro/deps-packed"
 
 
 def test_the_gitlab_cache_leaves_the_tree_before_the_lint_and_comes_back(gitlab: dict[str, str],
@@ -290,17 +293,25 @@ def test_the_gitlab_cache_leaves_the_tree_before_the_lint_and_comes_back(gitlab:
     for part in PARTS:
         (cache / part).mkdir(parents=True)
         (cache / part / "marker").write_text(part)
+    (earlier := tmp_path / "earlier").mkdir()
+    (earlier / "marker").write_text("deps")
+    (cache / DEPS_PACKED).mkdir(parents=True)
+    subprocess.run(["tar", "-cf", str(cache / DEPS_PACKED / "deps.tar"), "-C", str(earlier), "."], check=True)
     done = run(CI / "gitlab" / "cache.sh", gitlab, "restore")
     assert done.returncode == 0, done.stderr
     for part, where in PARTS.items():
         assert (tmp_path / where / "marker").read_text() == part
         assert not (cache / part).exists()  # nothing of the cache is left in the tree
-    (tmp_path / "home" / "cache" / "deps" / "new").write_text("built by this job")
+    deps = tmp_path / "home" / "cache" / "deps"
+    assert (deps / "marker").read_text() == "deps" and not (cache / DEPS_PACKED).exists()
+    (deps / "new").write_text("built by this job")
     done = run(CI / "gitlab" / "cache.sh", gitlab, "save")
     assert done.returncode == 0, done.stderr
     for part, where in PARTS.items():
         assert (cache / part / "marker").read_text() == part and not (tmp_path / where).exists()
-    assert (cache / "roteiro" / "cache" / "deps" / "new").read_text() == "built by this job"
+    listed = subprocess.run(["tar", "-tf", str(cache / DEPS_PACKED / "deps.tar")], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert {"./marker", "./new"} <= set(listed), listed
 
 
 def test_a_kept_home_wins_and_the_archived_copy_leaves_the_tree(gitlab: dict[str, str], tmp_path: Path) -> None:

@@ -169,7 +169,8 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert env_problems(action) == []
     assert uses_problems(action) == []
     assert accel_problems(action) == []
-    assert sum("run" in step for step in steps(action)) == 6  # install, prepare, lint, sarif-skipped, review, finish
+    # install, unpack-deps, prepare, lint, pack-deps, sarif-skipped, review, finish
+    assert sum("run" in step for step in steps(action)) == 8
 
 
 @pytest.mark.parametrize(("mutate", "check", "expected"), [
@@ -256,9 +257,25 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
         "image": {under(paths.store_root(), tmp_path, home), f"{home}/cache/rootfs",
                   under(image_build.images_root(), tmp_path, home)},  # image: build's layouts
         "vm": {under(paths.vm_assets_root(), tmp_path, home)},
-        "deps": {under(depcache_store.cache_dir(), tmp_path, home)},
+        "deps": {f"{home}/ci-cache/deps-packed"},  # the dependency caches' sparse archive
         "cargo": {under(cargo_store.packages_root(), tmp_path, home)},  # what fetch-deps fills
     }
+    # ... of the directory the dependency caches are kept in, packed after the lint and before
+    # the save, unpacked after the restore and before anything reads it, under the save's
+    # and the restore's own conditions
+    deps = under(depcache_store.cache_dir(), tmp_path, "$home")
+    assert f'pack_deps "{deps}" "$home/ci-cache/deps-packed"' in (ROOT / "ci/github/pack-deps.sh").read_text()
+    assert f'unpack_deps "$home/ci-cache/deps-packed" "{deps}"' in (ROOT / "ci/github/unpack-deps.sh").read_text()
+    named = [s.get("name") for s in steps(action)]
+    order = [named.index(n) for n in (
+        "Restore the dependency caches", "Unpack the dependency caches",
+        "Provision, check this runner, fetch dependencies", "Lint with clippy in a microVM",
+        "Pack the dependency caches", "Save the dependency caches")]
+    assert order == sorted(order), named
+    by_name = {s.get("name"): s for s in steps(action)}
+    assert by_name["Unpack the dependency caches"]["if"] == "steps.deps-cache.outputs.cache-hit == 'true'"
+    assert by_name["Pack the dependency caches"]["if"] == by_name["Save the dependency caches"]["if"] == (
+        "steps.deps-cache.outputs.cache-hit != 'true'")
     rootfs = (ROOT / "roteiro_py" / "vm" / "disks" / "rootfs.py").read_text()
     assert 'cache = paths.cache_root() / "rootfs"' in rootfs
     keys = {step["id"]: step["with"]["key"] for step in steps(action) if step.get("id", "").endswith("-cache")}
@@ -377,9 +394,12 @@ def test_the_gitlab_caches_are_the_parts_cache_sh_moves() -> None:
     assert f'name="${{PYLINT_SANDBOX_CACHE:-{directory}}}"' in cache_sh
     parts = set(re.findall(r'^  "([a-z/]+)\|', cache_sh, re.M))
     cached = {path for cache in job["cache"] for path in cache["paths"]}
-    assert cached == {f"{directory}/{part}" for part in parts}
-    assert parts == {"roteiro/store", "roteiro/vm", "roteiro/cache/rootfs", "roteiro/cache/deps",
-                     "roteiro/packages"}
+    packed = re.search(r'^deps_packed="([a-z/-]+)"$', cache_sh, re.M)
+    assert packed is not None
+    assert cached == {f"{directory}/{part}" for part in parts} | {f"{directory}/{packed.group(1)}"}
+    assert parts == {"roteiro/store", "roteiro/vm", "roteiro/cache/rootfs", "roteiro/packages"}
+    assert 'pack_deps "$home/cache/deps" "$cache/$deps_packed"' in cache_sh
+    assert 'unpack_deps "$cache/$deps_packed" "$home/cache/deps"' in cache_sh
     assert all(cache["when"] == "always" for cache in job["cache"])
     keyed = {cache["key"]["prefix"]: cache["key"]["files"] for cache in job["cache"] if isinstance(cache["key"], dict)}
     assert set(keyed) == {"pylint-sandbox-image", "pylint-sandbox-deps", "pylint-sandbox-packages"}

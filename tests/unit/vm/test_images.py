@@ -385,7 +385,7 @@ def test_a_missing_host_tool_is_a_refusal_naming_its_package(
         rootfs.flatten([Layer("sha256:" + "2" * 64, rootfs.MEDIA_ZSTD[0],
                               tmp_path / "l.tar.zst")], tree)
     assert "apt-get install zstd" in refused.value.guidance().render_text()
-    assert {tool for tool in rootfs.HOST_TOOL_PACKAGES} == {"mkfs.ext4", "zstd"}
+    assert {tool for tool in rootfs.HOST_TOOL_PACKAGES} == {"mkfs.ext4", "e2fsck", "resize2fs", "zstd"}
 
 
 def stub_tool(where: Path, name: str, script: str) -> Path:
