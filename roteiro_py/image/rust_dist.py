@@ -46,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
-import ipaddress
 import lzma
 import os
 import re
@@ -69,6 +68,7 @@ from typing import IO, Any, BinaryIO, cast
 from roteiro_py import errors
 from roteiro_py.paths import cache_root
 from roteiro_py.redirects import UnreadRedirectHandler
+from roteiro_py.reference import is_loopback_host
 from roteiro_py.socket_deadline import SocketDeadline
 from roteiro_py.untrusted import FileRefused, parse_toml
 from roteiro_py.vm.assets import openpgp
@@ -170,15 +170,6 @@ def resolve_server(server: str | None, environ: Mapping[str, str] | None = None)
     return chosen
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def not_fetchable(url: str) -> str | None:
     """Why `url` is never requested, or None: https, or plain http to a loopback address."""
     try:
@@ -192,7 +183,7 @@ def not_fetchable(url: str) -> str | None:
         return "names a user"
     if not parts.hostname:
         return "has no host"
-    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(parts.hostname)):
+    if parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(parts.hostname)):
         return None
     return "is not https (plain http is spoken to a loopback address only)"
 
@@ -280,7 +271,7 @@ def download(url: str, limit: int, sink: Callable[[bytes], object], what: str,
         request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox",
                                                        "Accept-Encoding": "identity"})
         try:
-            opener = _opener(watch, direct=_loopback(urllib.parse.urlsplit(url).hostname or ""))
+            opener = _opener(watch, direct=is_loopback_host(urllib.parse.urlsplit(url).hostname or ""))
             response = cast(http.client.HTTPResponse, opener.open(request, timeout=NETWORK_TIMEOUT_S))
         except urllib.error.HTTPError as error:
             error.close()

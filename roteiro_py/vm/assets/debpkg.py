@@ -83,30 +83,17 @@ def _data_member(handle: BinaryIO) -> tuple[str, int]:
 
 
 def read_members(deb: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, bytes]]:
-    """(name without a leading ./, contents) for each member `wanted` accepts."""
-    with deb.open("rb") as handle:
-        name, size = _data_member(handle)
+    """(name without a leading ./, contents) for each member `wanted` accepts, which must
+    be a regular file; bounded as `data_members`."""
+    for member, path, stream in data_members(deb):
+        if not wanted(path):
+            continue
+        if not member.isreg() or stream is None:
+            raise DebError(f"member {path[:200]!r} is not a regular file (a link or a device)")
         try:
-            with tarfile.open(fileobj=_Window(handle, size), mode=_TAR_MODES[name]) as tar:  # type: ignore[call-overload]
-                for count, member in enumerate(tar, 1):
-                    if count > MAX_MEMBERS:
-                        raise DebError(f"more than {MAX_MEMBERS} entries")
-                    path = member.name.removeprefix("./")
-                    parts = path.split("/")
-                    if member.name.startswith("/") or ".." in parts:
-                        raise DebError(f"member {member.name[:200]!r} names a path outside the package")
-                    if not wanted(path):
-                        continue
-                    if not member.isreg():
-                        raise DebError(f"member {path[:200]!r} is not a regular file (a link or a device)")
-                    if member.size > MAX_MEMBER_BYTES:
-                        raise DebError(f"member {path[:200]!r} is larger than {MAX_MEMBER_BYTES} bytes")
-                    extracted = tar.extractfile(member)
-                    if extracted is None:
-                        raise DebError(f"member {path[:200]!r} cannot be read")
-                    yield path, extracted.read(MAX_MEMBER_BYTES)
+            yield path, stream.read(MAX_MEMBER_BYTES)
         except (tarfile.TarError, lzma.LZMAError, EOFError, OSError, gzip.BadGzipFile) as exc:
-            raise DebError(f"{name}: {exc}") from exc
+            raise DebError(f"{path[:200]}: {exc}") from exc
 
 
 def data_members(deb: Path) -> Iterator[tuple[tarfile.TarInfo, str, IO[bytes] | None]]:

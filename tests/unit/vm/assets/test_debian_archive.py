@@ -24,29 +24,12 @@ import pytest
 
 from roteiro_py import errors
 from roteiro_py.vm.assets import assets, debian_archive, debpkg, openpgp
+from tests.unit.gpg_support import Gpg
 
 NOW = time.time()
 
 
 # -- a signing key of the test's own, made with gpg in a temporary GNUPGHOME ----------------
-
-
-class Gpg:
-    def __init__(self, home: Path) -> None:
-        self.home = home
-
-    def run(self, *args: str, data: bytes | None = None) -> bytes:
-        done = subprocess.run(["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback",
-                               "--passphrase", "", *args], input=data, capture_output=True,
-                              env={"GNUPGHOME": str(self.home), "PATH": os.environ["PATH"]},
-                              check=True, timeout=60)
-        return done.stdout
-
-    def fingerprint(self, uid: str) -> str:
-        for line in self.run("--with-colons", "--list-keys", uid).decode().splitlines():
-            if line.startswith("fpr:"):
-                return line.split(":")[9]
-        raise AssertionError(uid)
 
 
 @pytest.fixture(scope="module")
