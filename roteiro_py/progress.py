@@ -172,10 +172,23 @@ _NAME_WIDTH = max(len(name) for name in (HYPERVISOR, IMAGE, CARGO_VIEW, ROOTFS, 
 STOPPED = "(stopped)"
 
 
+def note_prefix(name: str | None) -> str:
+    """What a note, a detail or an announcement under stage `name` starts with in a log:
+    the stage's name, then blanks past the elapsed-time column, so a note's text lines up
+    with the other notes and never starts where a stage line's seconds do (issue 23: a
+    note began two columns left of the time under it, `clippy           checking ...` over
+    `clippy             15.2 s`)."""
+    return f"{name or '':<{_NAME_WIDTH}} {'':{_TIME_WIDTH}}   "
+
+
+#: The width of a stage line's elapsed seconds (`stage_line`).
+_TIME_WIDTH = 6
+
+
 def stage_line(name: str, seconds: float, stopped: bool = False) -> str:
     """The line a finished stage leaves: its name and its elapsed seconds; STOPPED after
     them when the run ended in that stage with a refusal or an error."""
-    return f"{name:<{_NAME_WIDTH}} {seconds:6.1f} s" + (f" {STOPPED}" if stopped else "")
+    return f"{name:<{_NAME_WIDTH}} {seconds:{_TIME_WIDTH}.1f} s" + (f" {STOPPED}" if stopped else "")
 
 
 def shown_note(text: str) -> str:
@@ -222,18 +235,18 @@ class _Stages(ABC):
         if self._verbose and self._name is not None and not self._finished and text != self._note:
             if self._noted < MAX_VERBOSE_NOTES:
                 self._noted += 1
-                self._line(f"{self._name:<{_NAME_WIDTH}} {shown_note(text)}")
+                self._line(note_prefix(self._name) + shown_note(text))
             else:
                 self._unshown += 1
         self._note = text
 
     def detail(self, text: str) -> None:
         if self._verbose and not self._finished:
-            self._line(f"{self._name or '':<{_NAME_WIDTH}} {shown_detail(text)}")
+            self._line(note_prefix(self._name) + shown_detail(text))
 
     def announce(self, text: str) -> None:
         if not self._finished:
-            self._line(f"{self._name or '':<{_NAME_WIDTH}} {shown_detail(text)}")
+            self._line(note_prefix(self._name) + shown_detail(text))
 
     def finish(self, stopped: bool = False) -> None:
         if self._finished:
@@ -247,7 +260,7 @@ class _Stages(ABC):
 
     def _end_notes(self) -> None:
         if self._unshown:
-            self._line(f"{self._name:<{_NAME_WIDTH}} {more_notes_line(self._unshown)}")
+            self._line(note_prefix(self._name) + more_notes_line(self._unshown))
 
     @abstractmethod
     def _line(self, line: str) -> None:
@@ -283,7 +296,7 @@ class Plain(_Stages):
         now = self._clock()
         if self._noted_at is None or now - self._noted_at >= PLAIN_NOTE_INTERVAL_S:
             self._noted_at = now
-            self._write(f"{self._name:<{_NAME_WIDTH}} {shown_note(text)}")
+            self._write(note_prefix(self._name) + shown_note(text))
 
     def _ended(self, name: str, seconds: float, stopped: bool) -> None:
         self._write(stage_line(name, seconds, stopped))

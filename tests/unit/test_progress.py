@@ -148,8 +148,8 @@ def test_plain_notes_are_rate_limited_the_first_at_once() -> None:
     plain.note("checking demo-app v0.1.0")
     plain.finish()
     lines = out.getvalue().splitlines()
-    assert lines[:2] == [f"{P.CLIPPY:<{P._NAME_WIDTH}} checking demo-core v0.1.0",
-                         f"{P.CLIPPY:<{P._NAME_WIDTH}} checking demo-app v0.1.0"]
+    assert lines[:2] == [P.note_prefix(P.CLIPPY) + "checking demo-core v0.1.0",
+                         P.note_prefix(P.CLIPPY) + "checking demo-app v0.1.0"]
     assert len(lines) == 3 and STAGE_LINE.match(lines[2])
 
 
@@ -215,7 +215,7 @@ def test_a_hostile_note_is_sanitised_and_one_short_line() -> None:
     assert_harmless(out.getvalue())
     note, guarded, _ = out.getvalue().splitlines()
     assert note.startswith(P.CLIPPY) and "\\x1b[2J" in note  # shown escaped, not dropped
-    assert len(note) <= P._NAME_WIDTH + 1 + P.NOTE_CHARS
+    assert len(note) <= len(P.note_prefix(P.CLIPPY)) + P.NOTE_CHARS
     assert "\\x3a:error" in P.shown_note("::error::x")  # a note alone is guarded too
 
     console, written = forced_terminal()
@@ -244,8 +244,8 @@ def test_a_hostile_guest_line_through_the_watch_reaches_the_renderer_bounded() -
     text = out.getvalue()
     assert_harmless(text)
     notes = [line for line in text.splitlines() if not STAGE_LINE.match(line)]
-    assert len(notes) == 1 and notes[0].startswith(f"{P.CLIPPY:<{P._NAME_WIDTH}} checking \\x1b[2J")
-    assert len(notes[0]) <= P._NAME_WIDTH + 1 + P.NOTE_CHARS
+    assert len(notes) == 1 and notes[0].startswith(P.note_prefix(P.CLIPPY) + "checking \\x1b[2J")
+    assert len(notes[0]) <= len(P.note_prefix(P.CLIPPY)) + P.NOTE_CHARS
 
 
 # -- the splitter -----------------------------------------------------------------------------
@@ -380,7 +380,7 @@ def test_a_nested_jobs_notes_reach_the_current_stage_and_its_stages_do_not() -> 
     nested.finish(stopped=True)
     plain.finish()
     lines = out.getvalue().splitlines()
-    assert lines[0] == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} checking syn v2.0.119"
+    assert lines[0] == P.note_prefix(P.DEP_CACHE) + "checking syn v2.0.119"
     assert [line.split()[0] for line in lines[1:]] == ["dependency"], lines  # no clippy stage line
     assert P.STOPPED not in out.getvalue()
 
@@ -399,7 +399,7 @@ def test_verbose_shows_every_note_once_and_each_detail_as_a_line() -> None:
             clock.now += 0.5  # well within PLAIN_NOTE_INTERVAL_S
         plain.finish()
         lines = out.getvalue().splitlines()
-        prefix = f"{P.CLIPPY:<{P._NAME_WIDTH}} "
+        prefix = P.note_prefix(P.CLIPPY)
         if verbose:
             assert lines == [prefix + "the guest will run, in /w: cargo-clippy clippy --message-format=json",
                              prefix + "checking a v1", prefix + "checking b v1", prefix + "checking c v1",
@@ -419,8 +419,8 @@ def test_verbose_notes_are_bounded_per_stage_and_the_rest_counted() -> None:
     plain.finish()
     lines = out.getvalue().splitlines()
     assert len(lines) == P.MAX_VERBOSE_NOTES + 4
-    assert lines[P.MAX_VERBOSE_NOTES] == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} {P.more_notes_line(25)}"
-    assert lines[-2] == f"{P.CLIPPY:<{P._NAME_WIDTH}} checking demo-core v0.1.0"
+    assert lines[P.MAX_VERBOSE_NOTES] == P.note_prefix(P.DEP_CACHE) + f"{P.more_notes_line(25)}"
+    assert lines[-2] == P.note_prefix(P.CLIPPY) + "checking demo-core v0.1.0"
 
 
 def test_a_hostile_detail_is_sanitised_and_cut() -> None:
@@ -431,7 +431,7 @@ def test_a_hostile_detail_is_sanitised_and_cut() -> None:
     plain.finish()
     assert_harmless(out.getvalue())
     detail = out.getvalue().splitlines()[0]
-    assert "\\x1b[2J" in detail and len(detail) <= P._NAME_WIDTH + 1 + P.DETAIL_CHARS
+    assert "\\x1b[2J" in detail and len(detail) <= len(P.note_prefix(P.CLIPPY)) + P.DETAIL_CHARS
 
 
 def test_on_a_terminal_verbose_lines_stay_above_the_spinner() -> None:
@@ -444,7 +444,7 @@ def test_on_a_terminal_verbose_lines_stay_above_the_spinner() -> None:
     terminal.refresh()
     clock.now += 1.0
     terminal.finish()
-    prefix = f"{P.CLIPPY:<{P._NAME_WIDTH}} "
+    prefix = P.note_prefix(P.CLIPPY)
     assert screen(out.getvalue()) == [prefix + "the VM was restored from template abc",
                                       prefix + "checking demo-core v0.1.0", P.stage_line(P.CLIPPY, 1.0)]
 
@@ -455,5 +455,25 @@ def test_nested_details_reach_the_current_stage_and_silent_ignores_them() -> Non
     plain.stage(P.DEP_CACHE)
     P.NotesOnly(plain).detail("the cache VM booted cold")
     P.SILENT.detail("nothing")
-    assert out.getvalue() == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} the cache VM booted cold\n"
+    assert out.getvalue() == P.note_prefix(P.DEP_CACHE) + "the cache VM booted cold\n"
     assert isinstance(P.for_stderr(verbose=True), P.Plain) and P.for_stderr(quiet=True, verbose=True) is P.SILENT
+
+
+def test_a_note_starts_past_the_time_column_of_the_stage_lines() -> None:
+    """Issue 23: in a log a note began two columns left of the seconds printed under it
+    (`clippy           checking ...` over `clippy             15.2 s`). Every note's text
+    now starts in one column, past the end of every stage line's time, whatever the time."""
+    out = io.StringIO()
+    clock = Clock()
+    plain = P.Plain(out, clock=clock)
+    for seconds in (0.0, 15.2, 189.0):
+        plain.stage(P.CLIPPY)
+        plain.note(f"checking crate-{seconds} v0.1.0")
+        clock.now += seconds
+    plain.finish()
+    lines = out.getvalue().splitlines()
+    notes = [line for line in lines if "checking" in line]
+    stages = [line for line in lines if STAGE_LINE.match(line)]
+    assert len(notes) == 3 and len(stages) == 3
+    starts = {line.index("checking") for line in notes}
+    assert len(starts) == 1 and min(starts) > max(len(line) for line in stages)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.lint.dep_cache import BUILDING
-from roteiro_py.progress import _NAME_WIDTH, DEP_CACHE
+from roteiro_py.progress import DEP_CACHE, note_prefix
 from tests.integration.lint.lint_support import EXE, HOME, USES_FMT, Image, LocalRegistry, cli, crate_tree
 
 #: A member's build script that overwrites every artifact of the dependency it can reach
@@ -207,7 +207,7 @@ def test_one_cache_serves_a_second_target_selection(
     assert plain["dependency_cache"]["state"] == "built", plain["dependency_cache"]
     # said on stderr (a pipe: a CI log's lines) at the default verbosity: that the build
     # happens once per lockfile, and a crate cargo compiled in it
-    assert f"{DEP_CACHE:<{_NAME_WIDTH}} {BUILDING}" in done.stderr.splitlines(), done.stderr
+    assert note_prefix(DEP_CACHE) + BUILDING in done.stderr.splitlines(), done.stderr
     assert re.search(rf"^{DEP_CACHE} +(checking|compiling) [a-z][\w-]* v\d", done.stderr, re.M), done.stderr
     assert plain["summary"]["build_succeeded"] is True
     assert plain["summary"]["dependencies_compiled"] == 0  # control: it needs no loopfmt

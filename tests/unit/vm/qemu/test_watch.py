@@ -72,7 +72,7 @@ def test_the_build_names_each_crate_cargo_checks_in_a_ci_log(tmp_path: Path) -> 
     notes = [line.split(None, 2)[2] for line in log.splitlines()
              if line.startswith(P.DEP_CACHE) and "checking" in line]
     assert "checking demo-core v0.1.0" in notes and "checking demo-app v0.1.0" in notes, log
-    assert log.splitlines()[0] == f"{P.DEP_CACHE:<{P._NAME_WIDTH}} {BUILDING}"  # once per lockfile
+    assert log.splitlines()[0] == P.note_prefix(P.DEP_CACHE) + BUILDING  # once per lockfile
     assert "\x1b" not in log and "\r" not in log
 
 
