@@ -181,6 +181,7 @@ class CacheKind(StrEnum):
     rootfs = "rootfs"
     build = "build"
     cargo_view = "cargo-view"
+    image_build = "image-build"
     image = "image"
 
 

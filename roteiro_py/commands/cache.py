@@ -45,6 +45,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import time
@@ -294,6 +295,26 @@ class _CargoViews:
         discard(entry.path)
 
 
+class _ImageBuilds:
+    """image/build.py: `images/clippy-<tag>/`, the OCI layout `image build` made and keeps
+    so the same inputs build nothing (~840 MB each: the store holds a copy of its blobs),
+    last use its mtime (each build of it). Its lock is the build's own."""
+
+    label = "image build"
+    _NAME = re.compile(r"clippy-([A-Za-z0-9][A-Za-z0-9._-]{0,127})")
+
+    def entries(self) -> list[CacheEntry]:
+        return _directory_entries("image-build", paths.cache_root() / "images", self._NAME)
+
+    def lock_path(self, entry: CacheEntry) -> Path:
+        return entry.path.parent / f".{entry.path.name}.lock"
+
+    def delete(self, entry: CacheEntry) -> None:
+        shutil.rmtree(entry.path)  # a directory of ours; rmtree follows no link inside it
+        with contextlib.suppress(FileNotFoundError):
+            used_record(entry.path).unlink()
+
+
 class _Images:
     """store/layout.py: each provisioned reference (`Store.usage`), its last use
     `store/uses/<pinned hex>.used` (each lint of it). Listed, never pruned (not derived):
@@ -348,6 +369,7 @@ KINDS: dict[str, CacheKind] = {
     "rootfs": _RootFilesystems(),     # the image's flattened root, per manifest digest
     "build": _KeptBuilds(),           # a trusted tree's scratch disk kept by --keep-cache
     "cargo-view": _CargoViews(),      # the pinned crates a guest reads, per lockfile
+    "image-build": _ImageBuilds(),    # the layout `image build` keeps, per toolchain and options
     "image": _Images(),               # a provisioned image in the store: listed, never pruned
 }
 #: The kinds `prune` takes: every one derived, rebuilt when missing (an image is fetched).

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from roteiro_py import locks, paths
+from roteiro_py import eviction, locks, paths
 from roteiro_py.image import debian_root, layers, toolchain
 from roteiro_py.vm.assets import debian_archive, debpkg
 
@@ -132,6 +132,7 @@ def build(request: BuildRequest, *, force: bool = False, progress: Callable[[str
     try:
         recorded = None if force else _recorded(layout, inputs)
         if recorded is not None:
+            eviction.record_use(eviction.used_record(layout))  # `cache prune` ranks by it
             return Built(recorded[0], layout, True, recorded[1])
         packages = resolve_packages(request, time.time() if now is None else now)
         say(f"{len(packages)} Debian packages: {debian_archive.names(p.package for p in packages)}")
@@ -165,6 +166,7 @@ def build(request: BuildRequest, *, force: bool = False, progress: Callable[[str
             os.replace(new, layout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        eviction.record_use(eviction.used_record(layout))
         return Built(reference, layout, False, names)
     finally:
         lock.release()

@@ -73,7 +73,8 @@ def image_in_store(name: str, *layers: dict[str, bytes]) -> ImageReference:
 
 def lay_out_every_kind(*, image: bool = False) -> dict[str, Path]:
     """One cache of each kind, each last used a different number of days ago (deps the
-    oldest, 50 days; cargo-view the newest, 10), each holding 1-3 MiB; with `image`, a
+    oldest, 50 days, but for image build's layout, 60; cargo-view the newest, 10), each
+    holding 1-3 MiB; with `image`, a
     provisioned image too, last used 5 days ago (its pinned manifest is its path)."""
     cache = paths.cache_root()
     made: dict[str, Path] = {"deps": dep_cache("d" * 64, 50, data_kib=2048)}
@@ -99,6 +100,12 @@ def lay_out_every_kind(*, image: bool = False) -> dict[str, Path]:
     (view / "registry" / "src").mkdir(parents=True)
     (view / "registry" / "src" / "lib.rs").write_bytes(os.urandom(1024 * KIB))
     made["cargo-view"] = aged(view, 10)
+
+    layout = cache / "images" / "clippy-1.95.0"  # what `image build` keeps: the oldest, 60 days
+    (layout / "blobs" / "sha256").mkdir(parents=True)
+    (layout / "blobs" / "sha256" / ("9" * 64)).write_bytes(os.urandom(1024 * KIB))
+    (layout / "index.json").write_text("{}")
+    made["image-build"] = aged(layout, 60)
     if image:
         ref = image_in_store("localhost/every/kind", {"big": os.urandom(512 * KIB)})
         record_use(Store.default().use_path(str(ref.digest), ".used"), time.time() - 5 * DAY)
@@ -140,7 +147,7 @@ def test_list_shows_every_kind_with_size_last_use_and_a_total() -> None:
     assert "(50 days ago)" in human.stdout and "(10 days ago)" in human.stdout
     assert "(5 days ago)" in human.stdout
     assert "no use recorded" not in human.stdout
-    assert lines[-1].startswith(f"total: 6 caches, {cache_report.size_text(sum(sizes.values()))}")
+    assert lines[-1].startswith(f"total: 7 caches, {cache_report.size_text(sum(sizes.values()))}")
 
 
 def test_an_empty_cache_lists_nothing() -> None:
@@ -170,11 +177,11 @@ def test_prune_by_age_removes_the_old_and_says_what_it_freed() -> None:
     before = {entry["kind"]: entry["size_bytes"] for entry in listed()}
     result = run("prune", "--older-than", "25")
     assert result.returncode == 0, result.stderr
-    gone = ["deps", "template", "rootfs"]
+    gone = ["deps", "template", "rootfs", "image-build"]
     assert [kind for kind, path in made.items() if not os.path.lexists(path)] == gone
     freed = sum(int(str(before[kind])) for kind in gone)
-    assert result.stdout.splitlines()[-1] == f"freed {cache_report.size_text(freed)} (3 caches)"
-    assert sum(line.startswith("removed") for line in result.stdout.splitlines()) == 3
+    assert result.stdout.splitlines()[-1] == f"freed {cache_report.size_text(freed)} (4 caches)"
+    assert sum(line.startswith("removed") for line in result.stdout.splitlines()) == 4
     # the dependency cache's record and marks went with it, its lock file stayed
     assert sorted(path.suffix for path in store.cache_dir().iterdir()) == [".lock"]
     assert (paths.cache_root() / "builds" / f"{'3' * 32}.manifest.json").exists()  # kept, with its disk
@@ -206,7 +213,7 @@ def test_prune_by_kind_and_dry_run() -> None:
     assert unknown.returncode == 2
 
 
-@pytest.mark.parametrize("kind", ["deps", "template", "rootfs", "build", "cargo-view"])
+@pytest.mark.parametrize("kind", ["deps", "template", "rootfs", "build", "cargo-view", "image-build"])
 def test_prune_never_takes_what_a_running_lint_holds(kind: str) -> None:
     made = lay_out_every_kind()
     entry = next(entry for entry in cache_report.collect([kind]))

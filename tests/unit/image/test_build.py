@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from roteiro_py import eviction
 from roteiro_py.commands.image import run_image_build
 from roteiro_py.errors import ImageBuildRefused, UsageError
 from roteiro_py.image import build, toolchain
@@ -117,8 +118,12 @@ def test_two_builds_give_one_digest_and_a_changed_input_another(
     assert {"bin", "usr/bin/dash", "usr/bin/sh", "usr/bin/cc", "usr/bin/which",
             "usr/lib/x86_64-linux-gnu/libz.so.1"} <= set(root)
     assert "usr/local/bin/clippy-driver" in layer_names(first.layout, first.reference, 1)
+    record = eviction.used_record(first.layout)
+    eviction.record_use(record, now=1_000_000.0)  # an old use, 1970
     again = build.build(request(archive, toolchain_dir))
     assert (again.cached, again.reference) == (True, first.reference)
+    # a cached build is a use: `cache prune` ranks the kept layout by it, not by its mtime
+    assert eviction.recorded_use(record) is not None and eviction.recorded_use(record) > time.time() - 60
     rebuilt = build.build(request(archive, toolchain_dir), force=True)  # every byte written again
     assert (rebuilt.cached, rebuilt.reference) == (False, first.reference)
     (toolchain_dir / "lib" / "librustc_driver.so").write_bytes(b"drivex")
