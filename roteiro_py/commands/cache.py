@@ -307,7 +307,10 @@ class _ImageBuilds:
         return _directory_entries("image-build", paths.cache_root() / "images", self._NAME)
 
     def lock_path(self, entry: CacheEntry) -> Path:
-        return entry.path.parent / f".{entry.path.name}.lock"
+        # lazy: see _DependencyCaches.entries
+        from roteiro_py.image.build import lock_path
+
+        return lock_path(entry.key)
 
     def delete(self, entry: CacheEntry) -> None:
         shutil.rmtree(entry.path)  # a directory of ours; rmtree follows no link inside it

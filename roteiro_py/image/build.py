@@ -66,6 +66,12 @@ def images_root() -> Path:
     return paths.cache_root() / "images"
 
 
+def lock_path(tag: str) -> Path:
+    """The lock a build of the image `tag` holds (exclusive) while it writes its layout;
+    `cache prune` takes it before removing the layout (commands/cache.py)."""
+    return images_root() / f".clippy-{tag}.lock"
+
+
 def debs_root() -> Path:
     """Downloaded .debs, each named by its SHA-256 (checked again on every use)."""
     return paths.cache_root() / "debs"
@@ -127,7 +133,7 @@ def build(request: BuildRequest, *, force: bool = False, progress: Callable[[str
     root = images_root()
     root.mkdir(parents=True, exist_ok=True)
     layout = root / f"clippy-{tag}"
-    lock = locks.acquire_within(root / f".clippy-{tag}.lock", until=time.monotonic() + LOCK_WAIT_S,
+    lock = locks.acquire_within(lock_path(tag), until=time.monotonic() + LOCK_WAIT_S,
                                 seconds=LOCK_WAIT_S, waiting_for=f"another build of the image {tag}")
     try:
         recorded = None if force else _recorded(layout, inputs)

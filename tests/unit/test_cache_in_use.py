@@ -77,6 +77,13 @@ HOLDERS = {
               "with scratch_disk(settings, sys.argv[1]) as scratch:\n"
               "    assert scratch.disk.is_file()\n"
               "    print('held', flush=True); sys.stdin.readline()\n"),
+    # held by a build of it, for as long as it writes the layout (image/build.py build)
+    "image-build": ("from roteiro_py import locks\n"
+                    "from roteiro_py.image.build import lock_path\n"
+                    "lock = locks.acquire_within(lock_path(sys.argv[1]), until=time.monotonic() + 30,\n"
+                    "                            seconds=30, waiting_for='the test')\n"
+                    "print('held', flush=True); sys.stdin.readline()\n"
+                    "lock.release()\n"),
     "cargo-view": ("from pathlib import Path\n"
                    "from roteiro_py import lint\n"
                    "from roteiro_py.lint.caches import cargo_in_use\n"
@@ -175,8 +182,12 @@ def lay_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, 
     assert registry is not None
     view = registry.parent
     made["cargo-view"] = view
+    layout = cache / "images" / "clippy-1.95.0"  # what `image build` keeps
+    layout.mkdir(parents=True)
+    (layout / "index.json").write_text("{}")
+    made["image-build"] = layout
     return made, {"deps": DEPS_KEY, "rootfs": ROOTFS_HEX, "template": TEMPLATE_KEY,
-                  "build": BUILD_KEY, "cargo-view": str(tree)}
+                  "build": BUILD_KEY, "cargo-view": str(tree), "image-build": "1.95.0"}
 
 
 def prune_all() -> subprocess.CompletedProcess[str]:
