@@ -5,15 +5,20 @@ body) returns at once instead of waiting on a server that trickles or says nothi
 Shutting a socket down wakes a recv() blocked in another thread (close() does not). The
 caller registers each connection's socket as soon as it exists (`arm`) and, when a read
 fails or ends short, asks `fired` whether the deadline is why, naming its own refusal.
-Shared by the image registry client (store/registry.py) and the crate fetcher
-(cargo/registry.py); imports nothing of ours.
+Shared by the image registry client (store/registry.py), the crate fetcher
+(cargo/registry.py), Rust's distribution (image/rust_dist.py) and the GitHub API
+(commands/github_api.py); `armed_connection` is the one connection class that arms its
+socket as it is made. Imports nothing of ours.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import threading
+from collections.abc import Callable
+from typing import Any, cast
 
 
 class SocketDeadline:
@@ -58,3 +63,24 @@ class SocketDeadline:
 def shutdown(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):  # already closed by its connection
         sock.shutdown(socket.SHUT_RDWR)
+
+
+def armed_connection(base: type[http.client.HTTPConnection],
+                     arm: Callable[[socket.socket], None]) -> type[http.client.HTTPConnection]:
+    """`base` whose socket is given to `arm` (a SocketDeadline's, or a caller's own watch)
+    the moment it exists, before any byte of the TLS handshake: the handshake and every
+    read after it end at the deadline, not only the reads urllib times out."""
+
+    class Armed(base):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
+
+            def armed(*a: Any, **k: Any) -> socket.socket:
+                sock = create(*a, **k)
+                arm(sock)
+                return sock
+
+            self._create_connection = armed
+
+    return cast(type[http.client.HTTPConnection], Armed)

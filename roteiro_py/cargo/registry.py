@@ -46,7 +46,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import ssl
 import stat
 import time
@@ -64,7 +63,7 @@ from roteiro_py.cargo.lockfile import Pin
 from roteiro_py.cargo.sources import HostSources, host_sources
 from roteiro_py.guidance import printable
 from roteiro_py.redirects import UnreadRedirectHandler
-from roteiro_py.socket_deadline import SocketDeadline
+from roteiro_py.socket_deadline import SocketDeadline, armed_connection
 from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: Where a pin's `.crate` came from; "missing": not in the store or the cargo cache, and
@@ -657,17 +656,7 @@ def _opener(host: HostCargo, watch: _Watch) -> urllib.request.OpenerDirector:
     registered with `watch` the moment it exists."""
     context = host.ssl_context()
 
-    class Tls(http.client.HTTPSConnection):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            create = self._create_connection  # type: ignore[has-type]
-
-            def armed(*a: Any, **k: Any) -> socket.socket:
-                sock = cast(socket.socket, create(*a, **k))
-                watch.arm(sock)
-                return sock
-
-            self._create_connection = armed
+    Tls = armed_connection(http.client.HTTPSConnection, watch.arm)
 
     class TlsHandler(urllib.request.HTTPSHandler):
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:

@@ -22,16 +22,14 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from roteiro_py.redirects import UnreadRedirectHandler
-from roteiro_py.socket_deadline import SocketDeadline
+from roteiro_py.socket_deadline import SocketDeadline, armed_connection
 from roteiro_py.untrusted import sanitise
 
 #: Seconds one request may take, connection to last byte.
@@ -122,24 +120,9 @@ class Api:
             watch.close()
 
     def _opener(self, watch: SocketDeadline) -> urllib.request.OpenerDirector:
-        def armed_class(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
-            class Armed(base):  # type: ignore[valid-type,misc]
-                """Its socket registered the moment it exists: the TLS handshake and
-                every read after it end at the deadline (cargo/registry.py's way)."""
-
-                def __init__(self, *args: Any, **kwargs: Any) -> None:
-                    super().__init__(*args, **kwargs)
-                    create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
-
-                    def armed(*a: Any, **k: Any) -> socket.socket:
-                        sock = create(*a, **k)
-                        watch.arm(sock)
-                        return sock
-
-                    self._create_connection = armed
-            return cast(type[http.client.HTTPConnection], Armed)
-
-        https, plain = armed_class(http.client.HTTPSConnection), armed_class(http.client.HTTPConnection)
+        # each socket armed the moment it exists (socket_deadline.armed_connection)
+        https = armed_connection(http.client.HTTPSConnection, watch.arm)
+        plain = armed_connection(http.client.HTTPConnection, watch.arm)
 
         class Tls(urllib.request.HTTPSHandler):
             def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:

@@ -50,7 +50,6 @@ import lzma
 import os
 import re
 import shutil
-import socket
 import stat
 import tarfile
 import tempfile
@@ -69,7 +68,7 @@ from roteiro_py import errors
 from roteiro_py.paths import cache_root
 from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.reference import is_loopback_host
-from roteiro_py.socket_deadline import SocketDeadline
+from roteiro_py.socket_deadline import SocketDeadline, armed_connection
 from roteiro_py.untrusted import FileRefused, parse_toml
 from roteiro_py.vm.assets import openpgp
 
@@ -219,21 +218,8 @@ def _opener(watch: SocketDeadline, *, direct: bool) -> urllib.request.OpenerDire
     loopback server (`direct`), which no proxy can reach (urllib would send
     http://127.0.0.1/ to `http_proxy` unless `no_proxy` named it)."""
 
-    def armed(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
-        class Armed(base):  # type: ignore[valid-type,misc]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                create = self._create_connection  # type: ignore[has-type]
-
-                def arming(*a: Any, **k: Any) -> socket.socket:
-                    sock = cast(socket.socket, create(*a, **k))
-                    watch.arm(sock)
-                    return sock
-
-                self._create_connection = arming
-        return Armed
-
-    plain, tls = armed(http.client.HTTPConnection), armed(http.client.HTTPSConnection)
+    plain = armed_connection(http.client.HTTPConnection, watch.arm)
+    tls = armed_connection(http.client.HTTPSConnection, watch.arm)
 
     class Http(urllib.request.HTTPHandler):
         def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
