@@ -38,6 +38,7 @@ from typing import IO
 
 from roteiro_py.image.layers import Entry, Tree
 from roteiro_py.vm.assets import debian_archive, debpkg
+from roteiro_py.vm.assets.assets import sha256_file
 from roteiro_py.vm.assets.debian_archive import ArchiveError, Package
 
 #: What every image has: a shell for the guest's `/bin/sh -c` steps, the libraries the
@@ -212,14 +213,6 @@ def verified(chosen: Sequence[Located], indexes: Sequence[tuple[str, bytes]]) ->
     return sorted(out, key=lambda located: located.package.name)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def fetch_debs(packages: Sequence[Located], cache: Path,
                progress: Callable[[str], None] | None = None) -> list[Path]:
     """Each package's verified .deb, from `cache` (by SHA-256, checked again) or downloaded."""
@@ -229,7 +222,7 @@ def fetch_debs(packages: Sequence[Located], cache: Path,
         package = located.package
         path = cache / f"{package.sha256}.deb"
         if path.is_file() and not path.is_symlink() and path.stat().st_size == package.size \
-                and _sha256(path) == package.sha256:
+                and sha256_file(path) == package.sha256:
             out.append(path)
             continue
         if progress is not None:
