@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
 from roteiro_py.compare import compare, load_against
-from roteiro_py.lint.attestation import check_attest, gather, request_parameters, write_attestation
+from roteiro_py.lint.attestation import (
+    check_attest,
+    gather,
+    git_commit,
+    request_parameters,
+    write_attestation,
+)
 from roteiro_py.lint.caches import (
     cargo_in_use,
     guest_cargo,
@@ -231,6 +237,7 @@ def _lint(request: LintRequest, progress: Progress,
     progress.detail(f"dependency cache {deps.state}" + (f" {deps.key}" if deps.key else "")
                     + (f": {deps.reason}" if deps.reason else ""))
     # held (shared) until the VM is done with it: no prune takes it in between
+    git_before = git_commit(tree) if request.attest is not None else ""  # before the copy
     with attached(deps, deadline) as deps, staging_area() as staging:
         key = scratch_key(tree, image.manifest_digest, settings.lint.features,
                           deps.key if deps.image is not None else None)
@@ -248,7 +255,7 @@ def _lint(request: LintRequest, progress: Progress,
                               started, ended, deps.for_report())
         facts = None if request.attest is None else gather(  # the staged copy exists until here
             job, tree, settings, request_parameters(request.path, request.flags, request.formats,
-                                                    settings))
+                                                    settings), git_before)
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings, facts
 

@@ -78,9 +78,32 @@ def request_parameters(path: Path, flags: Mapping[str, tuple[Any, str]], formats
             "settings": {name: getattr(lint, name) for name in _RECORDED if hasattr(lint, name)}}
 
 
+def git_commit(tree: Tree) -> tuple[str, str] | str:
+    """The (commit, tree) a clean git checkout holding the tree is at, else why there is
+    none (lint/vcs.py reads .git as data; no git process runs). Read before the copy is
+    staged and again after (`gather`): only a tree clean at the same commit both times is
+    attested by its commit, so an edit during the run cannot borrow it."""
+    # lazy: dulwich loads only for --attest
+    from roteiro_py.errors import VcsUnreadable
+    from roteiro_py.lint.vcs import git_state
+
+    try:
+        state = git_state(tree.repo_root)
+    except VcsUnreadable as unreadable:
+        return f"unreadable ({unreadable})"
+    if state is None:
+        return "not a git work tree"
+    if state.commit is None or state.tree is None:
+        return "no commit yet"
+    if not state.clean:
+        return "uncommitted changes"
+    return state.commit, state.tree
+
+
 def gather(job: JobOutcome, tree: Tree, settings: config.Settings,
-           request: Mapping[str, Any]) -> Facts:
-    """The facts beyond the report (module docstring), read while the staged copy exists."""
+           request: Mapping[str, Any], before: tuple[str, str] | str) -> Facts:
+    """The facts beyond the report (module docstring), read while the staged copy exists;
+    `before` is `git_commit` as it was before the copy was staged."""
     # lazy: report/ (cryptography) and vm/ load only when --attest is given; lint/__init__.py
     # imports this stage at its top, before the first refusals (bench/cli_startup.py)
     import hashlib
@@ -98,6 +121,12 @@ def gather(job: JobOutcome, tree: Tree, settings: config.Settings,
     descriptor: dict[str, Any] = {"name": "tree", "digest": {
         ALGORITHM: content.digest.removeprefix("sha256:")},
         "annotations": {"workspace": tree.layout_workspace.as_posix(), "files": content.files}}
+    after = git_commit(tree)
+    if isinstance(before, tuple) and before == after:
+        descriptor["digest"] |= {"gitCommit": before[0], "gitTree": before[1]}
+    else:
+        descriptor["annotations"]["git"] = after if isinstance(after, str) else \
+            "changed during the run" if isinstance(before, tuple) else before
     try:
         lockfile: str | None = hashlib.sha256(read_bounded(staged / "Cargo.lock",
                                                            MAX_LOCKFILE_BYTES)).hexdigest()
