@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from typer.testing import CliRunner
 
 from roteiro_py.cli import app as cli
+from roteiro_py.errors import UsageError
 from roteiro_py.lint.attestation import check_attest, write_attestation
 from roteiro_py.lint.output import Target
 from roteiro_py.report import attest
@@ -151,7 +152,7 @@ def test_hostile_attestations_are_refused_and_their_text_escaped(tmp_path: Path)
 
 def test_the_attestation_needs_a_report_file_and_the_key_needs_an_attestation(tmp_path: Path) -> None:
     printed = [Target("json", None, "--format json")]
-    with pytest.raises(Exception, match="no report is written to a file"):
+    with pytest.raises(UsageError, match="no report is written to a file"):
         check_attest(tmp_path / "att.json", None, printed)
-    with pytest.raises(Exception, match="no --attest FILE was given"):
+    with pytest.raises(UsageError, match="no --attest FILE was given"):
         check_attest(None, tmp_path / "key", printed)
