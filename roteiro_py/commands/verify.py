@@ -235,7 +235,8 @@ def describe(verified: Verified, reports: Sequence[Path]) -> list[str]:
         lines.append(f"grant: memory {_s(internal.get('memoryMib'))} MiB, cpus "
                      f"{_s(internal.get('cpus'))}, deadline {_s(internal.get('timeoutSeconds'))} s, "
                      f"network {_s(internal.get('network'))}, worktree {_s(internal.get('worktree'))}")
-    for entry in definition.get("resolvedDependencies") or ():
+    dependencies = definition.get("resolvedDependencies")
+    for entry in dependencies if isinstance(dependencies, list) else ():
         if isinstance(entry, dict):
             digest = entry.get("digest")
             shown = " ".join(f"{_s(k)}:{_s(v)}" for k, v in sorted(digest.items())) \
