@@ -1748,7 +1748,8 @@ class AttestationRefused(RoteiroError):
     def guidance(self) -> Guidance:
         return Guidance(summary=_sentence(f"Refused {_p(self.what)}: {_p(self.why)}"),
                         notes=("The reports were not accepted: nothing here says who made them, "
-                               "or how.",) + ((_p(self.hint),) if self.hint else ()))
+                               "or how.",) + ((_p(self.hint),) if self.hint else ()),
+                        commands=(docs_command("attestation"),))
 
 
 class AttestKeyUnusable(UsageError):

@@ -171,6 +171,7 @@ class DocTopic(StrEnum):
     adopting = "adopting"
     platforms = "platforms"
     report_schema = "report-schema"
+    attestation = "attestation"
 
 
 class CacheKind(StrEnum):

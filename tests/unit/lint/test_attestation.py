@@ -104,3 +104,37 @@ def test_a_tree_outside_git_is_said_so(tmp_path: Path, assets: dict[str, str]) -
     (plain / "Cargo.toml").write_text("[package]\n")
     tree = Tree(asked=plain, workspace=plain, repo_root=plain)
     assert git_commit(tree) == "not a git work tree"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--format", "json"], "no report is written to a file"),
+    (["--format", "json=REPORT", "--attest-key", "RSA"], "not an Ed25519 key"),
+    (["--format", "json=REPORT", "--attest-key", "MISSING"], "no such file"),
+    (["--format", "json=ATTEST"], "names a report's file"),
+])
+def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+    from typer.testing import CliRunner
+
+    import roteiro_py.lint as lint
+    from roteiro_py.cli import app as cli
+
+    ran: list[object] = []
+    monkeypatch.setattr(lint, "lint_attested", lambda *a: ran.append(a))  # a VM run, were it reached
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "rsa").write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    names = {"REPORT": str(tmp_path / "r.json"), "RSA": str(tmp_path / "rsa"),
+             "MISSING": str(tmp_path / "nope"), "ATTEST": str(tmp_path / "att.json")}
+    given = [names.get(a, a.replace("ATTEST", names["ATTEST"]).replace("REPORT", names["REPORT"])) for a in args]
+    result = CliRunner().invoke(cli.app, ["lint", "clippy", str(tmp_path), "--image",
+                                          "reg.example/c@sha256:" + "a" * 64, "--attest", names["ATTEST"],
+                                          *given])
+    assert result.exit_code == 2, result.output
+    assert said in " ".join(result.output.split())
+    assert ran == []
+    # control: the same command with a report file and no key reaches the run
+    CliRunner().invoke(cli.app, ["lint", "clippy", str(tmp_path), "--image", "reg.example/c@sha256:" + "a" * 64,
+                                 "--attest", names["ATTEST"], "--format", f"json={names['REPORT']}"])
+    assert len(ran) == 1
