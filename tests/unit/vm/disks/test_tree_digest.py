@@ -93,3 +93,55 @@ def test_a_tree_past_a_cap_is_refused_naming_the_setting(tmp_path: Path) -> None
     assert "stage_max_mib" in str(refused.value)
     # control: within the caps, the same tree is digested
     assert tree_digest(tree, StageLimits(max_bytes=1 << 20, max_files=100, max_depth=8)).files == 5
+
+
+def documented_digest(root: Path, *, directories: bool = True) -> str:
+    """docs/ATTESTATION.md's definition of roteiro-tree-v1, written again from its text
+    alone (os.walk, no code of ours), so the page and the code cannot drift apart."""
+    import hashlib
+    import stat as stat_
+
+    records: list[tuple[bytes, bytes]] = []
+    for top, dirs, files in os.walk(root, followlinks=False):
+        rel = Path(top).relative_to(root)
+        kept = []
+        for name in dirs:
+            full = Path(top) / name
+            cargo_target = name == "target" and any((full / m).exists() for m in ("CACHEDIR.TAG", ".rustc_info.json"))
+            if name == ".git" or cargo_target:
+                continue
+            path = os.fsencode((rel / name).as_posix())
+            if full.is_symlink():
+                records.append((path, b"l " + hashlib.sha256(os.fsencode(os.readlink(full))).hexdigest().encode()
+                                + b" " + path + b"\0"))
+                continue
+            kept.append(name)
+            if directories:
+                records.append((path, b"d " + path + b"\0"))
+        dirs[:] = kept
+        for name in files:
+            full = Path(top) / name
+            path = os.fsencode((rel / name).as_posix())
+            st = full.lstat()
+            if name == ".git":
+                continue
+            if stat_.S_ISLNK(st.st_mode):
+                target = hashlib.sha256(os.fsencode(os.readlink(full))).hexdigest().encode()
+                records.append((path, b"l " + target + b" " + path + b"\0"))
+            elif stat_.S_ISREG(st.st_mode):
+                mode = b"755" if st.st_mode & stat_.S_IXUSR else b"644"
+                content = hashlib.sha256(full.read_bytes()).hexdigest().encode()
+                records.append((path, b"f " + mode + b" " + content + b" " + path + b"\0"))
+    return "sha256:" + hashlib.sha256(b"".join(record for _, record in sorted(records))).hexdigest()
+
+
+def test_the_documented_definition_is_the_one_computed(tmp_path: Path) -> None:
+    tree = worktree(tmp_path / "tree")
+    (tmp_path / "tree" / "src" / "a b").mkdir()
+    (tmp_path / "tree" / "src" / "a b" / "x.rs").write_text("// a path with a space\n")
+    os.symlink("lib.rs", tree / "src" / "alias")
+    assert documented_digest(tree) == tree_digest(tree).digest
+    (tree / "src" / "lib.rs").chmod(0o700)
+    assert documented_digest(tree) == tree_digest(tree).digest
+    # control: the comparison is exact; the definition less one kind of record differs
+    assert documented_digest(tree, directories=False) != tree_digest(tree).digest
