@@ -52,6 +52,8 @@ MAX_ATTESTATION_BYTES = 4 * 1024 * 1024
 MAX_REPORT_BYTES = 1024 * 1024 * 1024
 #: Subjects one statement may name (a run writes at most lint/output.py MAX_TARGETS files).
 MAX_SUBJECTS = 64
+#: At most this many of a dependency's annotations are printed (ours carry fewer).
+MAX_NOTES_SHOWN = 8
 #: The requirements `--require` knows.
 REQUIREMENTS = ("image", "isolation", "commit")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -241,12 +243,28 @@ def describe(verified: Verified, reports: Sequence[Path]) -> list[str]:
             digest = entry.get("digest")
             shown = " ".join(f"{_s(k)}:{_s(v)}" for k, v in sorted(digest.items())) \
                 if isinstance(digest, dict) else ""
+            notes = entry.get("annotations")
+            said = ", ".join(f"{_s(k)} {_s(v)}" for k, v in sorted(notes.items())[:MAX_NOTES_SHOWN]
+                             if isinstance(v, str | int | bool)) if isinstance(notes, dict) else ""
             lines.append(f"{_s(entry.get('name'))}: " + " ".join(
-                part for part in (_s(entry.get("uri")) if entry.get("uri") else "", shown) if part))
-    metadata = predicate.get("runDetails", {}).get("metadata", {}) \
-        if isinstance(predicate.get("runDetails"), dict) else {}
+                part for part in (_s(entry.get("uri")) if entry.get("uri") else "", shown,
+                                  f"({said})" if said else "") if part))
+    details = predicate.get("runDetails")
+    details = details if isinstance(details, dict) else {}
+    metadata = details.get("metadata")
     if isinstance(metadata, dict):
         lines.append(f"ran: {_s(metadata.get('startedOn'))} to {_s(metadata.get('finishedOn'))}")
+    byproducts = details.get("byproducts")
+    for entry in byproducts if isinstance(byproducts, list) else ():
+        if not isinstance(entry, dict) or entry.get("name") != "findings":
+            continue
+        notes = entry.get("annotations")
+        if isinstance(notes, dict):
+            counts = notes.get("counts")
+            levels = ", ".join(f"{_s(level)} {_s(count)}" for level, count in sorted(counts.items())
+                               [:MAX_NOTES_SHOWN]) if isinstance(counts, dict) else ""
+            lines.append(f"findings: {_s(notes.get('total'))} ({levels}), build succeeded "
+                         f"{_s(notes.get('buildSucceeded'))}")
     return lines
 
 

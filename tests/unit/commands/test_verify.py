@@ -70,6 +70,9 @@ def test_the_lints_reports_and_signed_attestation_are_accepted(tmp_path: Path) -
     assert "signature: verified with the key given" in out
     assert "clippy.sarif is a subject" in out and "report.json is a subject" in out
     assert "isolation: qemu kvm" in out and f"image: oci://registry.example/team/clippy:1.95 sha256:{DIGEST[7:]}" in out
+    assert "toolchain: pkg:generic/rustc@1.95.0 (clippy 0.1.95," in out
+    assert "kernel: sha256:" + "d" * 64 + " (package linux-image-6.1.0-40-amd64, version 6.1.153-1)" in out
+    assert "findings: 0 (error 0, help 0, note 0, warning 0), build succeeded True" in out
 
 
 def test_a_tampered_report_is_refused(tmp_path: Path) -> None:
