@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from roteiro_py.clippy.command import ClippyOptions, clippy_argv
-from tests.integration.lint.lint_support import ROOT, Image, cli
+from roteiro_py.vocabulary import GUEST_SCRATCH
+from tests.integration.lint.lint_support import HOME, ROOT, USES_FMT, Image, LocalRegistry, cli, crate_tree
 
 #: Each workspace, and whether its build succeeds (all exit 1: warnings at the default
 #: --fail-on, or a failed build, and stdout parses all the same).
@@ -32,7 +33,7 @@ WORKSPACES = {
 
 def host_stream(tree: Path, tmp: Path, *rendering: str) -> list[dict[str, object]]:
     """Host cargo's records on `tree`, with the argv the guest runs."""
-    (tmp / "host-cargo-home").mkdir(exist_ok=True)
+    (tmp / "host-cargo-home").mkdir(parents=True, exist_ok=True)
     env = {key: value for key, value in os.environ.items() if not key.startswith("CARGO_")}
     env.update(CARGO_HOME=str(tmp / "host-cargo-home"), CARGO_TARGET_DIR=str(tmp / "host-target"))
     argv = clippy_argv(ClippyOptions(rendering=rendering[0] if rendering else None))
@@ -90,3 +91,48 @@ def test_rendered_ansi_keeps_rustcs_colours(demo: Path, clippy_image: Image, tmp
                                  "compiler-message")
     rendered = [m["message"]["rendered"] for m in messages]  # type: ignore[index]
     assert all("\x1b[" in text for text in rendered)  # control: the colours did arrive
+
+
+def test_a_saved_file_lints_the_package_holding_it(demo: Path, clippy_image: Image, tmp_path: Path) -> None:
+    """rust-analyzer's `$saved_file` form: the path of the saved file, run in the workspace
+    root, lints the member holding it, as `cargo clippy` run in that member's directory."""
+    saved = demo / "crates" / "demo-core" / "src" / "lib.rs"
+    done = cli("lint", "clippy", "--message-format", "json", "--image", clippy_image.reference,
+               "--fail-on", "never", str(saved), cwd=demo)
+    assert done.returncode == 0, done.stderr
+    ours = [json.loads(line) for line in done.stdout.splitlines()]
+    theirs = host_stream(demo / "crates" / "demo-core", tmp_path)
+    assert by_reason(ours, "compiler-message") == by_reason(theirs, "compiler-message")
+    packages = {record["package_id"] for record in ours if "package_id" in record}
+    assert packages and all("demo-core" in str(p) for p in packages)  # control below: demo-app too
+    assert any("demo-app" in str(r.get("package_id")) for r in host_stream(demo, tmp_path / "all"))
+
+
+def test_short_prints_rustcs_short_form_alone_on_stdout(demo: Path, clippy_image: Image, tmp_path: Path) -> None:
+    done = cli("lint", "clippy", str(demo), "--image", clippy_image.reference, "--message-format", "short",
+               "--fail-on", "never", "--format", f"json={tmp_path / 'report.json'}")
+    assert done.returncode == 0, done.stderr
+    short = [r["message"]["rendered"] for r in by_reason(host_stream(demo, tmp_path, "json-diagnostic-short"),
+                                                         "compiler-message")]  # type: ignore[index]
+    assert short and done.stdout == "".join(short)
+    assert all(text.startswith("crates/") and text.count("\n") == 1 for text in short)  # rustc's short form
+    report = json.loads((tmp_path / "report.json").read_text())  # the report went to its file
+    assert len(report["findings"]) == len(short)
+
+
+def test_a_dependencys_paths_name_the_vendored_view_on_the_host(
+        tmp_path: Path, clippy_image: Image, local_registry: LocalRegistry) -> None:
+    tree = crate_tree(tmp_path / "uses-fmt", local_registry, ["loopfmt"], USES_FMT)
+    assert cli("fetch-deps", str(tree), env=local_registry.env).returncode == 0
+    done = cli("lint", "clippy", str(tree), "--image", clippy_image.reference, "--message-format", "json",
+               env=local_registry.env)
+    assert done.returncode == 1, done.stderr[-3000:]  # the needless return
+    ours = [json.loads(line) for line in done.stdout.splitlines()]
+    [dependency] = [r for r in by_reason(ours, "compiler-artifact") if "loopfmt" in str(r["package_id"])]
+    manifest, target = dependency["manifest_path"], dependency["target"]
+    assert isinstance(manifest, str) and isinstance(target, dict)
+    assert Path(manifest).is_file() and Path(target["src_path"]).is_file()
+    assert Path(manifest).is_relative_to(HOME / "cache" / "cargo-views")  # the view the guest read
+    assert "/cargo-home" not in done.stdout and GUEST_SCRATCH not in done.stdout
+    [finding] = by_reason(ours, "compiler-message")
+    assert finding["message"]["spans"][0]["file_name"] == "src/lib.rs"  # type: ignore[index]
