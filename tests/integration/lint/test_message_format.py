@@ -5,8 +5,9 @@ Each workspace is copied once; the VM lints that copy and host cargo (1.95.0, th
 toolchain, with a cargo home and a target directory of its own under tmp_path) runs on
 the same copy, so the paths of both name the same files. The workspaces are the demo and
 the example trees under tests/data that hold no hidden file and need no registry: a
-two-crate workspace with clippy warnings, a crate with a build script, and one whose
-binary does not build (stdout must parse on a failed build too)."""
+two-crate workspace with clippy warnings, a crate with a build script, one whose binary
+does not build (stdout must parse on a failed build too), and a library with multi-part
+suggestions."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ WORKSPACES = {
     "demo-workspace": (ROOT / "examples" / "demo-workspace", True),
     "cargo-fidelity": (ROOT / "tests" / "data" / "cargo-fidelity", True),
     "cargo-labels": (ROOT / "tests" / "data" / "cargo-labels", False),  # E0308
+    "cargo-layout": (ROOT / "tests" / "data" / "cargo-layout", True),
 }
 
 
