@@ -291,8 +291,8 @@ def run_lint_command(request: LintRequest) -> int:
         deliver(rendered)
         if request.message_format is not None:
             if stream.dropped:
-                sys.stderr.write(f"pylint-sandbox: {stream.dropped} records of cargo's stream from the "
-                                 "guest were left out (not cargo's shape, past a bound, or with no host "
+                sys.stderr.write(f"pylint-sandbox: left out of cargo's stream: {stream.dropped} line(s) "
+                                 "from the guest (not cargo's shape, past a bound, or with no host "
                                  "path where cargo always writes one: SANDBOXED_LINTING.md)\n")
             sys.stdout.write(stream.text)
     finally:

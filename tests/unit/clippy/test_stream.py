@@ -305,3 +305,26 @@ def test_the_command_line_refuses_two_things_on_stdout_before_anything_runs(tmp_
     assert "--message-format json and --format github would both be printed on stdout" in both.stderr
     wrong = run("--message-format", "human")  # cargo's default, and no stream of records
     assert wrong.returncode == 2 and "human" in wrong.stderr and wrong.stdout == ""
+
+
+def test_the_stream_alone_reaches_stdout_and_what_was_left_out_is_said_on_stderr(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """run_lint_command with only the VM run replaced (the stream as lint() fills it)."""
+    from realcargo import make_report  # loaded by tests/unit/conftest.py
+
+    from roteiro_py import config, lint
+
+    mapped = map_stream(CAPTURED[0].read_bytes() + b"not json\n", PATHS)
+    text = render_stream(mapped, "json")
+
+    def ran(request: lint.LintRequest, progress: object, stream: lint.CargoStream | None = None) -> object:
+        assert stream is not None and request.message_format == "json"
+        stream.text, stream.dropped = text, mapped.dropped
+        return make_report([], build_succeeded=False), config.Settings()
+
+    monkeypatch.setattr(lint, "lint", ran)
+    code = lint.run_lint_command(lint.LintRequest(path=tmp_path, message_format="json"))
+    out, err = capsys.readouterr()
+    assert code == 1  # the build failed: the lint's exit code, the stream whole all the same
+    assert out == text and [json.loads(line)["reason"] for line in out.splitlines()][-1] == "build-finished"
+    assert "left out of cargo's stream: 1 line(s) from the guest" in err
