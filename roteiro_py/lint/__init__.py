@@ -56,7 +56,7 @@ from roteiro_py.lint.caches import (
     scratch_key,
 )
 from roteiro_py.lint.dep_cache import attached, dependency_cache
-from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
+from roteiro_py.lint.judgement import build_report, cargo_stream, exit_code, judge_job, shown
 from roteiro_py.lint.output import (
     OutputPlan,
     append_step_summary,
@@ -115,7 +115,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
-    "LintRequest", "OutputPlan", "Tree", "build_report", "ceiling_for", "check_grant", "check_output", "check_outputs",
+    "CargoStream", "LintRequest", "OutputPlan",
+    "Tree", "build_report", "ceiling_for", "check_grant", "check_output", "check_outputs",
     "clippy_command", "deliver", "exit_code",
     "grant_for", "guest_cargo", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
     "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
@@ -138,10 +139,12 @@ class LintRequest:
     diff: Path | None = None
     formats: tuple[str, ...] = ()
     category: str | None = None
+    #: `--message-format`: cargo's own stream on stdout (clippy/stream.py); None: none.
+    message_format: str | None = None
 
     @property
     def outputs(self) -> OutputPlan:
-        return plan_outputs(self.formats, self.output, self.category)
+        return plan_outputs(self.formats, self.output, self.category, self.message_format)
     #: -v: every note and the run's details on stderr (progress.py says what they are).
     verbose: bool = False
     #: `--attest FILE`, `--attest-key KEY` (lint/attestation.py).
@@ -149,24 +152,34 @@ class LintRequest:
     attest_key: Path | None = None
 
 
-def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
+@dataclass
+class CargoStream:
+    """`--message-format`: the text for stdout, and the guest's records dropped."""
+
+    text: str = ""
+    dropped: int = 0
+
+
+def lint(request: LintRequest, progress: Progress = SILENT,
+         stream: CargoStream | None = None) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not.
     Each cache the run uses is held (its lock shared) from its check until the run's VMs
-    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py)."""
-    report, settings, _ = lint_attested(request, progress)
+    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py).
+    `stream`: filled with cargo's own stream when the request has a `message_format`."""
+    report, settings, _ = lint_attested(request, progress, stream)
     return report, settings
 
 
-def lint_attested(request: LintRequest,
-                  progress: Progress = SILENT) -> tuple[Report, config.Settings, Facts | None]:
+def lint_attested(request: LintRequest, progress: Progress = SILENT, stream: CargoStream | None = None,
+                  ) -> tuple[Report, config.Settings, Facts | None]:
     """`lint`, with the facts an attestation needs beyond the report when `--attest` was
     given (lint/attestation.py `gather`), else None."""
     with contextlib.ExitStack() as held:
-        return _lint(request, progress, held)
+        return _lint(request, progress, held, stream)
 
 
-def _lint(request: LintRequest, progress: Progress,
-          held: contextlib.ExitStack) -> tuple[Report, config.Settings, Facts | None]:
+def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
+          stream: CargoStream | None = None) -> tuple[Report, config.Settings, Facts | None]:
     began = time.monotonic()
     require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
@@ -179,6 +192,7 @@ def _lint(request: LintRequest, progress: Progress,
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
     from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.clippy.stream import GUEST_RENDERING
     from roteiro_py.lint.toolchain_pin import report_toolchain_pin
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
@@ -187,7 +201,7 @@ def _lint(request: LintRequest, progress: Progress,
 
     tree = locate(request.path)
     member = member_of(tree)
-    argv = clippy_command(settings, member)
+    argv = clippy_command(settings, member, GUEST_RENDERING.get(request.message_format or "json"))
     check_selection(tree, settings.lint, member)  # the tree's packages and features, as data
     vm = settings.vm
 
@@ -256,6 +270,8 @@ def _lint(request: LintRequest, progress: Progress,
         facts = None if request.attest is None else gather(  # the staged copy exists until here
             job, tree, settings, request_parameters(request.path, request.flags, request.formats,
                                                     settings), git_before)
+        if stream is not None and request.message_format is not None:
+            stream.text, stream.dropped = cargo_stream(job, tree, request.message_format, registry, git)
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings, facts
 
@@ -279,12 +295,14 @@ def run_lint_command(request: LintRequest) -> int:
                            root=repo_root_of(request.path) if request.diff is not None else None)
     progress = for_stderr(verbose=request.verbose)
     stopped = True
+    stream = CargoStream()
     try:
         facts: Facts | None = None
-        if request.attest is None:
-            report, settings = lint(request, progress)
-        else:
-            report, settings, facts = lint_attested(request, progress)
+        wanted = stream if request.message_format is not None else None
+        if request.attest is not None:
+            report, settings, facts = lint_attested(request, progress, wanted)
+        else:  # `stream` only when asked for: lint()'s stand-ins in the tests take the two
+            report, settings = lint(request, progress, wanted) if wanted else lint(request, progress)
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
         # rich judges the console (report/human.py screen_for): a pty reporting 0 columns
         # once made the report vanish under our own os.get_terminal_size()
@@ -300,6 +318,12 @@ def run_lint_command(request: LintRequest) -> int:
         deliver(rendered)
         if request.attest is not None and facts is not None:
             write_attestation(report, facts, rendered, request.attest, key)
+        if request.message_format is not None:
+            if stream.dropped:
+                sys.stderr.write(f"pylint-sandbox: left out of cargo's stream: {stream.dropped} line(s) "
+                                 "from the guest (not cargo's shape, past a bound, or with no host "
+                                 "path where cargo always writes one: SANDBOXED_LINTING.md)\n")
+            sys.stdout.write(stream.text)
     finally:
         skipped = append_step_summary(report)
         if skipped:
