@@ -1157,6 +1157,27 @@ class ToolchainRefused(Refusal):
         )
 
 
+class VcsUnreadable(Refusal):
+    """A git repository holding the tree whose state could not be read as data (an index
+    past its bound, a format or object the reader does not know): lint/vcs.py never
+    guesses a tree clean."""
+
+    code = "vcs-unreadable"
+
+    def __init__(self, repository: Path, why: str) -> None:
+        super().__init__()
+        self.repository = repository
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"Could not read the git repository at {_p(str(self.repository))}: "
+            f"{_p(self.why).rstrip('.')}.",
+            notes=("Its state is read as data, never by running git on the tree; "
+                   "`git status` there shows what it holds.",),
+        )
+
+
 class ToolchainIncomplete(Refusal):
     """The channel's manifest verified but lacks a component or target that was asked for
     (a nightly without clippy, a target Rust does not build for that release)."""

@@ -133,6 +133,9 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.ToolchainSpecInvalid: lambda: (errors.ToolchainSpecInvalid("nightly-2026-13-41", "not a date"),
                                           ["nightly-2026-13-41", "(--from-dist)", "not a date",
                                            "`nightly-2026-11-01`"]),
+    errors.VcsUnreadable: lambda: (errors.VcsUnreadable(Path("/t/repo-31"), "its index is 9 bytes"),
+                                   ["Could not read the git repository at /t/repo-31: its index is 9 bytes.",
+                                    "`git status`"]),
     errors.ToolchainRefused: lambda: (errors.ToolchainRefused("1.95.7", "https://mirror-7.example",
                                                               "clippy has sha256 0f, not 1e"),
                                       ["Refused the Rust toolchain 1.95.7 from https://mirror-7.example: "

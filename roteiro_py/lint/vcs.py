@@ -1,0 +1,178 @@
+"""The git state of a tree, read as data: no git process, hook or filter runs on it.
+
+`--fix` refuses a dirty tree as `cargo fix` does, and an attestation names the commit a
+clean checkout is at (issue 24, 26). Both need what `git status` knows; neither may run
+git on the tree: a repository's configuration chooses commands (`core.fsmonitor`,
+`filter.<name>.clean` driven by the tree's `.gitattributes`, hooks), and the tree is the
+code under review.
+
+Guarantees:
+- Read through dulwich's readers of the index, the object store, refs and ignore files,
+  never its porcelain: nothing runs (no filter driver, fsmonitor, hook, pager or
+  credential helper; tests/unit/lint/test_vcs.py plants each and sees nothing run).
+- What `clean` means: what `git status --porcelain --untracked-files=all` would print
+  nothing for, with two conservative differences: no clean filter or line-ending
+  conversion is applied (a file such a filter would normalise counts as changed), and a
+  submodule (a gitlink) is not looked into.
+- `staged` (index ≠ HEAD, or every entry of an unborn branch), `unstaged` (a tracked file
+  changed, deleted or turned into another kind in the worktree) and `untracked` (not in
+  the index and not ignored by `.gitignore`, `.git/info/exclude` or `core.excludesFile`)
+  are paths relative to the work tree's root, POSIX, sorted, each list at most
+  MAX_LISTED long (`truncated` says one was cut: the state is still known to be dirty).
+- Bounded: an index larger than MAX_INDEX_BYTES, a walk past MAX_WALKED untracked
+  candidates, or a repository dulwich cannot read (a format it does not know, a missing
+  object) is errors.VcsUnreadable naming the repository and why, never a guess of clean.
+- Found as git finds it: the nearest `.git` (a directory, or the `gitdir:` file a
+  worktree or submodule has) at the root or above it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from dulwich import errors as dulwich_errors
+from dulwich.errors import NotGitRepository
+from dulwich.ignore import IgnoreFilterManager
+from dulwich.index import Index, get_unstaged_changes
+from dulwich.objects import Commit, ObjectID
+from dulwich.refs import HEADREF
+from dulwich.repo import Repo
+
+from roteiro_py.errors import VcsUnreadable
+
+#: The most paths kept per kind of change: enough to name them in a refusal.
+MAX_LISTED = 200
+#: The largest `.git/index` read (about 1.5 million entries of a typical path length).
+MAX_INDEX_BYTES = 256 * 1024 * 1024
+#: The most untracked candidates walked before the state is called unreadable.
+MAX_WALKED = 1_000_000
+
+
+@dataclass(frozen=True)
+class GitState:
+    """What `git status` would say of a work tree, and the commit it is at."""
+
+    root: Path
+    #: HEAD's commit and its tree (hex), None on a branch with no commit yet.
+    commit: str | None
+    tree: str | None
+    staged: tuple[str, ...]
+    unstaged: tuple[str, ...]
+    untracked: tuple[str, ...]
+    #: A list above was cut at MAX_LISTED.
+    truncated: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return not (self.staged or self.unstaged or self.untracked)
+
+
+def git_state(root: Path) -> GitState | None:
+    """The state of the git work tree holding `root`; None when there is none."""
+    try:
+        repo = Repo.discover(str(root))
+    except NotGitRepository:
+        return None
+    except (OSError, ValueError, KeyError) as error:
+        raise VcsUnreadable(root, str(error)) from None
+    with repo:
+        worktree = Path(repo.path)
+        try:
+            return _state(repo, worktree)
+        except VcsUnreadable:
+            raise
+        except _unreadable() as error:
+            raise VcsUnreadable(worktree, f"{type(error).__name__}: {error}") from None
+
+
+def _unreadable() -> tuple[type[Exception], ...]:
+    """What a damaged or foreign repository makes dulwich's readers raise."""
+    return (OSError, ValueError, KeyError, AssertionError, NotImplementedError, struct.error,
+            zlib.error, dulwich_errors.ChecksumMismatch, dulwich_errors.ObjectFormatException,
+            dulwich_errors.NotTreeError, dulwich_errors.NotCommitError, dulwich_errors.NotBlobError,
+            dulwich_errors.ObjectMissing)
+
+
+def _state(repo: Repo, worktree: Path) -> GitState:
+    index_path = Path(repo.index_path())
+    try:
+        size = index_path.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    if size > MAX_INDEX_BYTES:
+        raise VcsUnreadable(worktree, f"its index is {size} bytes, more than {MAX_INDEX_BYTES}")
+    index = repo.open_index()
+    commit_id: str | None = None
+    tree_id: ObjectID | None = None
+    try:
+        head = repo.refs[HEADREF]
+    except KeyError:
+        head = None
+    if head is not None:
+        commit = repo[head]
+        if not isinstance(commit, Commit):
+            raise VcsUnreadable(worktree, "HEAD does not name a commit")
+        commit_id, tree_id = head.decode("ascii"), commit.tree
+    cut = False
+
+    def listed(paths: list[str]) -> tuple[str, ...]:
+        nonlocal cut
+        ordered = sorted(set(paths))
+        cut = cut or len(ordered) > MAX_LISTED
+        return tuple(ordered[:MAX_LISTED])
+
+    staged = [_text(path) for (old, new), _modes, _shas
+              in index.changes_from_tree(repo.object_store, tree_id)
+              if (path := new or old) is not None]
+    unstaged = [_text(path) for path in get_unstaged_changes(index, str(worktree))]
+    return GitState(
+        root=worktree,
+        commit=commit_id,
+        tree=None if tree_id is None else tree_id.decode("ascii"),
+        staged=listed(staged),
+        unstaged=listed(unstaged),
+        untracked=listed(_untracked(repo, worktree, index)),
+        truncated=cut,
+    )
+
+
+def _untracked(repo: Repo, worktree: Path, index: Index) -> list[str]:
+    """Files in the worktree that are neither in the index nor ignored: a walk that does
+    not descend into an ignored directory, a nested repository or a link."""
+    ignored = IgnoreFilterManager.from_repo(repo)
+    tracked = {_text(path) for path in index.paths()}
+    tracked_dirs = {str(Path(path).parent) for path in tracked}
+    found: list[str] = []
+    walked = 0
+    pending = [worktree]
+    while pending and len(found) <= MAX_LISTED:
+        here = pending.pop()
+        with os.scandir(here) as entries:
+            for entry in entries:
+                walked += 1
+                if walked > MAX_WALKED:
+                    raise VcsUnreadable(worktree, f"more than {MAX_WALKED} untracked entries")
+                rel = Path(entry.path).relative_to(worktree).as_posix()
+                if entry.name == ".git":
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if is_dir and rel not in tracked_dirs and (Path(entry.path) / ".git").exists():
+                    # a nested repository: git shows it as `dir/`, a submodule not at all
+                    if rel not in tracked and not ignored.is_ignored(rel + "/"):
+                        found.append(rel + "/")
+                    continue
+                if ignored.is_ignored(rel + "/" if is_dir else rel):
+                    continue
+                if is_dir:
+                    pending.append(Path(entry.path))
+                elif rel not in tracked:
+                    found.append(rel)
+    return found
+
+
+def _text(path: bytes | str) -> str:
+    return os.fsdecode(path) if isinstance(path, bytes) else path
