@@ -32,6 +32,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,6 +103,7 @@ from roteiro_py.progress import (
 from roteiro_py.vocabulary import GUEST_SCRATCH
 
 if TYPE_CHECKING:
+    from roteiro_py.lint.fix import FixOptions
     from roteiro_py.report.model import Report
     from roteiro_py.vm.api import JobOutcome, VmBackend
 
@@ -130,6 +132,8 @@ class LintRequest:
     diff: Path | None = None
     formats: tuple[str, ...] = ()
     category: str | None = None
+    #: `--fix[=patch]` and its --allow-* flags (lint/fix.py); None without --fix.
+    fix: FixOptions | None = None
 
     @property
     def outputs(self) -> OutputPlan:
@@ -138,16 +142,18 @@ class LintRequest:
     verbose: bool = False
 
 
-def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
+def lint(request: LintRequest, progress: Progress = SILENT,
+         inspect: Callable[[JobOutcome, Tree], None] | None = None) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not.
     Each cache the run uses is held (its lock shared) from its check until the run's VMs
-    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py)."""
+    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py).
+    `inspect` sees the job while its staged copy still exists (lint/fix.py reads it)."""
     with contextlib.ExitStack() as held:
-        return _lint(request, progress, held)
+        return _lint(request, progress, held, inspect)
 
 
-def _lint(request: LintRequest, progress: Progress,
-          held: contextlib.ExitStack) -> tuple[Report, config.Settings]:
+def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
+          inspect: Callable[[JobOutcome, Tree], None] | None = None) -> tuple[Report, config.Settings]:
     began = time.monotonic()
     require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
@@ -233,6 +239,8 @@ def _lint(request: LintRequest, progress: Progress,
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
                               started, ended, deps.for_report())
+        if inspect is not None:
+            inspect(job, tree)
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings
 
@@ -255,8 +263,13 @@ def run_lint_command(request: LintRequest) -> int:
                            root=repo_root_of(request.path) if request.diff is not None else None)
     progress = for_stderr(verbose=request.verbose)
     stopped = True
+    summary = None
     try:
-        report, settings = lint(request, progress)
+        if request.fix is not None:
+            from roteiro_py.lint.fix import run_fix  # lazy: --fix only
+            report, settings, summary = run_fix(request, request.fix, progress)
+        else:
+            report, settings = lint(request, progress)
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
         # rich judges the console (report/human.py screen_for): a pty reporting 0 columns
         # once made the report vanish under our own os.get_terminal_size()
@@ -268,6 +281,12 @@ def run_lint_command(request: LintRequest) -> int:
         # drawing over them, and the terminal gets its cursor back; the stage a refusal
         # ended is marked stopped, never left reading as done.
         progress.finish(stopped=stopped)
+    if summary is not None and request.fix is not None:
+        sys.stderr.write(summary.line(request.fix.mode))
+        if request.fix.mode == "patch":  # the diff is stdout's; the report goes to files only
+            rendered = [(target, text) for target, text in rendered if target.path is not None]
+            sys.stdout.write(summary.patch)
+            sys.stdout.flush()
     try:
         deliver(rendered)
     finally:
