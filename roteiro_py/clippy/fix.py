@@ -52,7 +52,7 @@ MAX_REPLACEMENT_BYTES = 64 * 1024
 #: Bytes of a file edited, before and after (a source file rustc reads is far smaller).
 MAX_FILE_BYTES = 8 * 1024 * 1024
 #: Children of one diagnostic and spans of one child looked at.
-_MAX_SCANNED = 64
+_MAX_SCANNED = 256
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,8 @@ def check(suggestion: Suggestion, original: bytes) -> None:
     for part in suggestion.replacements:
         if part.path != suggestion.path:
             raise HostileSuggestion(part.path, f"one part is in {suggestion.path}, another here")
+        if part.start < 0:
+            raise HostileSuggestion(part.path, f"its range starts at {part.start}, before the file")
         if part.start > part.end:
             raise HostileSuggestion(part.path, f"its range {part.start}..{part.end} is reversed")
         if part.end > len(original):
