@@ -293,10 +293,13 @@ def lint_clippy(
         _guard(lambda: _usage(f"--fix takes no value or `patch`, not {fix!r}."))
     if fix is None and (allow_dirty or allow_staged or allow_no_vcs):
         _guard(lambda: _usage("--allow-dirty, --allow-staged and --allow-no-vcs go with --fix."))
-    from roteiro_py.lint.fix import FixOptions
-    fixing = None if fix is None else FixOptions(mode="patch" if fix == "patch" else "apply",
-                                                 allow_dirty=allow_dirty, allow_staged=allow_staged,
-                                                 allow_no_vcs=allow_no_vcs)
+    fixing = None
+    if fix is not None:
+        # here: the edit engine (clippy/, dulwich) loads only for --fix
+        from roteiro_py.lint.fix import FixOptions
+
+        fixing = FixOptions(mode="patch" if fix == "patch" else "apply", allow_dirty=allow_dirty,
+                            allow_staged=allow_staged, allow_no_vcs=allow_no_vcs)
     levels = list(ctx.args)
     if str(path).startswith("-") and not path.exists():
         # `lint clippy -- -D warnings`: with no PATH, click hands the first word after

@@ -266,8 +266,10 @@ def run_lint_command(request: LintRequest) -> int:
     summary = None
     try:
         if request.fix is not None:
-            from roteiro_py.lint.fix import run_fix  # lazy: --fix only
-            report, settings, summary = run_fix(request, request.fix, progress)
+            # lazy: the edit engine and dulwich load for --fix only
+            from roteiro_py.lint.fix import run_fix
+            report, settings, summary = run_fix(
+                request.path, request.fix, lambda inspect: lint(request, progress, inspect))
         else:
             report, settings = lint(request, progress)
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped

@@ -37,17 +37,20 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
-from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, NoVcsForFix
+from roteiro_py.clippy.fix import MAX_FILE_BYTES, apply_round, machine_applicable, unified_diff
+from roteiro_py.clippy.parse import PathLayout
+from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, HostileSuggestion, NoVcsForFix
+from roteiro_py.lint.preflight import locate
+from roteiro_py.lint.vcs import git_state
+from roteiro_py.untrusted import FileRefused, read_bounded
 
 if TYPE_CHECKING:
     from roteiro_py import config
     from roteiro_py.clippy.fix import FileFix, Suggestions
-    from roteiro_py.lint import LintRequest
     from roteiro_py.lint.tree import Tree
-    from roteiro_py.progress import Progress
     from roteiro_py.report.model import Report
     from roteiro_py.vm.api import JobOutcome
 
@@ -71,9 +74,6 @@ def check_vcs(root: Path, options: FixOptions) -> None:
     """Refuse as `cargo fix` refuses (module docstring); `root` is the workspace."""
     if options.mode == "patch" or options.allow_no_vcs:
         return
-    # lazy: dulwich is needed by --fix only
-    from roteiro_py.lint.vcs import git_state
-
     state = git_state(root)
     if state is None:
         raise NoVcsForFix(root)
@@ -99,12 +99,6 @@ class Seen:
 def seen_by_guest(job: JobOutcome, tree: Tree) -> Seen:
     """The job's machine-applicable suggestions and, for each file they name, the bytes of
     the staged copy the guest linted (clippy/fix.py judges them against these)."""
-    from pathlib import PurePosixPath
-
-    from roteiro_py.clippy.fix import MAX_FILE_BYTES, machine_applicable
-    from roteiro_py.clippy.parse import PathLayout
-    from roteiro_py.errors import HostileSuggestion
-    from roteiro_py.untrusted import FileRefused, read_bounded
 
     layout = PathLayout(workspace=tree.layout_workspace,
                         guest_root=PurePosixPath(tree.repo_root.as_posix()))
@@ -160,8 +154,6 @@ def write_round(workspace: Path, fixes: list[FileFix], relative: Callable[[str],
     """Write every changed file of the round, or none: each is checked (its host bytes are
     still the staged bytes, it is a regular file reached without a link) before the
     first is written. Returns how many files were written."""
-    from roteiro_py.clippy.fix import MAX_FILE_BYTES
-    from roteiro_py.untrusted import FileRefused, read_bounded
 
     changed = [fix for fix in fixes if fix.fixed != fix.original]
     with contextlib.ExitStack() as stack:
@@ -224,8 +216,6 @@ class FixSummary:
 
 def one_round(seen: Seen, summary: FixSummary) -> list[FileFix]:
     """Judge one lint's suggestions (clippy/fix.py); empty when there is nothing to do."""
-    from roteiro_py.clippy.fix import apply_round
-
     summary.rounds += 1
     summary.skipped += seen.suggestions.outside + seen.suggestions.multi_file
     if not seen.build_succeeded:
@@ -245,15 +235,14 @@ def go_again(fixes: list[FileFix], summary: FixSummary) -> bool:
     return progress and summary.rounds < MAX_ROUNDS
 
 
-def run_fix(request: LintRequest, options: FixOptions,
-            progress: Progress) -> tuple[Report, config.Settings, FixSummary]:
+#: One lint as the conductor runs it (lint/__init__.py `lint`), with its `inspect` hook.
+Linter = Callable[[Callable[["JobOutcome", "Tree"], None] | None], "tuple[Report, config.Settings]"]
+
+
+def run_fix(path: Path, options: FixOptions, lint: Linter) -> tuple[Report, config.Settings, FixSummary]:
     """Lint, judge and write rounds as the module docstring says; the report returned is
     the last lint's: what remains after the edits (or, with --fix=patch, before them)."""
-    from roteiro_py.clippy.fix import unified_diff
-    from roteiro_py.lint import lint
-    from roteiro_py.lint.preflight import locate
-
-    check_vcs(locate(request.path).workspace, options)  # before any VM, as cargo fix
+    check_vcs(locate(path).workspace, options)  # before any VM, as cargo fix
     summary = FixSummary()
     seen: list[tuple[Seen, Path]] = []
 
@@ -262,7 +251,7 @@ def run_fix(request: LintRequest, options: FixOptions,
 
     while True:
         seen.clear()
-        report, settings = lint(request, progress, inspect=keep)
+        report, settings = lint(keep)
         if not seen:
             return report, settings, summary
         guest, workspace = seen[0]
@@ -274,5 +263,5 @@ def run_fix(request: LintRequest, options: FixOptions,
             return report, settings, summary
         if not go_again(fixes, summary):
             break
-    report, settings = lint(request, progress)
+    report, settings = lint(None)
     return report, settings, summary

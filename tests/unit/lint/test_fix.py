@@ -1,0 +1,146 @@
+"""lint/fix.py: the tree is written only where the guest's bytes still are, never through
+a link, all or nothing; and cargo fix's VCS gate, read from .git as data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from roteiro_py.clippy.fix import FileFix
+from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, NoVcsForFix
+from roteiro_py.lint.fix import FixOptions, FixSummary, check_vcs, go_again, write_round
+
+
+def _same(path: str) -> str:
+    return path
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "lib.rs").write_bytes(b"fn a() { return 1; }\n")
+    (root / "src" / "main.rs").write_bytes(b"fn main() {}\n")
+    return root
+
+
+def test_a_round_is_written_in_place_keeping_each_file_mode(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    os.chmod(root / "src" / "lib.rs", 0o640)
+    fix = FileFix("src/lib.rs", b"fn a() { return 1; }\n", b"fn a() { 1 }\n", applied=1)
+    assert write_round(root, [fix], _same) == 1
+    assert (root / "src" / "lib.rs").read_bytes() == b"fn a() { 1 }\n"
+    assert (root / "src" / "lib.rs").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in (root / "src").iterdir()) == ["lib.rs", "main.rs"]  # no temp left
+
+
+def test_a_file_changed_since_the_lint_refuses_the_round_and_nothing_is_written(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "main.rs").write_bytes(b"fn main() { edited(); }\n")
+    fixes = [FileFix("src/lib.rs", b"fn a() { return 1; }\n", b"fn a() { 1 }\n", applied=1),
+             FileFix("src/main.rs", b"fn main() {}\n", b"fn main() { x }\n", applied=1)]
+    with pytest.raises(FixTargetUnsafe, match="src/main.rs: it changed since the lint staged it"):
+        write_round(root, fixes, _same)
+    assert (root / "src" / "lib.rs").read_bytes() == b"fn a() { return 1; }\n"  # the first, untouched
+    # control: the same round on the unchanged tree is written
+    (root / "src" / "main.rs").write_bytes(b"fn main() {}\n")
+    assert write_round(root, fixes, _same) == 2
+
+
+def test_a_link_on_the_way_or_at_the_end_is_never_written_through(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "lib.rs").write_bytes(b"fn a() { return 1; }\n")
+    fix = FileFix("linked/lib.rs", b"fn a() { return 1; }\n", b"pwned\n", applied=1)
+    (root / "linked").symlink_to(outside)
+    with pytest.raises(FixTargetUnsafe, match="linked is not a directory reached without a link"):
+        write_round(root, [fix], _same)
+    (root / "src" / "link.rs").symlink_to(outside / "lib.rs")
+    with pytest.raises(FixTargetUnsafe, match="symbolic link"):
+        write_round(root, [FileFix("src/link.rs", fix.original, fix.fixed)], _same)
+    assert (outside / "lib.rs").read_bytes() == b"fn a() { return 1; }\n"
+
+
+@pytest.mark.parametrize("path", ["../ws2/src/lib.rs", "src/../src/lib.rs", "/etc/passwd", "src//lib.rs", ""])
+def test_a_path_that_is_not_plain_is_refused(tmp_path: Path, path: str) -> None:
+    root = _tree(tmp_path)
+    with pytest.raises(FixTargetUnsafe, match="not a plain path"):
+        write_round(root, [FileFix(path, b"fn a() { return 1; }\n", b"x\n")], _same)
+
+
+def test_another_round_only_when_one_clashed_and_another_applied_at_most_four() -> None:
+    """cargo's rustfix_crate: retry while progress is made on a file with errors, 4 rounds."""
+    summary = FixSummary(rounds=1)
+    clashed = [FileFix("f", b"", b"", applied=1, conflicts=1)]
+    assert go_again(clashed, summary)
+    assert not go_again([FileFix("f", b"", b"", applied=1)], summary)
+    assert not go_again([FileFix("f", b"", b"", applied=0, conflicts=1)], summary)
+    assert not go_again(clashed, FixSummary(rounds=4))
+
+
+def _git(root: Path, *args: str) -> None:
+    """git on the test's own fixture repository (never in the product)."""
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                   capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = _tree(tmp_path)
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "c")
+    return root
+
+
+def test_no_vcs_is_refused_unless_allow_no_vcs(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    with pytest.raises(NoVcsForFix, match="No VCS found for .*ws"):
+        check_vcs(root, FixOptions())
+    check_vcs(root, FixOptions(allow_no_vcs=True))
+    check_vcs(root, FixOptions(mode="patch"))  # writes nothing: no gate
+
+
+def test_a_clean_repository_passes(repo: Path) -> None:
+    check_vcs(repo, FixOptions())
+
+
+def test_a_dirty_tree_is_refused_listing_each_file_as_cargo_does(repo: Path) -> None:
+    (repo / "src" / "lib.rs").write_bytes(b"changed\n")
+    (repo / "new.rs").write_bytes(b"untracked\n")
+    (repo / "src" / "main.rs").write_bytes(b"staged\n")
+    _git(repo, "add", "src/main.rs")
+    with pytest.raises(DirtyTreeForFix) as refused:
+        check_vcs(repo, FixOptions())
+    assert refused.value.guidance().details == (
+        "* new.rs (dirty)", "* src/lib.rs (dirty)", "* src/main.rs (staged)")
+    # --allow-staged: only the dirty ones remain; --allow-dirty allows both (cargo 1.95)
+    with pytest.raises(DirtyTreeForFix) as refused:
+        check_vcs(repo, FixOptions(allow_staged=True))
+    assert refused.value.staged == () and refused.value.dirty == ("new.rs", "src/lib.rs")
+    check_vcs(repo, FixOptions(allow_dirty=True))
+
+
+def test_only_staged_changes_pass_with_allow_staged(repo: Path) -> None:
+    (repo / "src" / "main.rs").write_bytes(b"staged\n")
+    _git(repo, "add", "src/main.rs")
+    with pytest.raises(DirtyTreeForFix):
+        check_vcs(repo, FixOptions())
+    check_vcs(repo, FixOptions(allow_staged=True))
+
+
+def test_a_file_staged_then_changed_again_is_dirty_as_in_cargo(repo: Path) -> None:
+    (repo / "src" / "main.rs").write_bytes(b"staged\n")
+    _git(repo, "add", "src/main.rs")
+    (repo / "src" / "main.rs").write_bytes(b"and changed again\n")
+    with pytest.raises(DirtyTreeForFix) as refused:
+        check_vcs(repo, FixOptions())
+    assert (refused.value.dirty, refused.value.staged) == (("src/main.rs",), ())
+    with pytest.raises(DirtyTreeForFix):
+        check_vcs(repo, FixOptions(allow_staged=True))
