@@ -81,6 +81,8 @@ class Suggestions:
     found: list[Suggestion] = field(default_factory=list)
     outside: int = 0
     multi_file: int = 0
+    #: Suggestions of a unit whose rustc reported an error.
+    broken: int = 0
 
 
 def _offset(value: object) -> int | None:
@@ -132,10 +134,16 @@ def _parts(diag: dict[str, object], layout: PathLayout, out: Suggestions) -> lis
     return parts or None
 
 
-def machine_applicable(stdout: bytes, layout: PathLayout) -> Suggestions:
-    """Every MachineApplicable suggestion in cargo's `--message-format=json` stdout, in
-    the stream's order; raises HostileSuggestion for one that cannot be honest."""
-    out = Suggestions()
+def _unit(message: dict[str, object]) -> tuple[str, str, str]:
+    """The compilation unit a message is from: cargo fix runs one rustc per unit."""
+    target = message.get("target")
+    target = target if isinstance(target, dict) else {}
+    return (str(message.get("package_id"))[:512], str(target.get("name"))[:256],
+            str(target.get("kind"))[:256])
+
+
+def _messages(stdout: bytes) -> list[dict[str, object]]:
+    out = []
     for raw in stdout.split(b"\n"):
         if not raw.strip() or len(raw) > MAX_LINE_BYTES:
             continue
@@ -143,13 +151,29 @@ def machine_applicable(stdout: bytes, layout: PathLayout) -> Suggestions:
             message = json.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(message, dict) or message.get("reason") != "compiler-message":
-            continue
-        diag = message.get("message")
-        if not isinstance(diag, dict):
-            continue
+        if (isinstance(message, dict) and message.get("reason") == "compiler-message"
+                and isinstance(message.get("message"), dict)):
+            out.append(message)
+    return out
+
+
+def machine_applicable(stdout: bytes, layout: PathLayout) -> Suggestions:
+    """Every MachineApplicable suggestion in cargo's `--message-format=json` stdout, in
+    the stream's order; raises HostileSuggestion for one that cannot be honest. A unit
+    (package and target) with an error is not fixed: cargo fix applies nothing when its
+    rustc fails (`rustfix_and_fix`), and counts nothing for it (`broken`)."""
+    out = Suggestions()
+    messages = _messages(stdout)
+    broken = {_unit(m) for m in messages if isinstance(m["message"], dict)
+              and str(m["message"].get("level", "")).startswith("error")}
+    for message in messages:
+        diag = message["message"]
+        assert isinstance(diag, dict)
         parts = _parts(diag, layout, out)
         if parts is None:
+            continue
+        if _unit(message) in broken:
+            out.broken += 1
             continue
         if len(out.found) >= MAX_SUGGESTIONS:
             raise HostileSuggestion(parts[0].path, f"more than {MAX_SUGGESTIONS} suggestions in one lint")

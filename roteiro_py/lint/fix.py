@@ -19,8 +19,8 @@ Guarantees:
   only regular files), and replaced by a temporary file renamed over it in the same
   directory, with its mode kept. Every file of a round is checked before the first is
   written: a refusal writes nothing.
-- A build that failed is not fixed (cargo fix applies nothing when rustc fails, unless
-  --broken-code, which is not offered).
+- A target that does not build is not fixed: cargo fix applies nothing to a unit whose
+  rustc fails (unless --broken-code, which is not offered); the other units are fixed.
 - Rounds as cargo's `rustfix_crate`: another lint runs only when a suggestion of this
   round could not be applied (it overlapped one that was) and some were applied, at most
   MAX_ROUNDS rounds (cargo's `CARGO_FIX_MAX_RETRIES` default, 4). One final lint makes
@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -91,7 +90,6 @@ class Seen:
 
     suggestions: Suggestions
     originals: dict[str, bytes]
-    build_succeeded: bool
     #: A repository-relative path as a workspace-relative one (PathLayout.workspace_path).
     relative: Callable[[str], str]
 
@@ -114,9 +112,7 @@ def seen_by_guest(job: JobOutcome, tree: Tree) -> Seen:
                 originals[path] = read_bounded(name, MAX_FILE_BYTES, dir_fd=parent)
         except (FileRefused, OSError) as error:
             raise HostileSuggestion(path, f"the guest saw no such file ({error})") from None
-    status = job.steps[2].exit if len(job.steps) > 2 else None
-    return Seen(suggestions=found, originals=originals, build_succeeded=status == 0,
-                relative=layout.workspace_path)
+    return Seen(suggestions=found, originals=originals, relative=layout.workspace_path)
 
 
 @contextlib.contextmanager
@@ -201,6 +197,7 @@ class FixSummary:
     files: set[str] = field(default_factory=set)
     conflicts: int = 0
     skipped: int = 0
+    broken: int = 0
     patch: str = ""
 
     def line(self, mode: FixMode) -> str:
@@ -209,6 +206,9 @@ class FixSummary:
                 f"file(s) in {self.rounds} round(s)")
         if self.conflicts:
             text += f"; {self.conflicts} overlapping one(s) left for a next run"
+        if self.broken:
+            text += (f"; {self.broken} not applied to a target that does not build "
+                     "(as cargo fix)")
         if self.skipped:
             text += f"; {self.skipped} skipped as cargo skips them (outside the workspace or in two files)"
         return text + "\n"
@@ -218,10 +218,7 @@ def one_round(seen: Seen, summary: FixSummary) -> list[FileFix]:
     """Judge one lint's suggestions (clippy/fix.py); empty when there is nothing to do."""
     summary.rounds += 1
     summary.skipped += seen.suggestions.outside + seen.suggestions.multi_file
-    if not seen.build_succeeded:
-        sys.stderr.write("pylint-sandbox: the build failed: --fix applies nothing to code "
-                         "that does not build, as cargo fix does\n")
-        return []
+    summary.broken += seen.suggestions.broken
     fixes = apply_round(seen.suggestions.found, seen.originals)
     summary.applied += sum(fix.applied for fix in fixes)
     summary.conflicts = sum(fix.conflicts for fix in fixes)

@@ -28,10 +28,12 @@ DEMO = Path(__file__).parents[3] / "examples" / "demo-workspace"
 LAYOUT = PathLayout(guest_root=PurePosixPath("/guest/repo"))
 
 
-def _line(spans: list[dict[str, object]], message: str = "m") -> bytes:
+def _line(spans: list[dict[str, object]], message: str = "m", *, level: str = "warning",
+          target: str = "lib") -> bytes:
     children = [{"level": "help", "message": "try", "spans": spans, "children": []}]
-    return json.dumps({"reason": "compiler-message", "message": {
-        "message": message, "level": "warning", "spans": [], "children": children}}).encode()
+    return json.dumps({"reason": "compiler-message", "package_id": "path+file:///guest/repo#p@0.1.0",
+                       "target": {"kind": [target], "name": "p"}, "message": {
+        "message": message, "level": level, "spans": [], "children": children}}).encode()
 
 
 def _span(start: int, end: int, text: str, *, file: str = "src/lib.rs",
@@ -78,6 +80,18 @@ def test_only_machine_applicable_parts_are_taken() -> None:
     ])
     found = machine_applicable(stream, LAYOUT)
     assert [s.replacements[0].text for s in found.found] == [b"a"]
+
+
+def test_a_target_with_an_error_is_not_fixed_and_the_others_are() -> None:
+    """cargo fix runs one rustc per unit and applies nothing when it fails (cargo-labels:
+    its lib is fixed, its bin does not build)."""
+    stream = b"\n".join([
+        _line([_span(0, 1, "lib")], target="lib"),
+        _line([_span(2, 3, "bin")], target="bin"),
+        _line([], "mismatched types", level="error", target="bin"),
+    ])
+    found = machine_applicable(stream, LAYOUT)
+    assert [s.replacements[0].text for s in found.found] == [b"lib"] and found.broken == 1
 
 
 def test_outside_and_two_file_suggestions_are_skipped_and_counted_as_cargo_skips_them() -> None:
