@@ -3,16 +3,23 @@ a link, all or nothing; and cargo fix's VCS gate, read from .git as data."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from roteiro_py.clippy.fix import FileFix
-from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, NoVcsForFix
-from roteiro_py.lint.fix import FixOptions, FixSummary, check_vcs, go_again, write_round
+from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, HostileSuggestion, NoVcsForFix
+from roteiro_py.lint.fix import FixOptions, FixSummary, check_vcs, go_again, run_fix, write_round
+from roteiro_py.lint.tree import Tree
+from roteiro_py.process.sandbox import Command
+from roteiro_py.vm.api import Isolation, JobOutcome, StagedShare, VmOutcome
 
 
 def _same(path: str) -> str:
@@ -144,3 +151,93 @@ def test_a_file_staged_then_changed_again_is_dirty_as_in_cargo(repo: Path) -> No
     assert (refused.value.dirty, refused.value.staged) == (("src/main.rs",), ())
     with pytest.raises(DirtyTreeForFix):
         check_vcs(repo, FixOptions(allow_staged=True))
+
+
+# -- the rounds, with a stand-in for the VM: the real loop, writer and engine, and a guest
+# -- whose streams are scripted (a hostile guest cannot be made on demand by a real one)
+
+NOW = datetime.now(UTC)
+ISOLATION = Isolation("qemu", "tcg", False, "tcg")
+
+
+def _stream(*suggestions: tuple[int, int, str]) -> bytes:
+    lines = []
+    for start, end, text in suggestions:
+        span = {"file_name": "src/lib.rs", "byte_start": start, "byte_end": end, "line_start": 1,
+                "line_end": 1, "column_start": 1, "column_end": 1, "is_primary": True,
+                "suggested_replacement": text, "suggestion_applicability": "MachineApplicable"}
+        lines.append(json.dumps({"reason": "compiler-message", "package_id": "p", "target": {"name": "p"},
+                                 "message": {"message": "m", "level": "warning", "spans": [], "children": [
+                                     {"level": "help", "message": "h", "spans": [span], "children": []}]}}))
+    return "\n".join(lines).encode()
+
+
+class ScriptedGuest:
+    """Each lint: stage a copy of the workspace (as share_image.py does), answer with the
+    next scripted stream, and hand the job to `inspect` while the copy exists."""
+
+    def __init__(self, root: Path, tmp: Path, streams: list[bytes], after_staging: Callable[[], None] = lambda: None):
+        self.root, self.tmp, self.streams, self.after_staging = root, tmp, streams, after_staging
+        self.lints = 0
+
+    def __call__(self, inspect: Callable[[JobOutcome, Tree], None] | None) -> tuple[Any, Any]:
+        staged = self.tmp / f"staged-{self.lints}"
+        shutil.copytree(self.root, staged)
+        stream = self.streams[min(self.lints, len(self.streams) - 1)]
+        self.lints += 1
+        self.after_staging()
+        step = VmOutcome(command=Command("x", (), Path("/tmp"), {}, timeout=1), exit=0, stdout=stream,
+                         stderr=b"", timed_out=False, truncated=False, duration=1.0, started=NOW, ended=NOW,
+                         isolation=ISOLATION)
+        job = JobOutcome(steps=(step, step, step), isolation=ISOLATION, completed=True, boot_seconds=1.0,
+                         failure=None, console=b"", staged=(StagedShare(self.root, staged),))
+        if inspect is not None:
+            inspect(job, Tree(asked=self.root, workspace=self.root, repo_root=self.root))
+        return f"report {self.lints}", "settings"
+
+
+def _crate(tmp_path: Path, lib: bytes) -> Path:
+    root = tmp_path / "crate"
+    (root / "src").mkdir(parents=True)
+    (root / "Cargo.toml").write_text('[package]\nname = "p"\nversion = "0.1.0"\n')
+    (root / "src" / "lib.rs").write_bytes(lib)
+    return root
+
+
+def test_an_overlap_is_retried_in_a_second_round_then_one_lint_reports_what_remains(tmp_path: Path) -> None:
+    """Round 1: two suggestions overlap, the later one is applied, the other clashes;
+    round 2 lints the written tree and applies what it now suggests; no clash: the last
+    lint is the report's. Three lints, two rounds, two suggestions (cargo's loop)."""
+    root = _crate(tmp_path, b"abcdef\n")
+    guest = ScriptedGuest(root, tmp_path, [_stream((0, 3, "X"), (2, 5, "Y")), _stream((0, 2, "Z")), b""])
+    report, _, summary = run_fix(root, FixOptions(allow_no_vcs=True), guest)
+    assert (root / "src" / "lib.rs").read_bytes() == b"ZYf\n"
+    assert (guest.lints, summary.rounds, summary.applied, report) == (3, 2, 2, "report 3")
+
+
+def test_a_hostile_suggestion_in_a_round_writes_nothing(tmp_path: Path) -> None:
+    root = _crate(tmp_path, b"abcdef\n")
+    guest = ScriptedGuest(root, tmp_path, [_stream((0, 1, "fine"), (3, 4000, "past the end"))])
+    with pytest.raises(HostileSuggestion, match="src/lib.rs.*ends past the file's 7 bytes"):
+        run_fix(root, FixOptions(allow_no_vcs=True), guest)
+    assert (root / "src" / "lib.rs").read_bytes() == b"abcdef\n" and guest.lints == 1
+
+
+def test_a_file_edited_while_the_vm_linted_is_not_overwritten(tmp_path: Path) -> None:
+    root = _crate(tmp_path, b"abcdef\n")
+
+    def edit() -> None:
+        (root / "src" / "lib.rs").write_bytes(b"the user's edit\n")
+
+    guest = ScriptedGuest(root, tmp_path, [_stream((0, 1, "X"))], after_staging=edit)
+    with pytest.raises(FixTargetUnsafe, match="changed since the lint staged it"):
+        run_fix(root, FixOptions(allow_no_vcs=True), guest)
+    assert (root / "src" / "lib.rs").read_bytes() == b"the user's edit\n"
+
+
+def test_patch_is_one_round_and_writes_nothing(tmp_path: Path) -> None:
+    root = _crate(tmp_path, b"abcdef\n")
+    guest = ScriptedGuest(root, tmp_path, [_stream((0, 3, "X"))])
+    _, _, summary = run_fix(root, FixOptions(mode="patch"), guest)
+    assert summary.patch == "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-abcdef\n+Xdef\n"
+    assert (root / "src" / "lib.rs").read_bytes() == b"abcdef\n" and guest.lints == 1
