@@ -83,6 +83,8 @@ class Suggestions:
     multi_file: int = 0
     #: Suggestions of a unit whose rustc reported an error.
     broken: int = 0
+    #: The units whose rustc reported an error (cargo fix backs out edits that add one).
+    broken_units: frozenset[tuple[str, str, str]] = frozenset()
 
 
 def _offset(value: object) -> int | None:
@@ -157,15 +159,24 @@ def _messages(stdout: bytes) -> list[dict[str, object]]:
     return out
 
 
+def _broken(messages: list[dict[str, object]]) -> frozenset[tuple[str, str, str]]:
+    return frozenset(_unit(m) for m in messages if isinstance(m["message"], dict)
+                     and str(m["message"].get("level", "")).startswith("error"))
+
+
+def units_with_errors(stdout: bytes) -> frozenset[tuple[str, str, str]]:
+    """The units (package, target) whose rustc reported an error in this stream."""
+    return _broken(_messages(stdout))
+
+
 def machine_applicable(stdout: bytes, layout: PathLayout) -> Suggestions:
     """Every MachineApplicable suggestion in cargo's `--message-format=json` stdout, in
     the stream's order; raises HostileSuggestion for one that cannot be honest. A unit
     (package and target) with an error is not fixed: cargo fix applies nothing when its
     rustc fails (`rustfix_and_fix`), and counts nothing for it (`broken`)."""
-    out = Suggestions()
     messages = _messages(stdout)
-    broken = {_unit(m) for m in messages if isinstance(m["message"], dict)
-              and str(m["message"].get("level", "")).startswith("error")}
+    broken = _broken(messages)
+    out = Suggestions(broken_units=broken)
     for message in messages:
         diag = message["message"]
         assert isinstance(diag, dict)

@@ -21,6 +21,10 @@ Guarantees:
   written: a refusal writes nothing.
 - A target that does not build is not fixed: cargo fix applies nothing to a unit whose
   rustc fails (unless --broken-code, which is not offered); the other units are fixed.
+- Edits that break the build are backed out, as cargo fix does: when a lint after the
+  edits has a unit with an error the first lint had not, every file written is put back
+  as it was (only where it still holds --fix's bytes) and the tree is linted again for
+  the report.
 - Rounds as cargo's `rustfix_crate`: another lint runs only when a suggestion of this
   round could not be applied (it overlapped one that was) and some were applied, at most
   MAX_ROUNDS rounds (cargo's `CARGO_FIX_MAX_RETRIES` default, 4). One final lint makes
@@ -39,7 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
-from roteiro_py.clippy.fix import MAX_FILE_BYTES, apply_round, machine_applicable, unified_diff
+from roteiro_py.clippy.fix import (
+    MAX_FILE_BYTES,
+    FileFix,
+    apply_round,
+    machine_applicable,
+    unified_diff,
+    units_with_errors,
+)
 from roteiro_py.clippy.parse import PathLayout
 from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, HostileSuggestion, NoVcsForFix
 from roteiro_py.lint.preflight import locate
@@ -48,7 +59,7 @@ from roteiro_py.untrusted import FileRefused, read_bounded
 
 if TYPE_CHECKING:
     from roteiro_py import config
-    from roteiro_py.clippy.fix import FileFix, Suggestions
+    from roteiro_py.clippy.fix import Suggestions
     from roteiro_py.lint.tree import Tree
     from roteiro_py.report.model import Report
     from roteiro_py.vm.api import JobOutcome
@@ -198,9 +209,14 @@ class FixSummary:
     conflicts: int = 0
     skipped: int = 0
     broken: int = 0
+    backed_out: bool = False
     patch: str = ""
 
     def line(self, mode: FixMode) -> str:
+        if self.backed_out:
+            return (f"pylint-sandbox: --fix backed out its {self.applied} suggestion(s) in "
+                    f"{len(self.files)} file(s): the fixed code did not build where the original "
+                    "did (as cargo fix); the report is of the tree as it was\n")
         did = "would apply" if mode == "patch" else "applied"
         text = (f"pylint-sandbox: --fix {did} {self.applied} suggestion(s) to {len(self.files)} "
                 f"file(s) in {self.rounds} round(s)")
@@ -242,6 +258,7 @@ def run_fix(path: Path, options: FixOptions, lint: Linter) -> tuple[Report, conf
     check_vcs(locate(path).workspace, options)  # before any VM, as cargo fix
     summary = FixSummary()
     seen: list[tuple[Seen, Path]] = []
+    written = Written()
 
     def keep(job: JobOutcome, tree: Tree) -> None:
         seen.append((seen_by_guest(job, tree), tree.workspace))
@@ -252,13 +269,54 @@ def run_fix(path: Path, options: FixOptions, lint: Linter) -> tuple[Report, conf
         if not seen:
             return report, settings, summary
         guest, workspace = seen[0]
+        if written.broke(guest.suggestions.broken_units):
+            return (*written.back_out(lint, summary), summary)
         fixes = one_round(guest, summary)
         if options.mode == "patch":
             summary.patch = unified_diff(fixes)
             return report, settings, summary
         if write_round(workspace, fixes, guest.relative) == 0:
             return report, settings, summary
+        written.record(workspace, fixes, guest.relative)
         if not go_again(fixes, summary):
             break
-    report, settings = lint(None)
+    errors: list[frozenset[tuple[str, str, str]]] = []
+    report, settings = lint(lambda job, _: errors.append(
+        units_with_errors(job.steps[2].stdout if len(job.steps) > 2 else b"")))
+    if errors and written.broke(errors[0]):
+        return (*written.back_out(lint, summary), summary)
     return report, settings, summary
+
+
+@dataclass
+class Written:
+    """The files --fix wrote, with their bytes before its first edit and after its last,
+    and the units that did not build before it: cargo fix backs every edit out when the
+    fixed code fails to build where the original did not (`fix_maybe_exec_rustc`)."""
+
+    workspace: Path | None = None
+    files: dict[str, tuple[bytes, bytes, Callable[[str], str]]] = field(default_factory=dict)
+    broken_before: frozenset[tuple[str, str, str]] | None = None
+
+    def broke(self, broken_now: frozenset[tuple[str, str, str]]) -> bool:
+        """Whether a lint after the edits has a unit with an error the first lint had not."""
+        if self.broken_before is None:
+            self.broken_before = broken_now
+            return False
+        return bool(self.files) and not broken_now <= self.broken_before
+
+    def record(self, workspace: Path, fixes: list[FileFix], relative: Callable[[str], str]) -> None:
+        self.workspace = workspace
+        for fix in fixes:
+            if fix.fixed != fix.original:
+                first = self.files.get(fix.path, (fix.original, b"", relative))[0]
+                self.files[fix.path] = (first, fix.fixed, relative)
+
+    def back_out(self, lint: Linter, summary: FixSummary) -> tuple[Report, config.Settings]:
+        """Write every file back as it was (only where it still holds --fix's bytes), then
+        lint the tree as it was for the report."""
+        assert self.workspace is not None
+        for path, (original, fixed, relative) in self.files.items():
+            write_round(self.workspace, [FileFix(path, fixed, original)], relative)
+        summary.backed_out = True
+        return lint(None)

@@ -241,3 +241,26 @@ def test_patch_is_one_round_and_writes_nothing(tmp_path: Path) -> None:
     _, _, summary = run_fix(root, FixOptions(mode="patch"), guest)
     assert summary.patch == "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-abcdef\n+Xdef\n"
     assert (root / "src" / "lib.rs").read_bytes() == b"abcdef\n" and guest.lints == 1
+
+
+def _error(target: str = "p") -> bytes:
+    return json.dumps({"reason": "compiler-message", "package_id": "p", "target": {"name": target},
+                       "message": {"message": "mismatched types", "level": "error", "spans": [],
+                                   "children": []}}).encode()
+
+
+def test_edits_that_break_the_build_are_backed_out_as_cargo_fix_does(tmp_path: Path) -> None:
+    """The lint after the edits has an error the first had not: every file is written back
+    and the tree as it was is linted for the report (round, check, re-lint: 3 lints)."""
+    root = _crate(tmp_path, b"abcdef\n")
+    guest = ScriptedGuest(root, tmp_path, [_stream((0, 1, "X")), _error(), b""])
+    report, _, summary = run_fix(root, FixOptions(allow_no_vcs=True), guest)
+    assert (root / "src" / "lib.rs").read_bytes() == b"abcdef\n"
+    assert summary.backed_out and "backed out" in summary.line("apply")
+    assert (guest.lints, report) == (3, "report 3")
+    # control: an error the first lint already had (another target's) is not the edits' doing
+    root2 = _crate(tmp_path / "2", b"abcdef\n")
+    guest = ScriptedGuest(root2, tmp_path / "2", [_stream((0, 1, "X")) + b"\n" + _error("bin"), _error("bin")])
+    _, _, summary = run_fix(root2, FixOptions(allow_no_vcs=True), guest)
+    assert (root2 / "src" / "lib.rs").read_bytes() == b"Xbcdef\n"
+    assert not summary.backed_out and guest.lints == 2
