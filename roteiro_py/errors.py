@@ -1729,6 +1729,42 @@ class PlatformUnsupported(Refusal):
 # -- exit 4 ----------------------------------------------------------------------------
 
 
+class AttestationRefused(RoteiroError):
+    """`verify` does not accept an attestation for these reports (report/attest.py,
+    commands/verify.py): a signature that does not verify, a report that is no subject, a
+    `--require` the provenance does not meet, or a file that is not an attestation at all.
+    `what` names the file or the requirement, `why` says what was found; both come from
+    outside and are escaped here. Exit 3: the gate refused, as a lint's refusals do."""
+
+    exit_code = EXIT_REFUSED
+    code = "attestation-refused"
+
+    def __init__(self, what: str, why: str, hint: str | None = None) -> None:
+        super().__init__()
+        self.what = what
+        self.why = why
+        self.hint = hint
+
+    def guidance(self) -> Guidance:
+        return Guidance(summary=_sentence(f"Refused {_p(self.what)}: {_p(self.why)}"),
+                        notes=("The reports were not accepted: nothing here says who made them, "
+                               "or how.",) + ((_p(self.hint),) if self.hint else ()),
+                        commands=(docs_command("attestation"),))
+
+
+class AttestKeyUnusable(UsageError):
+    """`--attest-key` or `verify --key` names a file that is not an unencrypted Ed25519 key
+    of the kind asked for (a private key in PEM or OpenSSH form; a public key in PEM or
+    `ssh-ed25519 ...` form). The key's bytes are never quoted."""
+
+    code = "attest-key-unusable"
+
+    def __init__(self, flag: str, path: Path, why: str) -> None:
+        super().__init__(_sentence(f"{flag} {printable(str(path))}: {why}"),
+                         hint="Make one with: ssh-keygen -t ed25519 -N '' -f attest-key "
+                         "(the public half is attest-key.pub).")
+
+
 class InternalError(RoteiroError):
     """A state the code did not expect: a bug, reported as one line plus the log's path."""
 

@@ -52,6 +52,9 @@ DOCS: dict[str, Shipped] = {
     # what runs (Linux x86_64), and on paper what aarch64 Linux and macOS would need
     "platforms": Shipped("docs/PLATFORMS.md", "the platforms a lint runs on, and what aarch64 Linux and "
                          "macOS (HVF) would need"),
+    # --attest and verify: what each field of the statement means, what it proves and what not
+    "attestation": Shipped("docs/ATTESTATION.md", "--attest and verify: the signed provenance of a "
+                           "lint, what it proves and what it does not"),
     # the JSON Schema of --format json's report, generated from the model (scripts/report-schema)
     "report-schema": Shipped("docs/report.schema.json", "the JSON Schema of the report --format json "
                              "writes"),

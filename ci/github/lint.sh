@@ -14,17 +14,23 @@
 # - It exits with the lint's own status (0 clean at fail-on, 1 findings, 2 usage, 3
 #   refused, 4 internal): the step is continue-on-error, so the SARIF upload still runs,
 #   and the action's last step (finish.sh) fails the job with that status.
+# - attest "true" adds `--attest` (docs/ATTESTATION.md): the statement is written to a
+#   private directory under RUNNER_TEMP, never into the checkout, and its predicate is
+#   taken out of it beside it (actions/attest takes a predicate and the subjects' files,
+#   and signs a statement of its own around them). "false": none.
 # - Outputs (GITHUB_OUTPUT), written whatever happened: exit-code; findings (the report's
 #   count of findings, empty when no report was written), split into new-findings (those
 #   that can fail the job: not in the baseline and not outside the diff; every finding
 #   when neither was given) and known-findings (the rest); sarif and report (the files'
-#   paths, empty when not written: a refused lint writes none, and nothing is uploaded).
+#   paths, empty when not written: a refused lint writes none, and nothing is uploaded);
+#   attestation, predicate and attest-subjects (the statement, its predicate, and the
+#   report files it names, one a line; empty when no statement was written).
 #   Reports left in the checkout before the run are removed first, so an output never
 #   describes a file the tree committed.
 #
 # Inputs arrive as environment variables (action.yml's `env:`), never as shell text:
 # INPUT_PATH, INPUT_IMAGE, INPUT_FAIL_ON, INPUT_CATEGORY, INPUT_SARIF, INPUT_BASELINE,
-# INPUT_DIFF, INPUT_ACCEL, INPUT_ARGS.
+# INPUT_DIFF, INPUT_ACCEL, INPUT_ARGS, INPUT_ATTEST.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=ci/common.sh
@@ -36,6 +42,7 @@ workspace="${GITHUB_WORKSPACE:-$PWD}"
 cd "$workspace"
 report="$workspace/clippy.json"
 sarif="$workspace/clippy.sarif"
+statement="" predicate=""
 
 # shellcheck disable=SC2317  # run by the EXIT trap
 finish() {
@@ -55,6 +62,20 @@ print(total, new, total - new)' "$report" 2>/dev/null || true)"
   if [ -f "$sarif" ] && [ ! -L "$sarif" ]; then
     written_sarif="$sarif"
   fi
+  local written_statement="" written_predicate="" subjects=""
+  if [ -n "$statement" ] && [ -f "$statement" ] && [ -n "$written_report$written_sarif" ]; then
+    # the predicate actions/attest signs; the statement is the tool's own (no --attest-key here)
+    if python3 -c 'import json, sys
+statement = json.load(open(sys.argv[1]))
+json.dump(statement["predicate"], open(sys.argv[2], "x"), indent=2, sort_keys=True)' \
+      "$statement" "$predicate" 2>/dev/null; then
+      written_statement="$statement" written_predicate="$predicate"
+      subjects="$written_report"
+      if [ -n "$written_sarif" ]; then
+        subjects="${subjects:+$subjects$'\n'}$written_sarif"
+      fi
+    fi
+  fi
   {
     printf 'exit-code=%s\n' "$status"
     printf 'findings=%s\n' "$findings"
@@ -62,6 +83,12 @@ print(total, new, total - new)' "$report" 2>/dev/null || true)"
     printf 'known-findings=%s\n' "$known"
     printf 'sarif=%s\n' "$written_sarif"
     printf 'report=%s\n' "$written_report"
+    if [ -n "$statement" ]; then  # attest: true (unset outputs read as empty)
+      printf 'attestation=%s\n' "$written_statement"
+      printf 'predicate=%s\n' "$written_predicate"
+      # a list, one path a line: GitHub's multiline form, with a delimiter no path here holds
+      printf 'attest-subjects<<PYLINT_SANDBOX_EOF\n%s\nPYLINT_SANDBOX_EOF\n' "$subjects"
+    fi
   } >>"$GITHUB_OUTPUT"
   # The tool writes the summary when it has a report; without one, the page says so.
   if [ -z "$written_report" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$GITHUB_STEP_SUMMARY" ]; then
@@ -83,6 +110,18 @@ case "${INPUT_SARIF:-true}" in
   false) ;;
   *)
     ci_error "the input sarif is ${INPUT_SARIF@Q}: true or false"
+    exit 2
+    ;;
+esac
+case "${INPUT_ATTEST:-false}" in
+  true)
+    attest_dir="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/pylint-sandbox-attest.XXXXXX")"
+    statement="$attest_dir/clippy.intoto.json" predicate="$attest_dir/clippy.provenance.json"
+    args+=("--attest=$statement")
+    ;;
+  false) ;;
+  *)
+    ci_error "the input attest is ${INPUT_ATTEST@Q}: true or false"
     exit 2
     ;;
 esac

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 #: The order `--help` lists the commands in: the one a user came for, then the others as
 #: a first run meets them. Click lists a Typer's own commands before its groups (lint was
 #: seventh); a command not named here comes after these, in the order it was declared.
-COMMAND_ORDER = ("lint", "render", "review", "image", "doctor", "prefetch", "fetch-deps", "cache", "config", "docs",
-                 "dockerfile")
+COMMAND_ORDER = ("lint", "render", "review", "verify", "tree-digest", "image", "doctor", "prefetch",
+                 "fetch-deps", "cache", "config", "docs", "dockerfile")
 
 
 def first_sentence(text: str | None) -> str:
@@ -171,6 +171,7 @@ class DocTopic(StrEnum):
     adopting = "adopting"
     platforms = "platforms"
     report_schema = "report-schema"
+    attestation = "attestation"
 
 
 class CacheKind(StrEnum):
@@ -271,6 +272,12 @@ def lint_clippy(
         "command line run in the guest.")] = False,
     color: Annotated[Color | None, typer.Option(
         "--color", help="Colour in the human report (default: CARGO_TERM_COLOR, else auto).")] = None,
+    attest: Annotated[Path | None, typer.Option(
+        "--attest", metavar="FILE", help="Write an in-toto statement of the run's provenance, its "
+        "subjects the report files written (docs/ATTESTATION.md).")] = None,
+    attest_key: Annotated[Path | None, typer.Option(
+        "--attest-key", metavar="KEY", help="Sign the --attest statement as a DSSE envelope with "
+        "this Ed25519 private key (PEM or OpenSSH, unencrypted).")] = None,
     fix: Annotated[str | None, typer.Option(
         "--fix", metavar="[=patch]",
         help="Apply clippy's machine-applicable suggestions to the tree as cargo clippy --fix "
@@ -291,6 +298,9 @@ def lint_clippy(
         _guard(lambda: _usage("--verbose and --quiet cannot be used together."))
     if fix not in (None, "apply", "patch"):
         _guard(lambda: _usage(f"--fix takes no value or `patch`, not {fix!r}."))
+    if fix is not None and attest is not None:
+        _guard(lambda: _usage("--attest and --fix cannot be used together: the attestation would "
+                              "name a tree the edits then change. Attest a lint of the fixed tree."))
     if fix is None and (allow_dirty or allow_staged or allow_no_vcs):
         _guard(lambda: _usage("--allow-dirty, --allow-staged and --allow-no-vcs go with --fix."))
     fixing = None
@@ -338,7 +348,8 @@ def lint_clippy(
                                                 flags=flags, output=output,
                                                 baseline=baseline, diff=diff,
                                                 formats=tuple(format or ()), category=category,
-                                                verbose=verbose, fix=fixing)),
+                                                verbose=verbose, attest=attest,
+                                                attest_key=attest_key, fix=fixing)),
            invocation=_invocation(ctx), lint=True)
 
 
@@ -361,6 +372,35 @@ def render(
              "lint.color": (color.value if color else None, "--color")}
     _guard(lambda: run_render(RenderRequest(report=report, formats=tuple(format or ()), output=output,
                                             category=category, baseline=baseline, diff=diff, flags=flags)))
+
+
+@app.command("verify")
+def verify(
+    reports: Annotated[list[Path], typer.Argument(help="Report files the attested run wrote.")],
+    attestation: Annotated[Path, typer.Option(
+        "--attestation", metavar="FILE", help="The attestation `lint clippy --attest` wrote.")],
+    key: Annotated[Path | None, typer.Option(
+        "--key", metavar="PUB", help="The Ed25519 public key (PEM or ssh-ed25519) whose "
+        "signature must verify; without it the signature is not checked.")] = None,
+    require: Annotated[list[str] | None, typer.Option(
+        "--require", metavar="K=V", help="A policy the run must meet: image=sha256:<hex>, "
+        "isolation=kvm|tcg, commit=<sha> (repeatable; any unmet refuses, exit 3).")] = None,
+) -> None:
+    """Check that reports are what an attested lint wrote, and print its provenance."""
+    from roteiro_py.commands.verify import VerifyRequest, run_verify
+
+    _guard(lambda: run_verify(VerifyRequest(reports=tuple(reports), attestation=attestation,
+                                            key=key, requires=tuple(require or ()))))
+
+
+@app.command("tree-digest")
+def tree_digest(
+    path: Annotated[Path, typer.Argument(help="A worktree (the workspace a lint was given).")] = Path("."),
+) -> None:
+    """Print the content digest `lint clippy --attest` records of a tree (docs/ATTESTATION.md)."""
+    from roteiro_py.commands.verify import run_tree_digest
+
+    _guard(lambda: run_tree_digest(path))
 
 
 @app.command("review")

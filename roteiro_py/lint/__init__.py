@@ -40,6 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 from roteiro_py import config
 from roteiro_py.compare import compare, load_against
+from roteiro_py.lint.attestation import (
+    check_attest,
+    gather,
+    git_commit,
+    request_parameters,
+    write_attestation,
+)
 from roteiro_py.lint.caches import (
     cargo_in_use,
     guest_cargo,
@@ -105,6 +112,7 @@ from roteiro_py.vocabulary import GUEST_SCRATCH
 
 if TYPE_CHECKING:
     from roteiro_py.lint.fix import FixOptions
+    from roteiro_py.report.attest import Facts
     from roteiro_py.report.model import Report
     from roteiro_py.vm.api import JobOutcome, VmBackend
 
@@ -141,6 +149,9 @@ class LintRequest:
         return plan_outputs(self.formats, self.output, self.category)
     #: -v: every note and the run's details on stderr (progress.py says what they are).
     verbose: bool = False
+    #: `--attest FILE`, `--attest-key KEY` (lint/attestation.py).
+    attest: Path | None = None
+    attest_key: Path | None = None
 
 
 def lint(request: LintRequest, progress: Progress = SILENT,
@@ -149,12 +160,22 @@ def lint(request: LintRequest, progress: Progress = SILENT,
     Each cache the run uses is held (its lock shared) from its check until the run's VMs
     are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py).
     `inspect` sees the job while its staged copy still exists (lint/fix.py reads it)."""
+    report, settings, _ = lint_attested(request, progress, inspect)
+    return report, settings
+
+
+def lint_attested(request: LintRequest, progress: Progress = SILENT,
+                  inspect: Callable[[JobOutcome, Tree], None] | None = None,
+                  ) -> tuple[Report, config.Settings, Facts | None]:
+    """`lint`, with the facts an attestation needs beyond the report when `--attest` was
+    given (lint/attestation.py `gather`), else None."""
     with contextlib.ExitStack() as held:
         return _lint(request, progress, held, inspect)
 
 
 def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
-          inspect: Callable[[JobOutcome, Tree], None] | None = None) -> tuple[Report, config.Settings]:
+          inspect: Callable[[JobOutcome, Tree], None] | None = None,
+          ) -> tuple[Report, config.Settings, Facts | None]:
     began = time.monotonic()
     require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
@@ -225,6 +246,7 @@ def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
     progress.detail(f"dependency cache {deps.state}" + (f" {deps.key}" if deps.key else "")
                     + (f": {deps.reason}" if deps.reason else ""))
     # held (shared) until the VM is done with it: no prune takes it in between
+    git_before = git_commit(tree) if request.attest is not None else ""  # before the copy
     with attached(deps, deadline) as deps, staging_area() as staging:
         key = scratch_key(tree, image.manifest_digest, settings.lint.features,
                           deps.key if deps.image is not None else None)
@@ -240,10 +262,13 @@ def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
                               started, ended, deps.for_report())
+        facts = None if request.attest is None else gather(  # the staged copy exists until here
+            job, tree, settings, request_parameters(request.path, request.flags, request.formats,
+                                                    settings), git_before)
         if inspect is not None:
             inspect(job, tree)
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
-    return report, settings
+    return report, settings, facts
 
 
 def template_detail(job: JobOutcome, template: bool) -> str:
@@ -259,6 +284,7 @@ def run_lint_command(request: LintRequest) -> int:
     require_supported()  # before any file is looked at: no VM can run on this host at all
     plan = request.outputs
     check_outputs(plan)                                                    # 0: cheapest
+    key = check_attest(request.attest, request.attest_key, plan.targets)
     # 0: a wrong file costs ms; a diff's files are looked for in the repository (no link followed)
     against = load_against(request.baseline, request.diff,
                            root=repo_root_of(request.path) if request.diff is not None else None)
@@ -266,13 +292,16 @@ def run_lint_command(request: LintRequest) -> int:
     stopped = True
     summary = None
     try:
+        facts: Facts | None = None
         if request.fix is not None:
             # lazy: the edit engine and dulwich load for --fix only
             from roteiro_py.lint.fix import run_fix
             report, settings, summary = run_fix(
                 request.path, request.fix, lambda inspect: lint(request, progress, inspect))
-        else:
+        elif request.attest is None:
             report, settings = lint(request, progress)
+        else:
+            report, settings, facts = lint_attested(request, progress)
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
         # rich judges the console (report/human.py screen_for): a pty reporting 0 columns
         # once made the report vanish under our own os.get_terminal_size()
@@ -296,6 +325,8 @@ def run_lint_command(request: LintRequest) -> int:
             sys.stdout.flush()
     try:
         deliver(rendered)
+        if request.attest is not None and facts is not None:
+            write_attestation(report, facts, rendered, request.attest, key)
     finally:
         skipped = append_step_summary(report)
         if skipped:

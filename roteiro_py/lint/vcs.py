@@ -28,7 +28,9 @@ Guarantees:
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from pathlib import Path
 from dulwich import errors as dulwich_errors
 from dulwich.errors import NotGitRepository
 from dulwich.ignore import IgnoreFilterManager
-from dulwich.index import Index, get_unstaged_changes
+from dulwich.index import ConflictedIndexEntry, Index, IndexEntry
 from dulwich.objects import Commit, ObjectID
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
@@ -128,7 +130,12 @@ def _state(repo: Repo, worktree: Path) -> GitState:
     staged = [_text(path) for (old, new), _modes, _shas
               in index.changes_from_tree(repo.object_store, tree_id)
               if (path := new or old) is not None]
-    unstaged = [_text(path) for path in get_unstaged_changes(index, str(worktree))]
+    if repo.object_format.name != "sha1":
+        raise VcsUnreadable(worktree, f"its objects are named by {repo.object_format.name}, "
+                            "and only sha1 repositories are read")
+    racy_after = os.stat(index_path).st_mtime_ns if size else 0
+    unstaged = [_text(path) for path, entry in index.iteritems()
+                if _changed(worktree, path, entry, racy_after)]
     return GitState(
         root=worktree,
         commit=commit_id,
@@ -138,6 +145,72 @@ def _state(repo: Repo, worktree: Path) -> GitState:
         untracked=listed(_untracked(repo, worktree, index)),
         truncated=cut,
     )
+
+
+def _changed(worktree: Path, path: bytes, entry: IndexEntry | ConflictedIndexEntry,
+             racy_after: int) -> bool:
+    """Whether a tracked path differs in the worktree from its index entry, as git decides
+    it: gone, another kind (a file, a link, a FIFO, a directory; or reached through a link
+    or a non-directory), another executable bit, or other content. The content is hashed
+    unless the stat data match the entry and the file is older than the index (git's
+    "racy" rule: a file written in the index's own instant is hashed). A submodule's
+    gitlink and a sparse checkout's skipped entries are not looked at."""
+    if isinstance(entry, ConflictedIndexEntry):
+        return True
+    if entry.skip_worktree or stat.S_ISDIR(entry.mode) or entry.mode == 0o160000:
+        return False
+    parts = _text(path).split("/")
+    here = worktree
+    for part in parts[:-1]:
+        here = here / part
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return True
+        except OSError:
+            return True
+    full = here / parts[-1]
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return True
+    if stat.S_ISLNK(entry.mode) != stat.S_ISLNK(st.st_mode):
+        return True
+    if not (stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        return True
+    if stat.S_ISREG(st.st_mode) and bool(entry.mode & 0o100) != bool(st.st_mode & 0o100):
+        return True
+    mtime, ctime = _ns(entry.mtime), _ns(entry.ctime)
+    if (st.st_size == entry.size and st.st_mtime_ns == mtime and st.st_ctime_ns == ctime
+            and st.st_mtime_ns < racy_after):
+        return False
+    return _blob_id(full, st) != entry.sha
+
+
+def _ns(stamp: int | float | tuple[int, int]) -> int:
+    if isinstance(stamp, tuple):
+        return stamp[0] * 1_000_000_000 + stamp[1]
+    return int(stamp * 1_000_000_000)
+
+
+def _blob_id(full: Path, st: os.stat_result) -> bytes:
+    """The git blob id (sha1, hex) of a link's target or a file's bytes, read in chunks
+    without following a link (a file swapped for a link since the stat reads as changed)."""
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(os.fsencode(full))
+        return hashlib.sha1(b"blob %d\0" % len(target) + target).hexdigest().encode("ascii")
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        opened = os.fstat(file.fileno())
+        if not stat.S_ISREG(opened.st_mode):
+            return b""
+        digest = hashlib.sha1(b"blob %d\0" % opened.st_size)
+        read = 0
+        while chunk := file.read(1 << 20):
+            read += len(chunk)
+            digest.update(chunk)
+        if read != opened.st_size:  # written while read: not the bytes the header says
+            return b""
+    return digest.hexdigest().encode("ascii")
 
 
 def _untracked(repo: Repo, worktree: Path, index: Index) -> list[str]:

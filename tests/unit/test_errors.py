@@ -201,6 +201,14 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
     errors.OutputTooLarge: lambda: (errors.OutputTooLarge("stderr", 67108864, "cargo-clippy clippy -q"),
                                     ["on the stderr of `cargo-clippy clippy -q`", "67108864",
                                      "all streams together"]),
+    errors.AttestationRefused: lambda: (errors.AttestationRefused(
+        "the report /ci/out-61.sarif", "its sha256 61ab is not a subject", hint="Lint again-61."),
+        ["Refused the report /ci/out-61.sarif: its sha256 61ab is not a subject.", "Lint again-61.",
+         "nothing here says who made them"]),
+    errors.AttestKeyUnusable: lambda: (errors.AttestKeyUnusable("--attest-key", Path("/keys/k-62"),
+                                                                "not an Ed25519 key"),
+                                       ["--attest-key /keys/k-62: not an Ed25519 key",
+                                        "ssh-keygen -t ed25519"]),
     errors.TreeTooLarge: lambda: (errors.TreeTooLarge(Path("/t/tree-13"), "more than 77 files and "
                                                       "directories", "stage_max_files", 77),
                                   ["/t/tree-13", "more than 77 files", "[vm] stage_max_files",

@@ -540,3 +540,37 @@ def provision_assets(progress: Progress | None = None,
         say(f"VM assets provisioned in {root}")
         return describe_assets()
 
+
+
+def asset_descriptors(kernel: Path | None = None, initrd: Path | None = None) -> list[dict[str, object]]:
+    """The kernel and initramfs a boot uses (`[vm] kernel`/`initrd` overrides, else the
+    provisioned ones, verified as `load_assets` verifies them), as in-toto resource
+    descriptors for an attestation (report/attest.py): each file's sha256 and, for a
+    provisioned one, the Debian package and version it came from with the signed index
+    (archive, suite, InRelease date, signing key) that listed it. Overrides are named as
+    `[vm]` files, with no package: nothing vouches for where they came from."""
+    assets = load_assets(kernel, initrd)
+    manifest = (_read_manifest(paths.vm_assets_root()) or {}) if assets.source == "provisioned" else {}
+    packages = manifest.get("packages")
+    sources = _recorded_sources(manifest)
+
+    def origin(name: object) -> dict[str, object]:
+        entry = packages.get(name) if isinstance(packages, dict) and isinstance(name, str) else None
+        if not isinstance(entry, dict):
+            return {}
+        index = sources.get(str(entry.get("source", debian_archive.MAIN))) or {}
+        return {"package": str(name), "version": str(entry.get("version")),
+                "debSha256": str(entry.get("sha256")),
+                "index": {"archive": str(index.get("archive")), "suite": str(index.get("suite")),
+                          "inreleaseDate": str(index.get("inrelease_date")),
+                          "signingKey": str(index.get("signing_key"))}}
+
+    kernel_notes: dict[str, object] = {"source": assets.source, "release": assets.kernel_release}
+    initrd_notes: dict[str, object] = {"source": assets.source}
+    if manifest:
+        kernel_notes.update(origin(manifest.get("kernel_package")))
+        initrd_notes["busybox"] = origin(manifest.get("busybox_package", BUSYBOX_PACKAGE))
+        initrd_notes["modulesFrom"] = str(manifest.get("kernel_package"))
+    return [{"name": "kernel", "digest": {"sha256": assets.kernel_sha256}, "annotations": kernel_notes},
+            {"name": "initramfs", "digest": {"sha256": assets.initrd_sha256},
+             "annotations": initrd_notes}]

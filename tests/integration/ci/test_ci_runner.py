@@ -108,6 +108,46 @@ def test_fail_on_never_passes_the_same_findings(checkout: Path, clippy_image: Im
     assert finished.returncode == 0 and finished.stdout == ""
 
 
+def multiline_outputs(path: Path) -> dict[str, str]:
+    """GITHUB_OUTPUT as the runner reads it, `name<<DELIMITER` blocks included."""
+    found, lines = {}, iter(path.read_text().splitlines())
+    for line in lines:
+        if "<<" in line and "=" not in line.split("<<", 1)[0]:
+            name, delimiter = line.split("<<", 1)
+            found[name] = "\n".join(iter(lambda: next(lines), delimiter))
+        else:
+            name, value = line.split("=", 1)
+            found[name] = value
+    return found
+
+
+def test_attest_hands_actions_attest_the_predicate_and_the_reports(checkout: Path, clippy_image: Image,
+                                                                   tmp_path: Path) -> None:
+    """What the action's attest step receives: the predicate of the statement the lint
+    wrote, and the report files that statement names by digest; `verify` accepts them."""
+    from tests.unit.report.test_attest import validate
+
+    done = run(CI / "github" / "lint.sh", github(checkout, tmp_path, clippy_image, attest="true"))
+    assert done.returncode == 1, done.stdout + done.stderr  # the demo's warnings, as without attest
+    given = multiline_outputs(tmp_path / "output")
+    statement_path, predicate_path = Path(given["attestation"]), Path(given["predicate"])
+    assert statement_path.parent.parent == tmp_path / "runner-temp"  # never in the checkout
+    statement = json.loads(statement_path.read_text())
+    validate(statement)
+    assert json.loads(predicate_path.read_text()) == statement["predicate"]
+    subjects = given["attest-subjects"].split("\n")
+    assert subjects == [str(checkout / "clippy.json"), str(checkout / "clippy.sarif")]
+    assert sorted(hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in subjects) == \
+        sorted(s["digest"]["sha256"] for s in statement["subject"])
+    tree = next(d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"] if d["name"] == "tree")
+    assert tree["digest"]["gitCommit"] == git(checkout, "rev-parse", "HEAD").strip()
+    verified = subprocess.run([str(Path(sys.executable).with_name("pylint-sandbox")), "verify", *subjects,
+                               "--attestation", str(statement_path), "--require", "isolation=tcg"],
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert verified.returncode == 0, verified.stderr
+    assert "signature: NOT checked" in verified.stdout  # actions/attest signs it, not the tool
+
+
 def test_a_pull_request_adding_no_finding_passes_on_its_own_diff(checkout: Path, clippy_image: Image,
                                                                   tmp_path: Path) -> None:
     """The script fetches origin/main and makes the diff itself. The tree still has the three

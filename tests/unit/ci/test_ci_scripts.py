@@ -80,6 +80,24 @@ def test_sarif_takes_true_or_false(runner: dict[str, str], tmp_path: Path) -> No
     assert outputs(tmp_path / "output")["exit-code"] == "2"
 
 
+def test_attest_takes_true_or_false_and_a_refused_lint_hands_nothing_to_attest(runner: dict[str, str],
+                                                                               tmp_path: Path) -> None:
+    done = run(CI / "github" / "lint.sh", {**runner, "INPUT_ATTEST": "yes"})
+    assert done.returncode == 2
+    assert done.stdout == "::error title=pylint-sandbox::the input attest is 'yes': true or false\n"
+    (tmp_path / "output").write_text("")
+    refused = run(CI / "github" / "lint.sh", {**runner, "INPUT_ATTEST": "true", "INPUT_PATH": "nowhere"})
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    written = (tmp_path / "output").read_text()
+    # the action's attest step runs only on a predicate: none here, and no subject named
+    assert "attestation=\npredicate=\nattest-subjects<<PYLINT_SANDBOX_EOF\n\nPYLINT_SANDBOX_EOF\n" in written
+    assert not list((tmp_path / "runner-temp").rglob("*.json"))
+    # control: attest false names no attestation output at all (unset reads as empty)
+    (tmp_path / "output").write_text("")
+    run(CI / "github" / "lint.sh", {**runner, "INPUT_PATH": "nowhere"})
+    assert "predicate" not in (tmp_path / "output").read_text()
+
+
 @pytest.mark.parametrize(("base", "says"), [
     ("", "a pull_request event without GITHUB_BASE_REF"),
     ("main", "could not make the diff of this pull request against origin/main"),  # no repository, no origin

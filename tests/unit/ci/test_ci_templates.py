@@ -159,7 +159,7 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert action["runs"]["using"] == "composite"
     assert action["name"] and action["description"]
     assert set(action["inputs"]) == {"path", "image", "fail-on", "category", "sarif", "baseline",
-                                     "diff", "accel", "version", "args", "review"}
+                                     "diff", "accel", "version", "args", "review", "attest"}
     assert {name: action["inputs"][name]["default"] for name in ("path", "fail-on", "category", "sarif",
                                                                   "diff", "accel", "version")} == {
         "path": ".", "fail-on": "warning", "category": "clippy", "sarif": "true", "diff": "auto",
@@ -204,7 +204,7 @@ def test_each_check_catches_its_fault(mutate: Any, check: Any, expected: str) ->
 def test_the_action_outputs_are_what_the_lint_script_writes() -> None:
     action = load(ACTION)
     script = (ROOT / "ci" / "github" / "lint.sh").read_text()
-    written = set(re.findall(r"printf '([a-z-]+)=%s\\n'", script))
+    written = set(re.findall(r"printf '([a-z-]+)(?:=%s\\n'|<<)", script))  # <<: a multiline output
     assert {"exit-code", "findings", "sarif"} <= set(action["outputs"]) == written
     for name, spec in action["outputs"].items():
         assert spec["value"] == f"${{{{ steps.lint.outputs.{name} }}}}" and spec["description"]
@@ -225,6 +225,25 @@ def test_sarif_is_uploaded_only_when_written_and_the_job_fails_last() -> None:
     skipped = listed[listed.index(upload) + 1]
     assert upload["id"] == "upload-sarif" and skipped["if"] == "steps.upload-sarif.outcome == 'failure'"
     assert skipped["run"].strip().endswith('/ci/github/sarif-skipped.sh"')
+
+
+def test_attest_hands_the_lints_predicate_and_reports_to_actions_attest() -> None:
+    """`attest: true`: the lint step gets the input, and actions/attest (pinned) runs after
+    it only when the lint wrote a statement, with the predicate and the report files the
+    lint step named, as the SLSA Provenance v1 type the statement has."""
+    action = load(ACTION)
+    listed = steps(action)
+    lint = step(action, "lint")
+    attest = step(action, "attest")
+    assert lint["env"]["INPUT_ATTEST"] == "${{ inputs.attest }}" and action["inputs"]["attest"]["default"] == "false"
+    assert attest["uses"] == "actions/attest@v2" and listed.index(lint) < listed.index(attest)
+    assert attest["if"] == "steps.lint.outputs.predicate != ''"
+    assert attest["with"] == {"subject-path": "${{ steps.lint.outputs.attest-subjects }}",
+                              "predicate-type": "https://slsa.dev/provenance/v1",
+                              "predicate-path": "${{ steps.lint.outputs.predicate }}"}
+    assert "continue-on-error" not in attest  # asked for and not made: the job fails
+    description = " ".join(action["inputs"]["attest"]["description"].split())
+    assert "`id-token: write`" in description and "`attestations: write`" in description
 
 
 def _cached_paths(action: dict[str, Any]) -> dict[str, set[str]]:

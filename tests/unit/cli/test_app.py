@@ -397,5 +397,7 @@ def test_fix_takes_no_value_or_patch_and_its_gate_comes_first(tmp_path: Path) ->
     assert bogus.returncode == 2 and "--fix takes no value or `patch`" in bogus.stderr
     alone = run("lint", "clippy", str(tmp_path), "--allow-dirty", cwd=tmp_path)
     assert alone.returncode == 2 and "go with --fix" in alone.stderr
-    for result in (fixing, patch, bogus, alone):
+    attested = run("lint", "clippy", str(tmp_path), "--fix", "--attest", str(tmp_path / "a.json"), cwd=tmp_path)
+    assert attested.returncode == 2 and "--attest and --fix cannot be used together" in attested.stderr
+    for result in (fixing, patch, bogus, alone, attested):
         assert_no_traceback(result)

@@ -88,7 +88,7 @@ def test_docs_help_names_every_topic() -> None:
     out = flat(run("docs", "--help").stdout)
     for name, doc in DOCS.items():
         assert f"{name} ({flat(doc.about)})" in out, name
-    assert len(DOCS) == 4  # control: the fourth (report-schema) is new, and listed
+    assert len(DOCS) == 5  # control: the fifth (attestation) is new, and listed
 
 
 def test_shell_completion_is_offered() -> None:

@@ -111,12 +111,12 @@ def test_unborn_branch_has_no_commit_and_everything_staged(tmp_path: Path) -> No
 
 #: Operations on a repository of three files, each a step a user takes.
 _OPS = st.lists(st.tuples(st.sampled_from(["edit", "stage", "delete", "add-new", "ignore-new", "restore",
-                                           "commit", "touch"]),
+                                           "commit", "touch", "chmod", "to-link", "dir-to-link"]),
                           st.sampled_from(["a.rs", "src/b.rs", "src/c.rs", "d/e.rs"])),
                 max_size=8)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS)
 def test_any_sequence_of_changes_reads_as_git_status_does(tmp_path_factory: pytest.TempPathFactory,
                                                           ops: list[tuple[str, str]]) -> None:
@@ -127,8 +127,8 @@ def test_any_sequence_of_changes_reads_as_git_status_does(tmp_path_factory: pyte
         if op == "edit":
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(path.read_text() + "more\n" if path.exists() else "new\n")
-        elif op == "stage" and (path.exists() or name in git(repo, "ls-files")):
-            git(repo, "add", "-A", "--", name)
+        elif op == "stage":  # git refuses some (a path beyond a link): then nothing is staged
+            subprocess.run(["git", "-C", str(repo), "add", "-A", "--", name], capture_output=True)
         elif op == "delete" and path.exists():
             path.unlink()
         elif op == "add-new":
@@ -144,6 +144,18 @@ def test_any_sequence_of_changes_reads_as_git_status_does(tmp_path_factory: pyte
             git(repo, "commit", "-q", "--allow-empty", "-m", "c")
         elif op == "touch" and path.exists():
             os.utime(path, (1, 1))  # the stat changes, the content does not: not a change
+        elif op == "chmod" and path.is_file():
+            path.chmod(path.stat().st_mode ^ 0o111)
+        elif op == "to-link" and path.is_file() and not path.is_symlink():
+            text = path.read_text()
+            path.unlink()
+            path.symlink_to(text.strip() or "x")
+        elif op == "dir-to-link" and path.parent != repo and path.parent.is_dir() \
+                and not path.parent.is_symlink():
+            moved = repo / f"moved-{path.parent.name}"
+            if not moved.exists():
+                path.parent.rename(moved)
+                path.parent.symlink_to(moved.name)  # the same files, reached through a link
     state = vcs.git_state(repo)
     assert state is not None
     assert ours(repo) == oracle(repo)
@@ -171,6 +183,15 @@ def test_reading_runs_no_filter_fsmonitor_or_hook_the_repository_names(tmp_path:
     # control arm: git itself runs what was planted, so the plant is live
     git(repo, "status", "--porcelain")
     assert sorted(p.name for p in ran.iterdir()) != []
+
+
+def test_a_tracked_file_become_a_fifo_is_changed_and_never_opened_for_reading(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "r", {"a.rs": "a\n", "b.rs": "b\n"})
+    (repo / "a.rs").unlink()
+    os.mkfifo(repo / "a.rs")  # a blocking open would hang here
+    state = vcs.git_state(repo)
+    assert state is not None and state.unstaged == ("a.rs",)
+    assert set(state.unstaged) == oracle(repo)[1]
 
 
 def test_a_worktree_is_read_through_its_gitdir_file(tmp_path: Path) -> None:
