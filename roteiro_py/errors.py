@@ -1770,3 +1770,99 @@ class InternalError(RoteiroError):
 
     exit_code = EXIT_INTERNAL
     code = "internal-error"
+
+
+# -- lint clippy --fix: the host tree is edited only when every edit is sound -------------
+
+#: Files a refusal of `--fix` lists before it counts the rest.
+MAX_FIX_FILES_SHOWN = 20
+NOTHING_WRITTEN = "Nothing was written to the tree."
+
+
+class HostileSuggestion(Refusal):
+    """A suggestion the guest sent cannot be an honest edit of the file it names (a range
+    past its end, reversed, splitting a character, overlapping itself, enormous): the
+    round is refused before any file is written (roteiro_py/clippy/fix.py)."""
+
+    code = "hostile-suggestion"
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(path, why)
+        self.path = path
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"A suggestion for {_p(self.path)} was refused: {_p(self.why).rstrip('.')}.",
+            notes=(NOTHING_WRITTEN,
+                   "No toolchain suggests such an edit: the guest's output was not what rustc "
+                   "writes. Lint without --fix and read the findings, or run "
+                   "`--fix=patch` and review the diff."),
+        )
+
+
+class FixTargetUnsafe(Refusal):
+    """A file `--fix` would write is not the plain file the guest saw: it changed since the
+    lint staged it, it is reached through a link, or it is not a regular file."""
+
+    code = "fix-target-unsafe"
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(path, why)
+        self.path = path
+        self.why = why
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"--fix will not write {_p(self.path)}: {_p(self.why).rstrip('.')}.",
+            notes=(NOTHING_WRITTEN,
+                   "The edits were computed from the copy of the tree the VM linted; they are "
+                   "applied only to that same content, never through a link or outside the "
+                   "workspace. Run the lint again on the tree as it is now."),
+        )
+
+
+class NoVcsForFix(Refusal):
+    """`--fix` on a tree in no git work tree, as `cargo fix` refuses it."""
+
+    code = "no-vcs-for-fix"
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.root = root
+
+    def guidance(self) -> Guidance:
+        return Guidance(
+            summary=f"No VCS found for {_p(self.root)}, and --fix can potentially perform "
+            "destructive changes.",
+            notes=(NOTHING_WRITTEN,
+                   "As cargo fix: pass --allow-no-vcs to edit it anyway, or --fix=patch to "
+                   "print the edits as a diff instead."),
+        )
+
+
+class DirtyTreeForFix(Refusal):
+    """`--fix` on a git work tree with uncommitted changes, as `cargo fix` refuses it:
+    `dirty` (changed in the work tree, or untracked) unless --allow-dirty, `staged`
+    (changed in the index) unless --allow-staged; each file listed as cargo lists it."""
+
+    code = "dirty-tree-for-fix"
+
+    def __init__(self, root: Path, dirty: Sequence[str], staged: Sequence[str]) -> None:
+        super().__init__(root)
+        self.root = root
+        self.dirty = tuple(dirty)
+        self.staged = tuple(staged)
+
+    def guidance(self) -> Guidance:
+        listed = [f"* {_p(name)} (dirty)" for name in self.dirty]
+        listed += [f"* {_p(name)} (staged)" for name in self.staged]
+        more = len(listed) - MAX_FIX_FILES_SHOWN
+        return Guidance(
+            summary=f"The working directory {_p(self.root)} has uncommitted changes, and "
+            "--fix can potentially perform destructive changes.",
+            notes=(NOTHING_WRITTEN,
+                   "As cargo fix: pass --allow-dirty or --allow-staged to suppress this, or "
+                   "commit the changes to these files:"),
+            details=(*listed[:MAX_FIX_FILES_SHOWN], *([f"and {more} more"] if more > 0 else [])),
+        )

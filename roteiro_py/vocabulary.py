@@ -32,7 +32,9 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
                  "as written, a package or feature the tree does not have"),
     (EXIT_REFUSED, "refused: a preflight check, the sandbox, or a run that could not produce a "
                    "report to trust; for `verify`, an attestation or a report it does not accept "
-                   "(a signature, a subject, a `--require`)"),
+                   "(a signature, a subject, a `--require`); for `--fix`, a dirty or unversioned "
+                   "tree (as cargo fix), a suggestion that cannot be an honest edit, or a file "
+                   "changed since the lint (nothing written)"),
     (EXIT_INTERNAL, "internal error: one line, and where the log with the traceback is "
                     "(`--debug` shows it)"),
     (EXIT_INTERRUPTED, "interrupted"),

@@ -292,6 +292,17 @@ def lint_clippy(
     attest_key: Annotated[Path | None, typer.Option(
         "--attest-key", metavar="KEY", help="Sign the --attest statement as a DSSE envelope with "
         "this Ed25519 private key (PEM or OpenSSH, unencrypted).")] = None,
+    fix: Annotated[str | None, typer.Option(
+        "--fix", metavar="[=patch]",
+        help="Apply clippy's machine-applicable suggestions to the tree as cargo clippy --fix "
+        "does (the VM computes them; nothing of the tree runs here). --fix=patch prints them "
+        "as a unified diff on stdout instead (patch -p1 applies it).")] = None,
+    allow_dirty: Annotated[bool, typer.Option(
+        "--allow-dirty", help="--fix even if the working directory has changes.")] = False,
+    allow_staged: Annotated[bool, typer.Option(
+        "--allow-staged", help="--fix even if the working directory has staged changes.")] = False,
+    allow_no_vcs: Annotated[bool, typer.Option(
+        "--allow-no-vcs", help="--fix even if no VCS was detected.")] = False,
 ) -> None:
     """Run cargo clippy on PATH inside a disposable VM and report the findings."""
     from roteiro_py.lint import LintRequest, run_lint_command
@@ -299,6 +310,24 @@ def lint_clippy(
 
     if verbose and quiet:
         _guard(lambda: _usage("--verbose and --quiet cannot be used together."))
+    if fix not in (None, "apply", "patch"):
+        _guard(lambda: _usage(f"--fix takes no value or `patch`, not {fix!r}."))
+    if fix is not None and attest is not None:
+        _guard(lambda: _usage("--attest and --fix cannot be used together: the attestation would "
+                              "name a tree the edits then change. Attest a lint of the fixed tree."))
+    if fix is not None and message_format is not None:
+        _guard(lambda: _usage("--message-format and --fix cannot be used together: cargo's stream "
+                              "would describe the tree before the edits. Lint the fixed tree with "
+                              "--message-format."))
+    if fix is None and (allow_dirty or allow_staged or allow_no_vcs):
+        _guard(lambda: _usage("--allow-dirty, --allow-staged and --allow-no-vcs go with --fix."))
+    fixing = None
+    if fix is not None:
+        # here: the edit engine (clippy/, dulwich) loads only for --fix
+        from roteiro_py.lint.fix import FixOptions
+
+        fixing = FixOptions(mode="patch" if fix == "patch" else "apply", allow_dirty=allow_dirty,
+                            allow_staged=allow_staged, allow_no_vcs=allow_no_vcs)
     levels = list(ctx.args)
     if str(path).startswith("-") and not path.exists():
         # `lint clippy -- -D warnings`: with no PATH, click hands the first word after
@@ -339,7 +368,7 @@ def lint_clippy(
                                                 formats=tuple(format or ()), category=category,
                                                 message_format=message_format.value if message_format else None,
                                                 verbose=verbose, attest=attest,
-                                                attest_key=attest_key)),
+                                                attest_key=attest_key, fix=fixing)),
            invocation=_invocation(ctx), lint=True)
 
 
@@ -768,6 +797,14 @@ def _guard(call: Callable[[], int], *, invocation: Invocation | None = None, lin
     raise typer.Exit(code)
 
 
+def _fix_value(args: list[str]) -> list[str]:
+    """`--fix` alone as `--fix=apply`: cargo's `--fix` takes no value and ours takes an
+    optional one (`--fix=patch`), which Typer's options cannot say. Words after `--` are
+    cargo's lint levels and are left alone."""
+    end = args.index("--") if "--" in args else len(args)
+    return [("--fix=apply" if word == "--fix" and at < end else word) for at, word in enumerate(args)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: Typer parses (usage errors exit 2), commands exit through `_guard`.
 
@@ -783,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     _argv.append(tuple(args))
     restore = stdout.install(args)
     try:
-        code = _run(args)
+        code = _run(_fix_value(args))
         sys.stdout.flush()
     except stdout.ReaderLeft:
         from roteiro_py.errors import EXIT_READER_LEFT

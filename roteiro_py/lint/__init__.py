@@ -32,6 +32,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,9 +107,11 @@ from roteiro_py.progress import (
     Progress,
     for_stderr,
 )
+from roteiro_py.untrusted import sanitise
 from roteiro_py.vocabulary import GUEST_SCRATCH
 
 if TYPE_CHECKING:
+    from roteiro_py.lint.fix import FixOptions
     from roteiro_py.report.attest import Facts
     from roteiro_py.report.model import Report
     from roteiro_py.vm.api import JobOutcome, VmBackend
@@ -141,6 +144,8 @@ class LintRequest:
     category: str | None = None
     #: `--message-format`: cargo's own stream on stdout (clippy/stream.py); None: none.
     message_format: str | None = None
+    #: `--fix[=patch]` and its --allow-* flags (lint/fix.py); None without --fix.
+    fix: FixOptions | None = None
 
     @property
     def outputs(self) -> OutputPlan:
@@ -160,26 +165,29 @@ class CargoStream:
     dropped: int = 0
 
 
-def lint(request: LintRequest, progress: Progress = SILENT,
-         stream: CargoStream | None = None) -> tuple[Report, config.Settings]:
+def lint(request: LintRequest, progress: Progress = SILENT, stream: CargoStream | None = None,
+         inspect: Callable[[JobOutcome, Tree], None] | None = None) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not.
     Each cache the run uses is held (its lock shared) from its check until the run's VMs
     are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py).
-    `stream`: filled with cargo's own stream when the request has a `message_format`."""
-    report, settings, _ = lint_attested(request, progress, stream)
+    `stream`: filled with cargo's own stream when the request has a `message_format`.
+    `inspect` sees the job while its staged copy still exists (lint/fix.py reads it)."""
+    report, settings, _ = lint_attested(request, progress, stream, inspect)
     return report, settings
 
 
 def lint_attested(request: LintRequest, progress: Progress = SILENT, stream: CargoStream | None = None,
+                  inspect: Callable[[JobOutcome, Tree], None] | None = None,
                   ) -> tuple[Report, config.Settings, Facts | None]:
     """`lint`, with the facts an attestation needs beyond the report when `--attest` was
     given (lint/attestation.py `gather`), else None."""
     with contextlib.ExitStack() as held:
-        return _lint(request, progress, held, stream)
+        return _lint(request, progress, held, stream, inspect)
 
 
 def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
-          stream: CargoStream | None = None) -> tuple[Report, config.Settings, Facts | None]:
+          stream: CargoStream | None = None, inspect: Callable[[JobOutcome, Tree], None] | None = None,
+          ) -> tuple[Report, config.Settings, Facts | None]:
     began = time.monotonic()
     require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
@@ -272,6 +280,8 @@ def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
                                                     settings), git_before)
         if stream is not None and request.message_format is not None:
             stream.text, stream.dropped = cargo_stream(job, tree, request.message_format, registry, git)
+        if inspect is not None:
+            inspect(job, tree)
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings, facts
 
@@ -296,10 +306,16 @@ def run_lint_command(request: LintRequest) -> int:
     progress = for_stderr(verbose=request.verbose)
     stopped = True
     stream = CargoStream()
+    summary = None
     try:
         facts: Facts | None = None
         wanted = stream if request.message_format is not None else None
-        if request.attest is not None:
+        if request.fix is not None:
+            # lazy: the edit engine and dulwich load for --fix only
+            from roteiro_py.lint.fix import run_fix
+            report, settings, summary = run_fix(
+                request.path, request.fix, lambda inspect: lint(request, progress, inspect=inspect))
+        elif request.attest is not None:
             report, settings, facts = lint_attested(request, progress, wanted)
         else:  # `stream` only when asked for: lint()'s stand-ins in the tests take the two
             report, settings = lint(request, progress, wanted) if wanted else lint(request, progress)
@@ -314,6 +330,16 @@ def run_lint_command(request: LintRequest) -> int:
         # drawing over them, and the terminal gets its cursor back; the stage a refusal
         # ended is marked stopped, never left reading as done.
         progress.finish(stopped=stopped)
+    if summary is not None and request.fix is not None:
+        sys.stderr.write(summary.line(request.fix.mode))
+        if request.fix.mode == "patch":  # the diff is stdout's; the report goes to files only
+            rendered = [(target, text) for target, text in rendered if target.path is not None]
+            # to a file or a pipe byte for byte (patch(1) applies it); to a terminal with
+            # what a terminal would act on escaped: the text is the tree's and the guest's
+            sys.stdout.write(summary.patch if not sys.stdout.isatty() else
+                             sanitise(summary.patch, keep_newlines=True, keep_tabs=True,
+                                      limit=len(summary.patch) + 1))
+            sys.stdout.flush()
     try:
         deliver(rendered)
         if request.attest is not None and facts is not None:

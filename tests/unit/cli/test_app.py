@@ -382,3 +382,25 @@ def test_an_unknown_package_or_feature_exits_2_naming_it(tmp_path: Path) -> None
     # control: a package it has goes on to the next check (the image, not provisioned here)
     result = run("lint", "clippy", "--image", PIN, "-p", "demo-core", cwd=DEMO, env=env)
     assert result.returncode == 3 and "--package" not in result.stderr
+
+
+def test_fix_takes_no_value_or_patch_and_its_gate_comes_first(tmp_path: Path) -> None:
+    """`--fix` alone is cargo's (its VCS gate refuses a tree with no git before anything
+    else, exit 3); `--fix=patch` writes nothing and has no gate (the run goes on to the
+    next refusal); anything else, or an --allow-* flag without --fix, is a usage error."""
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "p"\nversion = "0.1.0"\n')
+    fixing = run("lint", "clippy", str(tmp_path), "--fix", cwd=tmp_path)
+    assert fixing.returncode == 3 and "No VCS found for" in fixing.stderr and "--allow-no-vcs" in fixing.stderr
+    patch = run("lint", "clippy", str(tmp_path), "--fix=patch", cwd=tmp_path)
+    assert patch.returncode == 3 and "No VCS found" not in patch.stderr and "image" in patch.stderr
+    bogus = run("lint", "clippy", str(tmp_path), "--fix=all", cwd=tmp_path)
+    assert bogus.returncode == 2 and "--fix takes no value or `patch`" in bogus.stderr
+    alone = run("lint", "clippy", str(tmp_path), "--allow-dirty", cwd=tmp_path)
+    assert alone.returncode == 2 and "go with --fix" in alone.stderr
+    attested = run("lint", "clippy", str(tmp_path), "--fix", "--attest", str(tmp_path / "a.json"), cwd=tmp_path)
+    assert attested.returncode == 2 and "--attest and --fix cannot be used together" in attested.stderr
+    streamed = run("lint", "clippy", str(tmp_path), "--fix=patch", "--message-format", "json", cwd=tmp_path)
+    assert streamed.returncode == 2 and "--message-format and --fix cannot be used together" in streamed.stderr
+    assert streamed.stdout == ""
+    for result in (fixing, patch, bogus, alone, attested, streamed):
+        assert_no_traceback(result)
