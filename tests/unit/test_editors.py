@@ -179,3 +179,46 @@ def test_the_key_lists_are_rust_analyzers() -> None:
     assert len(SERVER) > 150 and SERVER <= VSCODE
     assert {"check.overrideCommand", "procMacro.enable", "cargo.buildScripts.enable"} <= SERVER
     assert "server.extraEnv" in VSCODE - SERVER
+
+
+def test_cargo_metadata_runs_the_trees_wrapper_and_env_as_the_guide_says(tmp_path: Path) -> None:
+    """What the guide says `cargo metadata` (run by rust-analyzer on open) does with a tree's
+    `.cargo/config.toml`, on real cargo and a workspace of our own: it runs `rustc -vV`
+    through the tree's `build.rustc-wrapper` and `build.rustc-workspace-wrapper` (the
+    control: the wrapper is seen to run); an empty RUSTC_WRAPPER and RUSTC_WORKSPACE_WRAPPER
+    drop both; an `[env]` entry with `force = true` reaches rustc over the environment's
+    value; `--no-deps` runs no rustc."""
+    import os
+    import subprocess
+
+    log = tmp_path / "log"
+    for name in ("wrapper", "workspace-wrapper"):
+        (tmp_path / name).write_text(f'#!/bin/sh\necho "{name}: $*" >> {log}\nexec "$@"\n')
+    (tmp_path / "rustc").write_text(f'#!/bin/sh\necho "rustc FORCED=$FORCED: $*" >> {log}\nexec rustc "$@"\n')
+    for script in ("wrapper", "workspace-wrapper", "rustc"):
+        (tmp_path / script).chmod(0o755)
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "Cargo.toml").write_text('[package]\nname = "tree"\nversion = "0.1.0"\nedition = "2021"\n')
+    (tree / "src" / "main.rs").write_text("fn main() {}\n")
+    (tree / ".cargo").mkdir()
+    (tree / ".cargo" / "config.toml").write_text(
+        f'[build]\nrustc-wrapper = "{tmp_path / "wrapper"}"\n'
+        f'rustc-workspace-wrapper = "{tmp_path / "workspace-wrapper"}"\n'
+        '[env]\nFORCED = { value = "tree", force = true }\n')
+    base = {key: value for key, value in os.environ.items() if not key.startswith(("CARGO_", "RUSTC"))}
+    base |= {"CARGO_HOME": os.environ["CARGO_HOME"], "CARGO_TARGET_DIR": str(tmp_path / "target"),
+             "CARGO_CACHE_RUSTC_INFO": "0", "CARGO_NET_OFFLINE": "true"}
+
+    def metadata(*extra: str, **env: str) -> str:
+        log.write_text("")
+        subprocess.run(["cargo", "metadata", "--format-version", "1", *extra], cwd=tree, env=base | env,
+                       capture_output=True, check=True, timeout=120)
+        return log.read_text()
+
+    ran = metadata()
+    assert "wrapper: " in ran and "workspace-wrapper: " in ran and " -vV" in ran
+    assert metadata(RUSTC_WRAPPER="", RUSTC_WORKSPACE_WRAPPER="") == ""
+    forced = metadata(RUSTC=str(tmp_path / "rustc"), RUSTC_WRAPPER="", RUSTC_WORKSPACE_WRAPPER="", FORCED="mine")
+    assert "rustc FORCED=tree: -vV" in forced and "wrapper" not in forced
+    assert metadata("--no-deps") == ""
