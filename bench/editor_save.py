@@ -136,6 +136,8 @@ def main() -> None:
             from dep_cache import provision_crates, workspace
             workspace(tree)
             env["CARGO_HOME"] = str(provision_crates(tree))
+            # into this ROTEIRO_HOME's package store (provision_crates fills the default one)
+            subprocess.run([EXE, "fetch-deps", str(tree)], env=env, check=True, capture_output=True)
         else:
             shutil.copytree(args.tree, tree, ignore=shutil.ignore_patterns("target"))
         shutil.copytree(tree, host_tree)
