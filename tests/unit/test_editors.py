@@ -91,15 +91,16 @@ class Lua:
         return keyed if keyed or not items else items
 
 
-def lua_settings(source: str) -> dict[str, Any]:
-    """The table given as `settings = { ['rust-analyzer'] = {...} }`, and the server's
-    environment (`cmd_env`)."""
-    start = source.index("{", source.index("vim.lsp.config("))
-    parser = Lua(source[start:])
+def lua_table(source: str, name: str) -> dict[str, Any]:
+    """The table given to `name = {...}` in a Lua source (`settings`, `cmd_env`): read on its
+    own, so a function elsewhere in the config (`root_dir`) is never parsed."""
+    found = re.search(rf"^\s*{name} = {{", source, re.M)
+    assert found is not None, name
+    parser = Lua(source[found.end() - 1:])
     parser.take()
-    config = parser.table()
-    assert isinstance(config, dict)
-    return config
+    table = parser.table()
+    assert isinstance(table, dict)
+    return table
 
 
 def named(text: str) -> dict[str, set[str]]:
@@ -108,7 +109,7 @@ def named(text: str) -> dict[str, set[str]]:
     settings = json.loads("\n".join(line for line in vscode.splitlines() if not line.strip().startswith("//")))
     (neovim,) = blocks(text, "lua")
     (helix,) = blocks(text, "toml")
-    lua = lua_settings(neovim)["settings"]["rust-analyzer"]
+    lua = lua_table(neovim, "settings")["rust-analyzer"]
     prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
     prose = re.sub(r"https?://\S+", "", prose)
     return {
@@ -132,7 +133,7 @@ def environments(text: str) -> list[dict[str, str]]:
     settings = json.loads("\n".join(line for line in vscode.splitlines() if not line.strip().startswith("//")))
     (neovim,) = blocks(text, "lua")
     (helix,) = blocks(text, "toml")
-    return [settings["rust-analyzer.server.extraEnv"], lua_settings(neovim)["cmd_env"],
+    return [settings["rust-analyzer.server.extraEnv"], lua_table(neovim, "cmd_env"),
             tomllib.loads(helix)["language-server"]["rust-analyzer"]["environment"]]
 
 
