@@ -29,6 +29,7 @@ json`); the first line says which.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -113,6 +114,26 @@ def dep_cache_state(save: Lint) -> str:
     return "not said"
 
 
+def units(stdout: str) -> str:
+    """Dependency units cargo found fresh and compiled, from the JSON report's summary or,
+    in cargo's stream, its `compiler-artifact` records of non-path packages."""
+    try:
+        summary = json.loads(stdout)["summary"]
+        return f"{summary['dependencies_fresh']} fresh/{summary['dependencies_compiled']} compiled"
+    except (ValueError, KeyError, TypeError):
+        pass
+    fresh = compiled = 0
+    for line in stdout.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("reason") == "compiler-artifact" \
+                and not str(record.get("package_id", "")).startswith("path+file://"):
+            fresh, compiled = (fresh + 1, compiled) if record.get("fresh") else (fresh, compiled + 1)
+    return f"{fresh} fresh/{compiled} compiled"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("tree", nargs="?", default=str(ROOT / "examples" / "demo-workspace"))
@@ -183,7 +204,8 @@ def main() -> None:
     print(f"the edit's new function in the save's output: {sum(seen)}/{len(seen)} saves")
     made = sorted({m for r in saves for m in caches_made(r)})
     print(f"made on a save (should be none): {', '.join(made) if made else 'none'}; "
-          f"dependency cache: {', '.join(sorted({dep_cache_state(r) for r in saves}))}")
+          f"dependency cache: {', '.join(sorted({dep_cache_state(r) for r in saves}))}; "
+          f"dependency units on each save: {', '.join(units(r.stdout) for r in saves)}")
 
 
 if __name__ == "__main__":
