@@ -159,9 +159,18 @@ def main() -> None:
             env["CARGO_HOME"] = str(provision_crates(tree))
             # into this ROTEIRO_HOME's package store (provision_crates fills the default one)
             subprocess.run([EXE, "fetch-deps", str(tree)], env=env, check=True, capture_output=True)
+            # and into the cargo home the host baseline reads (fetch-deps fills only the store)
+            subprocess.run(["cargo", "fetch", "--locked"], cwd=tree, env=env, check=True, capture_output=True)
         else:
             shutil.copytree(args.tree, tree, ignore=shutil.ignore_patterns("target"))
         shutil.copytree(tree, host_tree)
+        host_env = {**env, "CARGO_TARGET_DIR": str(Path(work) / "host-target")}
+        host_run(host_tree, host_env)  # warm target directory, as the editor's
+        host_source = edited_file(host_tree)
+        host = []
+        for n in range(args.runs):
+            host_source.write_text(host_source.read_text() + EDIT.format(n=n))
+            host.append(host_run(host_tree, host_env))
         argv = [EXE, "lint", "clippy", str(tree), "--image", reference, "--accel", args.accel,
                 *flags, "-v", *(["--keep-cache"] if args.keep_cache else [])]
         lint(argv, env)  # root filesystem, probe verdict, template, dependency cache: made once
@@ -172,13 +181,6 @@ def main() -> None:
             source.write_text(source.read_text() + EDIT.format(n=n))
             saves.append(lint(argv, env))
             seen.append(f"90900{n}" in saves[-1].stdout)
-        host_env = {**env, "CARGO_TARGET_DIR": str(Path(work) / "host-target")}
-        host_run(host_tree, host_env)  # warm target directory, as the editor's
-        host_source = edited_file(host_tree)
-        host = []
-        for n in range(args.runs):
-            host_source.write_text(host_source.read_text() + EDIT.format(n=n))
-            host.append(host_run(host_tree, host_env))
 
     def med(values: list[float]) -> float:
         return statistics.median(values)
