@@ -26,7 +26,8 @@ EXIT_READER_LEFT = 128 + signal.SIGPIPE
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_OK, "the lint ran and no finding that gates the run is at or above `--fail-on`"),
     (EXIT_FINDINGS, "the lint ran and a finding that gates the run is at or above `--fail-on`, "
-                    "or the build failed"),
+                    "or the build failed; with `--message-format`, cargo's stream is on stdout "
+                    "whole for 0 and 1 alike"),
     (EXIT_USAGE, "usage or configuration error: a flag, a setting or an image reference wrong "
                  "as written, a package or feature the tree does not have"),
     (EXIT_REFUSED, "refused: a preflight check, the sandbox, or a run that could not produce a "
@@ -77,6 +78,9 @@ FAIL_ON: tuple[str, ...] = get_args(FailOn)
 #: The report formats (report/render.py renders each).
 Format = Literal["human", "json", "sarif", "github", "gitlab", "markdown"]
 FORMATS: tuple[str, ...] = get_args(Format)
+#: `lint clippy --message-format`: cargo's own stream on stdout (roteiro_py/clippy/stream.py).
+MessageFormat = Literal["json", "json-diagnostic-short", "json-diagnostic-rendered-ansi", "short"]
+MESSAGE_FORMATS: tuple[str, ...] = get_args(MessageFormat)
 #: cargo's own values for `--color` and CARGO_TERM_COLOR.
 Color = Literal["auto", "always", "never"]
 COLORS: tuple[str, ...] = get_args(Color)

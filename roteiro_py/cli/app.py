@@ -159,6 +159,15 @@ class Analyzer(StrEnum):
     clippy = "clippy"
 
 
+class MessageFormat(StrEnum):
+    """`--message-format`: vocabulary.MESSAGE_FORMATS, each cargo's own spelling."""
+
+    json = "json"
+    json_diagnostic_short = "json-diagnostic-short"
+    json_diagnostic_rendered_ansi = "json-diagnostic-rendered-ansi"
+    short = "short"
+
+
 class ListFormat(StrEnum):
     human = "human"
     json = "json"
@@ -231,6 +240,11 @@ def lint_clippy(
     format: Annotated[list[str] | None, typer.Option("--format", metavar="FMT[=PATH]", help=_FORMAT_HELP)] = None,
     output: Annotated[Path | None, typer.Option(metavar="FILE", help=_OUTPUT_HELP)] = None,
     category: Annotated[str | None, typer.Option(metavar="NAME", help=_CATEGORY_HELP)] = None,
+    message_format: Annotated[MessageFormat | None, typer.Option(
+        "--message-format", metavar="FMT",
+        help="Print cargo's own message stream on stdout, as `cargo clippy --message-format=FMT` "
+        "does (json, json-diagnostic-short, json-diagnostic-rendered-ansi, short), with host paths; "
+        "the report then only goes to files (--format FMT=PATH, --output).")] = None,
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", metavar="REPORT.json",
         help="A JSON report of an earlier run: findings already in it are known and do not fail the run.")] = None,
@@ -316,6 +330,7 @@ def lint_clippy(
                                                 flags=flags, output=output,
                                                 baseline=baseline, diff=diff,
                                                 formats=tuple(format or ()), category=category,
+                                                message_format=message_format.value if message_format else None,
                                                 verbose=verbose)),
            invocation=_invocation(ctx), lint=True)
 

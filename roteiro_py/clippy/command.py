@@ -197,6 +197,10 @@ class ClippyOptions:
     #: clippy's own `--no-deps`: lint only the selected packages, not their path
     #: dependencies (checked, not linted).
     no_deps: bool = False
+    #: cargo's second `--message-format` value beside `json` (`json-diagnostic-short`,
+    #: `json-diagnostic-rendered-ansi`): only what `rendered` holds, so the dependency
+    #: cache's key leaves it out (`without_target_selection`). clippy/stream.py.
+    rendering: str | None = None
 
 
 def validate_packages(names: Sequence[str], flag: str) -> tuple[str, ...]:
@@ -301,6 +305,10 @@ def clippy_argv(options: ClippyOptions) -> list[str]:
     target = validate_target(options.target)
     # cargo-clippy skips its first argument, the subcommand name cargo passes it.
     argv = ["cargo-clippy", "clippy", "--message-format=json", "--color=never", "--offline", "--locked"]
+    if options.rendering is not None:
+        if options.rendering not in RENDERINGS:
+            raise ValueError(f"{options.rendering!r} is not a rendering of cargo's JSON")
+        argv.append(f"--message-format={options.rendering}")
     if options.workspace:
         argv.append("--workspace")
     for name in packages:
@@ -331,6 +339,10 @@ def clippy_argv(options: ClippyOptions) -> list[str]:
     return argv
 
 
+#: The `rendered` forms cargo's JSON may carry (ClippyOptions.rendering).
+RENDERINGS = ("json-diagnostic-short", "json-diagnostic-rendered-ansi")
+
+
 #: Where the build's arguments end and the lint levels (for clippy-driver) begin.
 LEVELS_SEPARATOR = "--"
 
@@ -338,9 +350,11 @@ LEVELS_SEPARATOR = "--"
 def without_target_selection(argv: Sequence[str]) -> list[str]:
     """A build argv (`build_part`) without its target selection: `--all-targets`, the
     TARGET_KINDS flags and the NAMED_TARGET_KINDS flags with their names, as clippy_argv
-    writes them. The dependency cache is keyed and built by it (lint/dep_cache.py): one
+    writes them, and without a `rendering` (what `rendered` holds builds nothing else).
+    The dependency cache is keyed and built by it (lint/dep_cache.py): one
     build serves every target selection of the same packages, features and triple."""
-    flags = {"--all-targets", *(f"--{kind}" for kind in TARGET_KINDS)}
+    flags = {"--all-targets", *(f"--{kind}" for kind in TARGET_KINDS),
+             *(f"--message-format={rendering}" for rendering in RENDERINGS)}
     named = {f"--{kind}" for kind in NAMED_TARGET_KINDS}
     kept: list[str] = []
     words = iter(argv)

@@ -227,6 +227,7 @@ def _missing_target(children: object) -> str | None:
 
 
 _DOC_LINK = "for further information visit "
+_COLOUR = re.compile(r"\x1b\[[0-9;]{0,32}m")
 _APPLICABILITY = frozenset({"MachineApplicable", "MaybeIncorrect", "HasPlaceholders", "Unspecified"})
 
 
@@ -279,6 +280,7 @@ def _shown_inline(message: str, edits: list[Edit], rendered: str) -> bool:
     `help: <message>: `<code>`` at a line's end (rustc's emitter, `primary_span_formatted`)."""
     if len(edits) != 1 or "\n" in edits[0].replacement:
         return False
+    rendered = _COLOUR.sub("", rendered)  # --message-format json-diagnostic-rendered-ansi
     code = edits[0].replacement.strip()
     label = f" help: {message}: `{code}`" if code else f" help: {message}"
     return any(line.endswith(label) for line in rendered.splitlines())

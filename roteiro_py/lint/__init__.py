@@ -49,7 +49,7 @@ from roteiro_py.lint.caches import (
     scratch_key,
 )
 from roteiro_py.lint.dep_cache import attached, dependency_cache
-from roteiro_py.lint.judgement import build_report, exit_code, judge_job, shown
+from roteiro_py.lint.judgement import build_report, cargo_stream, exit_code, judge_job, shown
 from roteiro_py.lint.output import (
     OutputPlan,
     append_step_summary,
@@ -107,7 +107,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GUEST_PATH", "GUEST_SCRATCH", "IMAGE_ENV_KEPT", "IMAGE_ENV_VALUE_LIMIT",
-    "LintRequest", "OutputPlan", "Tree", "build_report", "ceiling_for", "check_grant", "check_output", "check_outputs",
+    "CargoStream", "LintRequest", "OutputPlan",
+    "Tree", "build_report", "ceiling_for", "check_grant", "check_output", "check_outputs",
     "clippy_command", "deliver", "exit_code",
     "grant_for", "guest_cargo", "guest_env", "image_chosen_in", "judge_job", "lint", "locate",
     "package_cache", "pinned_image", "plan_outputs", "render_all", "report_left_out",
@@ -130,24 +131,36 @@ class LintRequest:
     diff: Path | None = None
     formats: tuple[str, ...] = ()
     category: str | None = None
+    #: `--message-format`: cargo's own stream on stdout (clippy/stream.py); None: none.
+    message_format: str | None = None
 
     @property
     def outputs(self) -> OutputPlan:
-        return plan_outputs(self.formats, self.output, self.category)
+        return plan_outputs(self.formats, self.output, self.category, self.message_format)
     #: -v: every note and the run's details on stderr (progress.py says what they are).
     verbose: bool = False
 
 
-def lint(request: LintRequest, progress: Progress = SILENT) -> tuple[Report, config.Settings]:
+@dataclass
+class CargoStream:
+    """`--message-format`: the text for stdout, and the guest's records dropped."""
+
+    text: str = ""
+    dropped: int = 0
+
+
+def lint(request: LintRequest, progress: Progress = SILENT,
+         stream: CargoStream | None = None) -> tuple[Report, config.Settings]:
     """Run the lint; returns the report, or raises the refusal that explains why not.
     Each cache the run uses is held (its lock shared) from its check until the run's VMs
-    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py)."""
+    are done, in `held`: no `cache prune` removes one meanwhile (roteiro_py/locks.py).
+    `stream`: filled with cargo's own stream when the request has a `message_format`."""
     with contextlib.ExitStack() as held:
-        return _lint(request, progress, held)
+        return _lint(request, progress, held, stream)
 
 
-def _lint(request: LintRequest, progress: Progress,
-          held: contextlib.ExitStack) -> tuple[Report, config.Settings]:
+def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
+          stream: CargoStream | None = None) -> tuple[Report, config.Settings]:
     began = time.monotonic()
     require_supported()                                                    # 0: the host itself
     layers = config.read_layers(request.path, flags=request.flags)
@@ -160,6 +173,7 @@ def _lint(request: LintRequest, progress: Progress,
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
     from roteiro_py.clippy.parse import Deadline
+    from roteiro_py.clippy.stream import GUEST_RENDERING
     from roteiro_py.lint.toolchain_pin import report_toolchain_pin
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
@@ -168,7 +182,7 @@ def _lint(request: LintRequest, progress: Progress,
 
     tree = locate(request.path)
     member = member_of(tree)
-    argv = clippy_command(settings, member)
+    argv = clippy_command(settings, member, GUEST_RENDERING.get(request.message_format or "json"))
     check_selection(tree, settings.lint, member)  # the tree's packages and features, as data
     vm = settings.vm
 
@@ -233,6 +247,8 @@ def _lint(request: LintRequest, progress: Progress,
         report_left_out(job)
         report = build_report(job, steps, deadline, tree, resolved, reference, image,
                               started, ended, deps.for_report())
+        if stream is not None and request.message_format is not None:
+            stream.text, stream.dropped = cargo_stream(job, tree, request.message_format, registry, git)
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings
 
@@ -255,8 +271,11 @@ def run_lint_command(request: LintRequest) -> int:
                            root=repo_root_of(request.path) if request.diff is not None else None)
     progress = for_stderr(verbose=request.verbose)
     stopped = True
+    stream = CargoStream()
     try:
-        report, settings = lint(request, progress)
+        # `stream` only when asked for: lint()'s stand-ins in the tests take the two
+        report, settings = (lint(request, progress, stream) if request.message_format is not None
+                            else lint(request, progress))
         report = compare(report, against)  # known / new, in the diff or not: marked, never dropped
         # rich judges the console (report/human.py screen_for): a pty reporting 0 columns
         # once made the report vanish under our own os.get_terminal_size()
@@ -270,6 +289,12 @@ def run_lint_command(request: LintRequest) -> int:
         progress.finish(stopped=stopped)
     try:
         deliver(rendered)
+        if request.message_format is not None:
+            if stream.dropped:
+                sys.stderr.write(f"pylint-sandbox: {stream.dropped} records of cargo's stream from the "
+                                 "guest were left out (not cargo's shape, past a bound, or with no host "
+                                 "path where cargo always writes one: SANDBOXED_LINTING.md)\n")
+            sys.stdout.write(stream.text)
     finally:
         skipped = append_step_summary(report)
         if skipped:

@@ -28,6 +28,8 @@ from roteiro_py.lint.preflight import image_chosen_in
 from roteiro_py.reference import ImageReference
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from roteiro_py.clippy.parse import Deadline
     from roteiro_py.lint.tree import Tree
     from roteiro_py.process.sandbox import Command
@@ -136,6 +138,23 @@ def build_report(job: JobOutcome, steps: list[Command], deadline: Deadline, tree
         dependency_cache=None if dependency_cache is None else DependencyCache.model_validate(dependency_cache),
         build_script_warnings=list(result.build_script_warnings))
     return report
+
+
+def cargo_stream(job: JobOutcome, tree: Tree, message_format: str, registry: Path | None,
+                 git: Path | None) -> tuple[str, int]:
+    """`--message-format`: cargo's stream as clippy wrote it in the guest, every path a host
+    path or absent (clippy/stream.py), as printed on stdout, and how many records of the
+    guest's were dropped. Called once the report is made: the clippy step ran and its
+    output all arrived (judge_job, build_report)."""
+    # lazy: clippy/ and the VM's places, as in shown() above
+    from roteiro_py.clippy.stream import StreamPaths, map_stream, render_stream
+    from roteiro_py.vm.mounts import GUEST_CARGO_HOME
+
+    sources = tuple((f"{GUEST_CARGO_HOME}/{name}", view.as_posix())
+                    for name, view in (("registry", registry), ("git", git)) if view is not None)
+    stream = map_stream(job.steps[2].stdout, StreamPaths(PurePosixPath(tree.workspace.as_posix()), sources),
+                        ansi=message_format == "json-diagnostic-rendered-ansi")
+    return render_stream(stream, message_format), stream.dropped
 
 
 def _probe(outcome: VmOutcome, reference: str) -> tuple[int | None, bytes, bytes]:

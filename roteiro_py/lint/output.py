@@ -15,6 +15,9 @@ anything runs (`plan_outputs`, `check_outputs`):
 - No two targets name the same file (the second would silently replace the first).
 - `--category NAME` (SARIF's automationDetails.id) needs a sarif target.
 `[lint] format` stays one default: the format of the run when no `--format` is given.
+- `--message-format FMT` (cargo's own stream, clippy/stream.py) owns stdout: every
+  `--format` then needs its =PATH (or `--output`), and with neither no report is written
+  at all, only the stream. A `--format` without =PATH beside it is a usage error.
 
 Each file is rendered whole and then put in place by `write_output` (below); a target
 that cannot be written does not keep the others from being written: all are tried, then
@@ -94,9 +97,10 @@ def _check_category(category: str | None, targets: Sequence[Target]) -> None:
 
 
 def plan_outputs(formats: Sequence[str], output: Path | None = None,
-                 category: str | None = None) -> OutputPlan:
+                 category: str | None = None, stream: str | None = None) -> OutputPlan:
     """The outputs `--format FMT[=PATH]...`, `--output FILE` and `--category NAME` ask
-    for, or the UsageError that says what is wrong with them (module docstring)."""
+    for, or the UsageError that says what is wrong with them (module docstring).
+    `stream`: `--message-format`, which owns stdout."""
     if len(formats) > MAX_TARGETS:
         raise UsageError(f"--format was given {len(formats)} times; at most {MAX_TARGETS} outputs "
                          "are written by one run.", hint="Write fewer formats, or render more from "
@@ -115,7 +119,7 @@ def plan_outputs(formats: Sequence[str], output: Path | None = None,
                              hint=f"Write --format {name}=FILE, or --format {name} for stdout.")
         targets.append(Target(name, Path(where) if has_path else None,
                               f"--format {given}"))
-    if not targets:
+    if not targets and (output is not None or stream is None):
         targets.append(Target(None, output, f"--output {output}" if output else "[lint] format"))
     elif output is not None:
         pathless = [i for i, t in enumerate(targets) if t.path is None]
@@ -126,6 +130,10 @@ def plan_outputs(formats: Sequence[str], output: Path | None = None,
         targets[index] = Target(targets[index].format, output,
                                 f"{targets[index].spelling} --output {output}")
     printed = [t.spelling for t in targets if t.path is None]
+    if stream is not None and printed:
+        raise UsageError(f"--message-format {stream} and {printed[0]} would both be printed on stdout.",
+                         hint="Give the report a file: --format FMT=PATH (or --output FILE); "
+                         "--message-format prints cargo's stream alone on stdout.")
     if len(printed) > 1:
         raise UsageError(f"{printed[0]} and {printed[1]} would both be printed on stdout.",
                          hint="Give all but one a file: --format FMT=PATH (or --output FILE).")

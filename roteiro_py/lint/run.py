@@ -155,10 +155,12 @@ def check_grant(grant: GrantSet, sandbox: VmBackend, steps: list[Command], comma
                             "table); nothing was prepared or booted", fix=refused.fix) from None
 
 
-def clippy_command(settings: config.Settings, member: str | None = None) -> list[str]:
+def clippy_command(settings: config.Settings, member: str | None = None,
+                   rendering: str | None = None) -> list[str]:
     """The guest's clippy command line; bad names or flags are a usage error, raised early.
     `member`: the package a PATH inside the workspace names (preflight.member_of), linted
-    alone as `cargo clippy` run in its directory would, unless packages are chosen."""
+    alone as `cargo clippy` run in its directory would, unless packages are chosen.
+    `rendering`: what `rendered` holds for `--message-format` (clippy/stream.py)."""
     # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
     from roteiro_py.clippy.command import ClippyOptions, clippy_argv, lint_levels
 
@@ -169,7 +171,7 @@ def clippy_command(settings: config.Settings, member: str | None = None) -> list
         all_features=lint.all_features, no_default_features=lint.no_default_features,
         packages=packages, workspace=lint.workspace, exclude=tuple(lint.exclude),
         targets=tuple(lint.targets), target=lint.target, levels=lint_levels(lint.levels),
-        no_deps=lint.no_deps))
+        no_deps=lint.no_deps, rendering=rendering))
 
 
 def with_config(argv: list[str], config_args: tuple[str, ...]) -> list[str]:
