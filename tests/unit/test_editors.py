@@ -223,3 +223,28 @@ def test_cargo_metadata_runs_the_trees_wrapper_and_env_as_the_guide_says(tmp_pat
     forced = metadata(RUSTC=str(tmp_path / "rustc"), RUSTC_WRAPPER="", RUSTC_WORKSPACE_WRAPPER="", FORCED="mine")
     assert "rustc FORCED=tree: -vV" in forced and "wrapper" not in forced
     assert metadata("--no-deps") == ""
+
+
+def test_the_check_command_is_one_lint_clippy_takes_and_the_readme_points_here() -> None:
+    """The override command every editor block gives parses as `lint clippy` arguments (each
+    option one it has), and the README's line for the editor names this guide."""
+    import typer.main
+
+    from roteiro_py.cli.app import app
+
+    clippy = typer.main.get_command(app).commands["lint"].commands["clippy"]  # type: ignore[attr-defined]
+    options = {name for param in clippy.params for name in param.opts}
+    text = GUIDE.read_text()
+    (vscode,) = blocks(text, "jsonc")
+    settings = json.loads("\n".join(line for line in vscode.splitlines() if not line.strip().startswith("//")))
+    (neovim,) = blocks(text, "lua")
+    (helix,) = blocks(text, "toml")
+    commands = [settings["rust-analyzer.check.overrideCommand"],
+                lua_table(neovim, "settings")["rust-analyzer"]["check"]["overrideCommand"],
+                tomllib.loads(helix)["language-server"]["rust-analyzer"]["config"]["check"]["overrideCommand"]]
+    assert all(command == commands[0] for command in commands)
+    program, verb, analyzer, *flags = commands[0]
+    assert (program, verb, analyzer) == ("pylint-sandbox", "lint", "clippy")
+    assert "--message-format" in flags and {f for f in flags if f.startswith("-")} <= options
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"lint clippy --message-format json +# .*docs/EDITORS\.md", readme)
