@@ -19,6 +19,11 @@ publishes, by file.
 
 Not a test: it needs a rust-analyzer binary (`--rust-analyzer`, default the rustup
 component of --toolchain), which the suite does not provision. Reported, never asserted.
+Mind where it comes from: `image build --toolchain` packages the installed toolchain whole,
+so adding the component to the toolchain the image is built from gave a new image digest
+(e1b8186c without it, 2bd711cd with it, on 2026-12-02) and with it a new root filesystem,
+template and dependency cache for every lint on the machine. Install it into another
+toolchain, or download the binary, and pass --rust-analyzer.
 
     .venv/bin/python bench/editor_lsp.py [--toolchain 1.95.0] [--rust-analyzer PATH] [--lint [--accel tcg]]
 """
