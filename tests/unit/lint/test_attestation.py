@@ -138,3 +138,44 @@ def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
     CliRunner().invoke(cli.app, ["lint", "clippy", str(tmp_path), "--image", "reg.example/c@sha256:" + "a" * 64,
                                  "--attest", names["ATTEST"], "--format", f"json={names['REPORT']}"])
     assert len(ran) == 1
+
+
+@pytest.mark.parametrize("how", [".gitignore", "info/exclude", "skip-worktree"])
+def test_no_commit_is_attested_for_a_copy_git_calls_clean_that_is_not_that_commit(
+        tmp_path: Path, assets: dict[str, str], how: str) -> None:
+    """git calls a tree clean that holds an ignored file (by the tree's own .gitignore or
+    the repository's info/exclude) or an edit under the skip-worktree bit; the copy stages
+    those bytes, so the guest linted a tree that commit does not describe."""
+    repo = new_repo(tmp_path / "repo", {"Cargo.toml": "[package]\nname = \"a\"\n",
+                                        "src/lib.rs": "\n", ".gitignore": "/src/extra.rs\n"})
+    if how == ".gitignore":
+        (repo / "src" / "extra.rs").write_text("pub fn planted() {}\n")
+    elif how == "info/exclude":
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "exclude").write_text("/src/other.rs\n")
+        (repo / "src" / "other.rs").write_text("pub fn planted() {}\n")
+    else:
+        git(repo, "update-index", "--skip-worktree", "src/lib.rs")
+        (repo / "src" / "lib.rs").write_text("pub fn planted() {}\n")
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""  # git: clean
+    tree = Tree(asked=repo, workspace=repo, repo_root=repo)
+    facts = gather(job_of(repo), tree, config.Settings(), {}, git_commit(tree))
+    assert "gitCommit" not in facts.tree["digest"]
+    assert "not that commit" in facts.tree["annotations"]["git"]
+
+
+def test_a_clean_workspace_below_the_repository_root_keeps_its_commit(
+        tmp_path: Path, assets: dict[str, str]) -> None:
+    """The control of the test above: the copy of a workspace in a subdirectory, holding an
+    executable file and a link, is its commit's content (an ignored file outside it too)."""
+    repo = new_repo(tmp_path / "repo", {"crate/Cargo.toml": "[package]\nname = \"a\"\n",
+                                        "crate/src/lib.rs": "\n", "crate/run.sh": "#!/bin/sh\n",
+                                        ".gitignore": "/notes.txt\n"})
+    (repo / "crate" / "run.sh").chmod(0o755)
+    (repo / "crate" / "link").symlink_to("src/lib.rs")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+    (repo / "notes.txt").write_text("ignored, and not in the copy\n")
+    tree = Tree(asked=repo / "crate", workspace=repo / "crate", repo_root=repo)
+    facts = gather(job_of(repo / "crate"), tree, config.Settings(), {}, git_commit(tree))
+    assert facts.tree["digest"]["gitCommit"] == git(repo, "rev-parse", "HEAD").strip()
