@@ -16,6 +16,7 @@ The stage's three moments, so the conductor stays a conductor:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,8 +55,7 @@ def check_attest(attest: Path | None, key: Path | None,
         raise UsageError(f"--attest {attest}: no report is written to a file, and the "
                          "attestation's subjects are report files.",
                          hint="Write the report with --format FMT=PATH (or --output FILE).")
-    if any(target.path is not None and Path(target.path).absolute() == attest.absolute()
-           for target in targets):
+    if any(target.path is not None and _same_file(Path(target.path), attest) for target in targets):
         raise UsageError(f"--attest {attest} names a report's file.",
                          hint="Give the attestation a file of its own.")
     if key is None:
@@ -65,6 +65,14 @@ def check_attest(attest: Path | None, key: Path | None,
     from roteiro_py.report.attest import load_private_key
 
     return load_private_key(key)
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """Whether two output paths name one file: their directories resolved (`sub/..`, a linked
+    directory), their last names compared as given (a final link is replaced on writing,
+    lint/output.py `write_output`, never written through)."""
+    return (Path(os.path.realpath(one.absolute().parent)) / one.name
+            == Path(os.path.realpath(other.absolute().parent)) / other.name)
 
 
 def request_parameters(path: Path, flags: Mapping[str, tuple[Any, str]], formats: Sequence[str],

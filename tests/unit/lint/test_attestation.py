@@ -111,6 +111,8 @@ def test_a_tree_outside_git_is_said_so(tmp_path: Path, assets: dict[str, str]) -
     (["--format", "json=REPORT", "--attest-key", "RSA"], "not an Ed25519 key"),
     (["--format", "json=REPORT", "--attest-key", "MISSING"], "no such file"),
     (["--format", "json=ATTEST"], "names a report's file"),
+    (["--format", "json=ALIAS"], "names a report's file"),  # the same file by another spelling
+    (["--format", "json=LINKED"], "names a report's file"),  # through a linked directory
 ])
 def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str) -> None:
@@ -126,8 +128,12 @@ def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (tmp_path / "rsa").write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
     names = {"REPORT": str(tmp_path / "r.json"), "RSA": str(tmp_path / "rsa"),
-             "MISSING": str(tmp_path / "nope"), "ATTEST": str(tmp_path / "att.json")}
-    given = [names.get(a, a.replace("ATTEST", names["ATTEST"]).replace("REPORT", names["REPORT"])) for a in args]
+             "MISSING": str(tmp_path / "nope"), "ATTEST": str(tmp_path / "att.json"),
+             "ALIAS": str(tmp_path / "sub" / ".." / "att.json"), "LINKED": str(tmp_path / "here" / "att.json")}
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "here").symlink_to(tmp_path)
+    given = [names.get(a, a.replace("ATTEST", names["ATTEST"]).replace("REPORT", names["REPORT"])
+                       .replace("ALIAS", names["ALIAS"]).replace("LINKED", names["LINKED"])) for a in args]
     result = CliRunner().invoke(cli.app, ["lint", "clippy", str(tmp_path), "--image",
                                           "reg.example/c@sha256:" + "a" * 64, "--attest", names["ATTEST"],
                                           *given])
