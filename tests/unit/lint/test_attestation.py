@@ -185,3 +185,21 @@ def test_a_clean_workspace_below_the_repository_root_keeps_its_commit(
     tree = Tree(asked=repo / "crate", workspace=repo / "crate", repo_root=repo)
     facts = gather(job_of(repo / "crate"), tree, config.Settings(), {}, git_commit(tree))
     assert facts.tree["digest"]["gitCommit"] == git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_no_commit_is_attested_for_a_workspace_holding_an_edited_submodule(
+        tmp_path: Path, assets: dict[str, str]) -> None:
+    """lint/vcs.py does not look into a submodule (a gitlink), so git's clean says nothing
+    of an edit inside one; the copy stages the submodule's files, which the superproject's
+    commit describes only by the gitlink."""
+    sub = new_repo(tmp_path / "sub", {"lib.rs": "pub fn honest() {}\n"})
+    repo = new_repo(tmp_path / "repo")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "vendored")
+    git(repo, "commit", "-qm", "submodule")
+    (repo / "vendored" / "lib.rs").write_text("pub fn planted() {}\n")
+    tree = Tree(asked=repo, workspace=repo, repo_root=repo)
+    before = git_commit(tree)
+    assert isinstance(before, tuple)  # clean as vcs.py reads it: the gitlink is not looked into
+    facts = gather(job_of(repo), tree, config.Settings(), {}, before)
+    assert "gitCommit" not in facts.tree["digest"]
+    assert "vendored/lib.rs is not in the commit" in facts.tree["annotations"]["git"]
