@@ -281,11 +281,15 @@ def run_verify(request: VerifyRequest) -> int:
 def run_tree_digest(path: Path) -> int:
     """`tree-digest PATH`: the digest `lint clippy --attest` records for a tree it staged."""
     # lazy: vm/ (the staging rules and their settings) only for this verb
+    from roteiro_py import config
+    from roteiro_py.vm.disks.share_image import StageLimits
     from roteiro_py.vm.disks.tree_digest import ALGORITHM, tree_digest
 
     if not path.is_dir():
         raise UsageError(f"tree-digest {sanitise(str(path))}: not a directory.")
-    result = tree_digest(path)
+    # the [vm] stage limits the lint copied under (user config, roteiro.toml, environment):
+    # with the defaults, a tree the lint copied under raised limits would be refused here
+    result = tree_digest(path, StageLimits.of(config.resolve(path).settings.vm))
     sys.stdout.write(f"{result.digest}  {ALGORITHM}  ({result.files} files, {result.dirs} "
                      f"directories, {result.symlinks} links)\n")
     return 0

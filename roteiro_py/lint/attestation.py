@@ -16,6 +16,7 @@ The stage's three moments, so the conductor stays a conductor:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,8 +55,7 @@ def check_attest(attest: Path | None, key: Path | None,
         raise UsageError(f"--attest {attest}: no report is written to a file, and the "
                          "attestation's subjects are report files.",
                          hint="Write the report with --format FMT=PATH (or --output FILE).")
-    if any(target.path is not None and Path(target.path).absolute() == attest.absolute()
-           for target in targets):
+    if any(target.path is not None and _same_file(Path(target.path), attest) for target in targets):
         raise UsageError(f"--attest {attest} names a report's file.",
                          hint="Give the attestation a file of its own.")
     if key is None:
@@ -65,6 +65,14 @@ def check_attest(attest: Path | None, key: Path | None,
     from roteiro_py.report.attest import load_private_key
 
     return load_private_key(key)
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """Whether two output paths name one file: their directories resolved (`sub/..`, a linked
+    directory), their last names compared as given (a final link is replaced on writing,
+    lint/output.py `write_output`, never written through)."""
+    return (Path(os.path.realpath(one.absolute().parent)) / one.name
+            == Path(os.path.realpath(other.absolute().parent)) / other.name)
 
 
 def request_parameters(path: Path, flags: Mapping[str, tuple[Any, str]], formats: Sequence[str],
@@ -81,8 +89,11 @@ def request_parameters(path: Path, flags: Mapping[str, tuple[Any, str]], formats
 def git_commit(tree: Tree) -> tuple[str, str] | str:
     """The (commit, tree) a clean git checkout holding the tree is at, else why there is
     none (lint/vcs.py reads .git as data; no git process runs). Read before the copy is
-    staged and again after (`gather`): only a tree clean at the same commit both times is
-    attested by its commit, so an edit during the run cannot borrow it."""
+    staged and again after (`gather`): only a tree clean at the same commit both times, whose
+    staged copy is that commit's content file for file (vcs.py `copy_differs`: git calls
+    clean a tree holding ignored files or skip-worktree edits, which the copy stages), is
+    attested by its commit, so neither an edit during the run nor an ignored file can
+    borrow it."""
     # lazy: dulwich loads only for --attest
     from roteiro_py.errors import VcsUnreadable
     from roteiro_py.lint.vcs import git_state
@@ -108,6 +119,7 @@ def gather(job: JobOutcome, tree: Tree, settings: config.Settings,
     # imports this stage at its top, before the first refusals (bench/cli_startup.py)
     import hashlib
 
+    from roteiro_py.lint.vcs import copy_differs
     from roteiro_py.report.attest import Facts
     from roteiro_py.vm.assets.assets import asset_descriptors
     from roteiro_py.vm.disks.share_image import StageLimits
@@ -122,8 +134,12 @@ def gather(job: JobOutcome, tree: Tree, settings: config.Settings,
         ALGORITHM: content.digest.removeprefix("sha256:")},
         "annotations": {"workspace": tree.layout_workspace.as_posix(), "files": content.files}}
     after = git_commit(tree)
-    if isinstance(before, tuple) and before == after:
+    differs = copy_differs(tree.workspace, before[1], staged) \
+        if isinstance(before, tuple) and before == after else None
+    if isinstance(before, tuple) and before == after and differs is None:
         descriptor["digest"] |= {"gitCommit": before[0], "gitTree": before[1]}
+    elif differs is not None:  # git said clean: an ignored file or a skip-worktree edit was staged
+        descriptor["annotations"]["git"] = f"the copy linted is not that commit ({differs[:300]})"
     else:
         descriptor["annotations"]["git"] = after if isinstance(after, str) else \
             "changed during the run" if isinstance(before, tuple) else before

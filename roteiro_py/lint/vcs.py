@@ -24,6 +24,11 @@ Guarantees:
   object) is errors.VcsUnreadable naming the repository and why, never a guess of clean.
 - Found as git finds it: the nearest `.git` (a directory, or the `gitdir:` file a
   worktree or submodule has) at the root or above it.
+- Clean is not "what the guest saw": git calls a tree clean that holds ignored files (by
+  the tree's own `.gitignore` or the repository's `info/exclude`) or edits under the
+  skip-worktree bit, and a staged copy holds them. `copy_differs` compares a staged copy
+  with a commit's tree entry by entry (every file and link, its blob id and executable
+  bit), so a commit names a copy only when it is that commit's content.
 """
 
 from __future__ import annotations
@@ -34,13 +39,13 @@ import stat
 import struct
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from dulwich import errors as dulwich_errors
 from dulwich.errors import NotGitRepository
 from dulwich.ignore import IgnoreFilterManager
 from dulwich.index import ConflictedIndexEntry, Index, IndexEntry
-from dulwich.objects import Commit, ObjectID
+from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
@@ -249,3 +254,77 @@ def _untracked(repo: Repo, worktree: Path, index: Index) -> list[str]:
 
 def _text(path: bytes | str) -> str:
     return os.fsdecode(path) if isinstance(path, bytes) else path
+
+
+#: What `copy_differs` compares per path: the kind ("f" file, "x" executable file, "l"
+#: link) and the git blob id (hex) of its bytes or its link's target.
+_Entry = tuple[str, bytes]
+
+
+def copy_differs(workspace: Path, tree: str, copy: Path) -> str | None:
+    """None when the staged `copy` of `workspace` holds exactly the commit tree `tree`'s
+    files and links below the workspace (each its blob id and executable bit; directories
+    are not compared, a submodule's content is in no commit tree); else why not, naming the
+    first path that differs (a hostile name: the caller escapes it where it is printed)."""
+    try:
+        repo = Repo.discover(str(workspace))
+    except NotGitRepository:
+        return "not a git work tree"
+    except (OSError, ValueError, KeyError) as error:
+        return f"unreadable ({error})"
+    with repo:
+        try:
+            prefix = PurePosixPath(workspace.resolve().relative_to(Path(repo.path).resolve())
+                                   .as_posix())
+            expected = _commit_entries(repo, tree.encode("ascii"), prefix)
+        except _unreadable() as error:
+            return f"unreadable ({type(error).__name__}: {error})"
+    found = _copy_entries(copy)
+    for path in sorted(set(expected) | set(found)):
+        if expected.get(path) != found.get(path):
+            return f"{path} differs" if path in expected and path in found else \
+                f"{path} is not in the commit" if path in found else f"{path} is not in the copy"
+    return None
+
+
+def _commit_entries(repo: Repo, tree_id: bytes, prefix: PurePosixPath) -> dict[str, _Entry]:
+    """Every blob and link of the tree `tree_id` below `prefix`, by its path below it."""
+    top = repo[tree_id]
+    for part in prefix.parts if str(prefix) != "." else ():
+        if not isinstance(top, Tree):
+            raise NotImplementedError(f"{prefix} is not a directory of the commit")
+        _mode, sha = top[os.fsencode(part)]
+        top = repo[sha]
+    entries: dict[str, _Entry] = {}
+    pending: list[tuple[Tree | object, str]] = [(top, "")]
+    while pending:
+        here, rel = pending.pop()
+        if not isinstance(here, Tree):
+            raise NotImplementedError(f"{prefix} is not a directory of the commit")
+        for item in here.iteritems():
+            if len(entries) + len(pending) > MAX_WALKED:
+                raise NotImplementedError(f"more than {MAX_WALKED} entries in the commit")
+            path = rel + _text(item.path)
+            if stat.S_ISDIR(item.mode):
+                pending.append((repo[item.sha], path + "/"))
+            elif stat.S_ISLNK(item.mode):
+                entries[path] = ("l", item.sha)
+            elif stat.S_ISREG(item.mode):
+                entries[path] = ("x" if item.mode & 0o100 else "f", item.sha)
+            # a gitlink (submodule) holds nothing of this commit's: files under it differ
+    return entries
+
+
+def _copy_entries(copy: Path) -> dict[str, _Entry]:
+    """Every file and link of a staged copy (ours, bounded by its staging), never followed."""
+    entries: dict[str, _Entry] = {}
+    for here, dirs, files in os.walk(copy, followlinks=False):
+        for name in (*dirs, *files):
+            full = Path(here) / name
+            st = os.lstat(full)
+            rel = full.relative_to(copy).as_posix()
+            if stat.S_ISLNK(st.st_mode):
+                entries[rel] = ("l", _blob_id(full, st))
+            elif stat.S_ISREG(st.st_mode):
+                entries[rel] = ("x" if st.st_mode & 0o100 else "f", _blob_id(full, st))
+    return entries

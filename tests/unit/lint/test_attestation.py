@@ -111,6 +111,8 @@ def test_a_tree_outside_git_is_said_so(tmp_path: Path, assets: dict[str, str]) -
     (["--format", "json=REPORT", "--attest-key", "RSA"], "not an Ed25519 key"),
     (["--format", "json=REPORT", "--attest-key", "MISSING"], "no such file"),
     (["--format", "json=ATTEST"], "names a report's file"),
+    (["--format", "json=ALIAS"], "names a report's file"),  # the same file by another spelling
+    (["--format", "json=LINKED"], "names a report's file"),  # through a linked directory
 ])
 def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str) -> None:
@@ -126,8 +128,12 @@ def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (tmp_path / "rsa").write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
     names = {"REPORT": str(tmp_path / "r.json"), "RSA": str(tmp_path / "rsa"),
-             "MISSING": str(tmp_path / "nope"), "ATTEST": str(tmp_path / "att.json")}
-    given = [names.get(a, a.replace("ATTEST", names["ATTEST"]).replace("REPORT", names["REPORT"])) for a in args]
+             "MISSING": str(tmp_path / "nope"), "ATTEST": str(tmp_path / "att.json"),
+             "ALIAS": str(tmp_path / "sub" / ".." / "att.json"), "LINKED": str(tmp_path / "here" / "att.json")}
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "here").symlink_to(tmp_path)
+    given = [names.get(a, a.replace("ATTEST", names["ATTEST"]).replace("REPORT", names["REPORT"])
+                       .replace("ALIAS", names["ALIAS"]).replace("LINKED", names["LINKED"])) for a in args]
     result = CliRunner().invoke(cli.app, ["lint", "clippy", str(tmp_path), "--image",
                                           "reg.example/c@sha256:" + "a" * 64, "--attest", names["ATTEST"],
                                           *given])
@@ -138,3 +144,62 @@ def test_an_attestation_that_cannot_be_made_is_refused_before_any_vm(
     CliRunner().invoke(cli.app, ["lint", "clippy", str(tmp_path), "--image", "reg.example/c@sha256:" + "a" * 64,
                                  "--attest", names["ATTEST"], "--format", f"json={names['REPORT']}"])
     assert len(ran) == 1
+
+
+@pytest.mark.parametrize("how", [".gitignore", "info/exclude", "skip-worktree"])
+def test_no_commit_is_attested_for_a_copy_git_calls_clean_that_is_not_that_commit(
+        tmp_path: Path, assets: dict[str, str], how: str) -> None:
+    """git calls a tree clean that holds an ignored file (by the tree's own .gitignore or
+    the repository's info/exclude) or an edit under the skip-worktree bit; the copy stages
+    those bytes, so the guest linted a tree that commit does not describe."""
+    repo = new_repo(tmp_path / "repo", {"Cargo.toml": "[package]\nname = \"a\"\n",
+                                        "src/lib.rs": "\n", ".gitignore": "/src/extra.rs\n"})
+    if how == ".gitignore":
+        (repo / "src" / "extra.rs").write_text("pub fn planted() {}\n")
+    elif how == "info/exclude":
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "exclude").write_text("/src/other.rs\n")
+        (repo / "src" / "other.rs").write_text("pub fn planted() {}\n")
+    else:
+        git(repo, "update-index", "--skip-worktree", "src/lib.rs")
+        (repo / "src" / "lib.rs").write_text("pub fn planted() {}\n")
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""  # git: clean
+    tree = Tree(asked=repo, workspace=repo, repo_root=repo)
+    facts = gather(job_of(repo), tree, config.Settings(), {}, git_commit(tree))
+    assert "gitCommit" not in facts.tree["digest"]
+    assert "not that commit" in facts.tree["annotations"]["git"]
+
+
+def test_a_clean_workspace_below_the_repository_root_keeps_its_commit(
+        tmp_path: Path, assets: dict[str, str]) -> None:
+    """The control of the test above: the copy of a workspace in a subdirectory, holding an
+    executable file and a link, is its commit's content (an ignored file outside it too)."""
+    repo = new_repo(tmp_path / "repo", {"crate/Cargo.toml": "[package]\nname = \"a\"\n",
+                                        "crate/src/lib.rs": "\n", "crate/run.sh": "#!/bin/sh\n",
+                                        ".gitignore": "/notes.txt\n"})
+    (repo / "crate" / "run.sh").chmod(0o755)
+    (repo / "crate" / "link").symlink_to("src/lib.rs")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+    (repo / "notes.txt").write_text("ignored, and not in the copy\n")
+    tree = Tree(asked=repo / "crate", workspace=repo / "crate", repo_root=repo)
+    facts = gather(job_of(repo / "crate"), tree, config.Settings(), {}, git_commit(tree))
+    assert facts.tree["digest"]["gitCommit"] == git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_no_commit_is_attested_for_a_workspace_holding_an_edited_submodule(
+        tmp_path: Path, assets: dict[str, str]) -> None:
+    """lint/vcs.py does not look into a submodule (a gitlink), so git's clean says nothing
+    of an edit inside one; the copy stages the submodule's files, which the superproject's
+    commit describes only by the gitlink."""
+    sub = new_repo(tmp_path / "sub", {"lib.rs": "pub fn honest() {}\n"})
+    repo = new_repo(tmp_path / "repo")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "vendored")
+    git(repo, "commit", "-qm", "submodule")
+    (repo / "vendored" / "lib.rs").write_text("pub fn planted() {}\n")
+    tree = Tree(asked=repo, workspace=repo, repo_root=repo)
+    before = git_commit(tree)
+    assert isinstance(before, tuple)  # clean as vcs.py reads it: the gitlink is not looked into
+    facts = gather(job_of(repo), tree, config.Settings(), {}, before)
+    assert "gitCommit" not in facts.tree["digest"]
+    assert "vendored/lib.rs is not in the commit" in facts.tree["annotations"]["git"]

@@ -145,3 +145,25 @@ def test_the_documented_definition_is_the_one_computed(tmp_path: Path) -> None:
     assert documented_digest(tree) == tree_digest(tree).digest
     # control: the comparison is exact; the definition less one kind of record differs
     assert documented_digest(tree, directories=False) != tree_digest(tree).digest
+
+
+def test_the_shipped_command_walks_with_the_limits_the_lint_copied_by(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tree-digest PATH` reproduces the digest of a tree the lint staged under the [vm]
+    stage limits it was run with (here ROTEIRO_VM_STAGE_MAX_DEPTH, raised past the default
+    128): the command reads the same settings, so it does not refuse what the lint copied."""
+    from typer.testing import CliRunner
+
+    from roteiro_py.cli import app as cli
+
+    monkeypatch.setenv("ROTEIRO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ROTEIRO_VM_STAGE_MAX_DEPTH", "200")
+    root = tmp_path / "deep"
+    (root / "/".join(["d"] * 140)).mkdir(parents=True)
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    limits = StageLimits(max_bytes=1 << 30, max_files=100_000, max_depth=200)
+    stage_tree(root, staged, limits)  # the lint's copy under the raised limit
+    result = CliRunner().invoke(cli.app, ["tree-digest", str(root)])
+    assert result.exit_code == 0, result.output
+    assert result.output.split()[0] == tree_digest(staged, limits).digest
