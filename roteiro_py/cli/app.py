@@ -400,7 +400,10 @@ def verify(
         "--attestation", metavar="FILE", help="The attestation `lint clippy --attest` wrote.")],
     key: Annotated[Path | None, typer.Option(
         "--key", metavar="PUB", help="The Ed25519 public key (PEM or ssh-ed25519) whose "
-        "signature must verify; without it the signature is not checked.")] = None,
+        "signature must verify.")] = None,
+    allow_unsigned: Annotated[bool, typer.Option(
+        "--allow-unsigned", help="Verify without --key: the statement's signature is checked "
+        "elsewhere (gh attestation verify); the output says it was not checked here.")] = False,
     require: Annotated[list[str] | None, typer.Option(
         "--require", metavar="K=V", help="A policy the run must meet: image=sha256:<hex>, "
         "isolation=kvm|tcg, commit=<sha> (repeatable; any unmet refuses, exit 3).")] = None,
@@ -409,7 +412,8 @@ def verify(
     from roteiro_py.commands.verify import VerifyRequest, run_verify
 
     _guard(lambda: run_verify(VerifyRequest(reports=tuple(reports), attestation=attestation,
-                                            key=key, requires=tuple(require or ()))))
+                                            key=key, requires=tuple(require or ()),
+                                            allow_unsigned=allow_unsigned)))
 
 
 @app.command("tree-digest")

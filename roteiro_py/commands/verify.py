@@ -6,8 +6,11 @@ What `verify` checks, in order, each failure an errors.AttestationRefused (exit 
 1. The attestation is at most MAX_ATTESTATION_BYTES of JSON: a DSSE envelope (report/attest.py
    `open_envelope`; with `--key`, a signature must verify over the DSSE PAE) or, without
    `--key`, a bare statement. `--key` given and a bare statement found: refused (nothing
-   is signed). No `--key`: the statement's authenticity is not checked, and the output says
-   so on its first line (a CI system that signed it, `gh attestation verify`, checks that).
+   is signed). No `--key`: a usage error (exit 2) unless `--allow-unsigned` says the
+   statement's authenticity is checked elsewhere (a CI system that signed it: `gh
+   attestation verify`); then the output says on its first line that it was not checked.
+   Without that flag a gate reading only the exit status would pass a statement anyone
+   could have written.
 2. The statement is an in-toto Statement v1 with a SLSA Provenance v1 predicate of our
    buildType, every subject a name and a sha256.
 3. Every REPORT's sha256 (read without following a link, at most MAX_REPORT_BYTES) is a
@@ -66,6 +69,8 @@ class VerifyRequest:
     attestation: Path
     key: Path | None = None
     requires: tuple[str, ...] = ()
+    #: `--allow-unsigned`: no `--key`, knowingly (the signature is checked elsewhere).
+    allow_unsigned: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,15 @@ def parse_requires(given: Sequence[str]) -> list[tuple[str, str]]:
 def verify(request: VerifyRequest) -> Verified:
     """The checks of the module docstring; the statement, once every one has passed."""
     requires = parse_requires(request.requires)
+    if request.key is None and not request.allow_unsigned:
+        raise UsageError("verify was given no --key: nothing would check who wrote the "
+                         "attestation, and its exit status would gate on a file anyone can write.",
+                         hint="Give --key PUB (the Ed25519 public key of --attest-key), or "
+                         "--allow-unsigned where the statement's signature is checked elsewhere "
+                         "(gh attestation verify, for the Action's actions/attest).")
+    if request.key is not None and request.allow_unsigned:
+        raise UsageError("--allow-unsigned and --key contradict each other: with a key the "
+                         "signature must verify.")
     key = load_public_key(request.key) if request.key is not None else None
     shown = f"the attestation {request.attestation}"
     document = _json(_read(request.attestation, MAX_ATTESTATION_BYTES, shown), shown)
@@ -108,7 +122,7 @@ def verify(request: VerifyRequest) -> Verified:
     elif key is not None:
         raise AttestationRefused(shown, "it is a bare statement, not a signed DSSE envelope, "
                                  "so --key has nothing to verify",
-                                 hint="Attest with --attest-key KEY, or verify without --key "
+                                 hint="Attest with --attest-key KEY, or verify with --allow-unsigned "
                                  "where a CI system's own attestation is checked.")
     else:
         statement, signed = document, False

@@ -56,8 +56,7 @@ def lint_outputs(tmp_path: Path, *, accelerator: str = "kvm", signed: bool = Tru
 
 def verify(files: dict[str, Path], *extra: str, key: bool = True) -> tuple[int, str]:
     args = ["verify", str(files["sarif"]), str(files["json"]), "--attestation", str(files["attestation"])]
-    if key:
-        args += ["--key", str(files["pub"])]
+    args += ["--key", str(files["pub"])] if key else ["--allow-unsigned"]
     result = CliRunner().invoke(cli.app, [*args, *extra])
     return result.exit_code, " ".join(result.output.split())
 
@@ -190,7 +189,8 @@ def test_any_field_of_any_type_is_accepted_or_refused_never_a_crash(tmp_path: Pa
             place[path[-1]] = replacement
             files["attestation"].write_text(json.dumps(document))
             request = VerifyRequest(reports=(files["sarif"], files["json"]), attestation=files["attestation"],
-                                    requires=("isolation=kvm", f"image={DIGEST}", f"commit={COMMIT}"))
+                                    requires=("isolation=kvm", f"image={DIGEST}", f"commit={COMMIT}"),
+                                    allow_unsigned=True)
             try:  # the verb's core, as run_verify calls it: the CLI costs 5 ms a call more
                 out = "".join(describe(verify_core(request), request.reports))
             except AttestationRefused as refused:
@@ -200,3 +200,18 @@ def test_any_field_of_any_type_is_accepted_or_refused_never_a_crash(tmp_path: Pa
                 answers.add(0)
             assert "\x1b" not in out, (path, replacement)
     assert answers == {0, 3}  # control: some replacements leave an acceptable statement
+
+
+def test_no_key_is_refused_unless_unsigned_is_allowed_knowingly(tmp_path: Path) -> None:
+    """A gate reads the exit status: without --key, a forged bare statement naming the
+    reports and meeting every --require would pass (exit 0) unless the user said, with
+    --allow-unsigned, that the signature is checked elsewhere."""
+    files = lint_outputs(tmp_path, signed=False)
+    bare = ["verify", str(files["sarif"]), "--attestation", str(files["attestation"]),
+            "--require", "isolation=kvm"]
+    refused = CliRunner().invoke(cli.app, bare)
+    assert refused.exit_code == 2 and "no --key" in refused.output and "--allow-unsigned" in refused.output
+    allowed = CliRunner().invoke(cli.app, [*bare, "--allow-unsigned"])  # control arm
+    assert allowed.exit_code == 0 and "signature: NOT checked" in allowed.output
+    both = CliRunner().invoke(cli.app, [*bare, "--allow-unsigned", "--key", str(files["pub"])])
+    assert both.exit_code == 2 and "contradict" in both.output
