@@ -31,7 +31,11 @@ with `compile_error!`). What holds it:
   does the same. `/usr/bin/env` reads only option words and `NAME=VALUE` words before
   the program; cargo hands it the compiler's absolute path first (RUSTC, or the
   RUSTC_WORKSPACE_WRAPPER cargo-clippy sets), which is why PIN_SCRIPT refuses a sysroot
-  holding `=`, and an image without `/usr/bin/env`.
+  holding `=`. An image without `/usr/bin/env` gets the empty RUSTC_WRAPPER (PIN_SCRIPT
+  sets one or the other): pinned as well, only without the cache. The info cache lives in the target
+  directory, which the tree's build scripts can already write; what it holds (rustc's
+  version, cfg and file names) names no program cargo runs, and cargo fingerprints it by
+  the compiler's and the wrappers' paths and mtimes, so another image never hits it.
 - No rustup proxy picks the toolchain from the tree. A rustup image runs `cargo-clippy`
   as a proxy that obeys the working directory's `rust-toolchain.toml`, whose
   `[toolchain] path = "<a directory in the tree>"` puts the tree's own `cargo-clippy` in
@@ -93,8 +97,8 @@ _SYSROOT = (
     'case $s in *=*) echo "pylint-sandbox: the sysroot $s holds \'=\'" >&2; exit 127;; '
     '/*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
     "exit 127;; esac\n"
-    f"[ -x {NEUTRAL_WRAPPER} ] || {{ echo 'pylint-sandbox: the image has no {NEUTRAL_WRAPPER}, "
-    "which cargo runs the compiler through (RUSTC_WRAPPER)' >&2; exit 127; }\n"
+    f"if [ -x {NEUTRAL_WRAPPER} ]; then export RUSTC_WRAPPER={NEUTRAL_WRAPPER}; "
+    "else export RUSTC_WRAPPER=; fi\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
 )
 #: Run as `sh -c PIN_SCRIPT <program> <args>...`: `<program>` of the image's toolchain,

@@ -147,7 +147,7 @@ def test_the_pinned_lint_keeps_cargos_rustc_info_cache(tmp_path: Path) -> None:
     assert again.returncode == 0 and rustc_runs(again) == 0, again.stderr[-2000:]
     # control: the empty RUSTC_WRAPPER the pin used to be turns the cache off
     (tmp_path / "target" / ".rustc_info.json").unlink()
-    empty = run(argv, tree, {**env, "RUSTC_WRAPPER": ""}, tmp_path)
+    empty = run(unpinned(argv), tree, {**env, "RUSTC_WRAPPER": ""}, tmp_path)
     assert empty.returncode == 0 and rustc_runs(empty) > 0, empty.stderr[-2000:]
     assert "rustc info cache disabled" in empty.stderr
     assert not (tmp_path / "target" / ".rustc_info.json").exists()
@@ -319,6 +319,20 @@ def stub_toolchain(tmp_path: Path, clippy_says: str) -> dict[str, str]:
         (sysroot / "bin" / name).write_text(text)
         (sysroot / "bin" / name).chmod(0o755)
     return {"PATH": f"{sysroot / 'bin'}:/usr/bin:/bin"}
+
+
+def test_the_pin_script_sets_the_wrapper_whatever_the_environment_says(tmp_path: Path) -> None:
+    """PIN_SCRIPT itself exports RUSTC_WRAPPER (the image's /usr/bin/env here; an empty one
+    on an image without it), so no step runs with a wrapper from anywhere else."""
+    env = stub_toolchain(tmp_path, "x\\n")
+    sysroot_bin = Path(env["PATH"].split(":")[0])
+    (sysroot_bin / "cargo-clippy").write_text('#!/bin/sh\nprintf "%s\\n" "$RUSTC_WRAPPER"\n')
+    from roteiro_py.clippy.command import NEUTRAL_WRAPPER, pinned
+
+    for given in ({}, {"RUSTC_WRAPPER": str(tmp_path / "wrap.sh")}, {"RUSTC_WRAPPER": ""}):
+        done = subprocess.run(list(pinned(("cargo-clippy", "--version"))), env={**env, **given},
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert (done.returncode, done.stdout) == (0, NEUTRAL_WRAPPER + "\n"), (given, done)
 
 
 def test_a_sysroot_holding_an_equals_sign_is_refused(tmp_path: Path) -> None:
