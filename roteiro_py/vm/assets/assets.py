@@ -36,7 +36,7 @@ Guarantees:
   one stat with the record, and the record's digest with the manifest's. A file written,
   replaced or touched since (size, mtime, ctime or inode changed) is hashed again and
   used only if its bytes are the manifest's, never on the record's word. Hashing both
-  (72 MB) cost 0.1-0.3 s of every lint here (docs/PERFORMANCE.md, issue 25). A host that
+  (72 MB) cost 0.2-0.33 s of every lint here (docs/PERFORMANCE.md, issue 25). A host that
   cannot write the record (a read-only ROTEIRO_HOME) hashes on every lint, as before.
 - The manifest records, per archive, the InRelease's Date; an older one from the same
   archive and suite is refused (a mirror replaying an old index to pin an old kernel),
