@@ -87,6 +87,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--accel", default="tcg")
     parser.add_argument("--layout", default="/var/tmp/roteiro-images/clippy-1.95.0")
+    parser.add_argument("--vm-assets-from", type=Path, default=None,
+                        help="a provisioned ROTEIRO_HOME/vm to copy instead of downloading")
     args = parser.parse_args()
     tree = Path(args.tree).resolve()
     reference = linter_image(args.layout)
@@ -94,6 +96,8 @@ def main() -> None:
         home = Path(work) / "home"
         env = {**os.environ, "ROTEIRO_HOME": str(home)}
         env.pop("CI", None)
+        if args.vm_assets_from is not None:
+            shutil.copytree(args.vm_assets_from, home / "vm")
         provision(env, args.layout, reference)
         lint = [EXE, "lint", "clippy", str(tree), "--image", reference, "--accel", args.accel,
                 "--format", "json"]

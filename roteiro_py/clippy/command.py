@@ -16,11 +16,26 @@ with `compile_error!`). What holds it:
   it (the variable outranks `build.rustc-workspace-wrapper`).
 - PINNED_ENV outranks the config keys that would put another program in the compiler's
   place or load one into it: `build.rustc` (RUSTC), `build.rustc-wrapper` (RUSTC_WRAPPER
-  empty: no wrapper, measured with cargo 1.95), and `build.rustflags` /
+  set to NEUTRAL_WRAPPER, the image's `/usr/bin/env`: it execs the compiler it is given
+  and does nothing else), and `build.rustflags` /
   `target.<triple>.rustflags` (CARGO_ENCODED_RUSTFLAGS empty: none). rustflags go because
   with `[env] RUSTC_BOOTSTRAP = {value = "1", force = true}` they pass
   `-Zcodegen-backend=<tree .so>` to clippy-driver on a stable toolchain (measured with
   cargo 1.95); a tree that needs `--cfg` flags from its config gets them no more.
+  The wrapper is a real file rather than an empty RUSTC_WRAPPER (which also means "no
+  wrapper") because cargo fingerprints its rustc info cache (`target/.rustc_info.json`)
+  by the wrapper's mtime: with "" it logs `failed to calculate rustc fingerprint: failed
+  to load metadata for path ''`, turns the cache off and probes rustc again on every run
+  (5 rustc runs before the build, about 2.5 s of a warm lint under TCG; 0 with the cache;
+  measured with cargo 1.95). A `--config build.rustc-wrapper=''` from the command line
+  does the same. `/usr/bin/env` reads only option words and `NAME=VALUE` words before
+  the program; cargo hands it the compiler's absolute path first (RUSTC, or the
+  RUSTC_WORKSPACE_WRAPPER cargo-clippy sets), which is why PIN_SCRIPT refuses a sysroot
+  holding `=`. An image without `/usr/bin/env` gets the empty RUSTC_WRAPPER (PIN_SCRIPT
+  sets one or the other): pinned as well, only without the cache. The info cache lives in the target
+  directory, which the tree's build scripts can already write; what it holds (rustc's
+  version, cfg and file names) names no program cargo runs, and cargo fingerprints it by
+  the compiler's and the wrappers' paths and mtimes, so another image never hits it.
 - No rustup proxy picks the toolchain from the tree. A rustup image runs `cargo-clippy`
   as a proxy that obeys the working directory's `rust-toolchain.toml`, whose
   `[toolchain] path = "<a directory in the tree>"` puts the tree's own `cargo-clippy` in
@@ -68,6 +83,9 @@ from roteiro_py.vm.mounts import FRESH_CWD
 #: and the scratch disk (which a kept cache carries from one run's build scripts to the
 #: next), so no tree or build-script file is on the way up from it.
 PROBE_CWD = FRESH_CWD
+#: The `build.rustc-wrapper` every step runs with (see above): a program of the image that
+#: execs its arguments, so cargo's rustc info cache can fingerprint it.
+NEUTRAL_WRAPPER = "/usr/bin/env"
 #: The image's toolchain, asked for in PROBE_CWD, with every proxy pinned to it (see above):
 #: the first lines of PIN_SCRIPT and PROBE_SCRIPT.
 _SYSROOT = (
@@ -76,8 +94,11 @@ _SYSROOT = (
     # killed by a signal (SIGKILL: an OOM kill or any kill -9): keep 128+N, which
     # lint/judgement.py reads as that signal
     '[ "$st" -gt 128 ] && exit "$st"; exit 127; }\n'
-    'case $s in /*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
+    'case $s in *=*) echo "pylint-sandbox: the sysroot $s holds \'=\'" >&2; exit 127;; '
+    '/*) ;; *) echo "pylint-sandbox: the sysroot $s is not an absolute path" >&2; '
     "exit 127;; esac\n"
+    f"if [ -x {NEUTRAL_WRAPPER} ]; then export RUSTC_WRAPPER={NEUTRAL_WRAPPER}; "
+    "else export RUSTC_WRAPPER=; fi\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
 )
 #: Run as `sh -c PIN_SCRIPT <program> <args>...`: `<program>` of the image's toolchain,
@@ -142,7 +163,8 @@ PROBE_RUSTC: tuple[str, ...] = probed(("rustc", "-vV"))
 #: Variables that outrank the tree's `.cargo/config.toml` for the compiler (see above).
 #: RUSTC is the `rustc` on the image's PATH, the one the probe asked (PIN_SCRIPT then sets
 #: it to that rustc's absolute path).
-PINNED_ENV: dict[str, str] = {"RUSTC": "rustc", "RUSTC_WRAPPER": "", "CARGO_ENCODED_RUSTFLAGS": ""}
+PINNED_ENV: dict[str, str] = {"RUSTC": "rustc", "RUSTC_WRAPPER": NEUTRAL_WRAPPER,
+                              "CARGO_ENCODED_RUSTFLAGS": ""}
 
 #: The statuses of a completed `cargo clippy` run, measured with cargo 1.95: 0 when the
 #: build finished (warnings only, or nothing), 101 when it did not (a deny-level lint,

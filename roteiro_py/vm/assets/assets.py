@@ -30,6 +30,14 @@ Guarantees:
   and busybox the highest `busybox-static` found; each .deb is fetched from the archive
   that listed it. Without the security archive the kernel is the last point release's,
   weeks to months behind its security fixes.
+- The kernel and initramfs are hashed once, not on every lint: `_verified` seals each
+  as the root filesystem is sealed (vm/disks/rootfs_record.py: 0444, its sha256 and stat
+  identity in a record beside it, `vmlinux.json`, `base.json`) and a later lint compares
+  one stat with the record, and the record's digest with the manifest's. A file written,
+  replaced or touched since (size, mtime, ctime or inode changed) is hashed again and
+  used only if its bytes are the manifest's, never on the record's word. Hashing both
+  (72 MB) cost 0.2-0.33 s of every lint here (docs/PERFORMANCE.md, issue 25). A host that
+  cannot write the record (a read-only ROTEIRO_HOME) hashes on every lint, as before.
 - The manifest records, per archive, the InRelease's Date; an older one from the same
   archive and suite is refused (a mirror replaying an old index to pin an old kernel),
   as is one older than the tool's `debian_archive.DATE_FLOOR` on a first provisioning.
@@ -58,6 +66,7 @@ from filelock import FileLock
 from roteiro_py import errors, paths
 from roteiro_py.vm.assets import debian_archive, debpkg
 from roteiro_py.vm.assets.initramfs import Entry, write_newc
+from roteiro_py.vm.disks import rootfs_record
 
 KERNEL_META_PACKAGE = "linux-image-amd64"
 BUSYBOX_PACKAGE = "busybox-static"
@@ -123,10 +132,27 @@ def _verified(root: Path, manifest: dict[str, object], name: str, what: str) -> 
     path = root / name
     if not isinstance(entry, dict) or not path.is_file():
         raise errors.VmAssetsMissing(what, path)
+    expected = entry.get("sha256")
+    sealed = rootfs_record.check(path)  # one stat; hashed again if written since its seal
+    if sealed is not None and sealed.digest == f"sha256:{expected}":
+        return AssetFile(name, path, str(expected), sealed.identity.size)
     actual = sha256_file(path)
-    if actual != entry.get("sha256"):
+    if actual != expected:
         raise errors.VmAssetsMissing(f"{what} (its sha256 does not match the manifest)", path)
+    _seal(path, actual)
     return AssetFile(name, path, actual, path.stat().st_size)
+
+
+def _seal(path: Path, digest: str) -> None:
+    """Record `path` (rootfs_record.seal) when it still holds `digest`, the manifest's; a
+    file that changed under the hash gets no record (the next lint hashes it again), and
+    one that cannot be recorded (a read-only home) is hashed on every lint."""
+    try:
+        record = rootfs_record.seal(path)
+    except OSError:
+        return
+    if record.digest != f"sha256:{digest}":
+        rootfs_record.record_path(path).unlink(missing_ok=True)
 
 
 def kernel_format(path: Path) -> str | None:

@@ -119,7 +119,38 @@ def test_the_lint_runs_cargo_clippy_itself_with_the_pins() -> None:
     assert argv[:len(PIN_PREFIX)] == PIN_PREFIX
     assert unpinned(argv)[:2] == ["cargo-clippy", "clippy"]
     assert {name: env[name] for name in PINNED_ENV} == PINNED_ENV == {
-        "RUSTC": "rustc", "RUSTC_WRAPPER": "", "CARGO_ENCODED_RUSTFLAGS": ""}
+        "RUSTC": "rustc", "RUSTC_WRAPPER": "/usr/bin/env", "CARGO_ENCODED_RUSTFLAGS": ""}
+
+
+def rustc_runs(done: subprocess.CompletedProcess[str]) -> int:
+    """How many times cargo ran the compiler to learn about it (CARGO_LOG's
+    `cargo::util::rustc` lines), and no other run."""
+    return sum(1 for line in done.stderr.splitlines()
+               if "cargo::util::rustc" in line and "running `" in line)
+
+
+def test_the_pinned_lint_keeps_cargos_rustc_info_cache(tmp_path: Path) -> None:
+    """A lint with a kept or dependency-cached target directory asks rustc nothing cargo
+    already cached there (issue 25: about 2.5 s of every warm lint under TCG). The lint
+    step as lint/run.py builds it, run twice on the host's real cargo 1.95."""
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "Cargo.toml").write_text('[package]\nname = "a"\nversion = "0.1.0"\nedition = "2021"\n')
+    (tree / "Cargo.lock").write_text('version = 4\n\n[[package]]\nname = "a"\nversion = "0.1.0"\n')
+    (tree / "src" / "lib.rs").write_text("pub fn f() {}\n")
+    argv, env = lint_step(tree)
+    env["CARGO_LOG"] = "cargo::util::rustc=debug"
+    first = run(argv, tree, env, tmp_path)
+    assert first.returncode == 0 and rustc_runs(first) > 0, first.stderr[-2000:]
+    assert (tmp_path / "target" / ".rustc_info.json").is_file()
+    again = run(argv, tree, env, tmp_path)
+    assert again.returncode == 0 and rustc_runs(again) == 0, again.stderr[-2000:]
+    # control: the empty RUSTC_WRAPPER the pin used to be turns the cache off
+    (tmp_path / "target" / ".rustc_info.json").unlink()
+    empty = run(unpinned(argv), tree, {**env, "RUSTC_WRAPPER": ""}, tmp_path)
+    assert empty.returncode == 0 and rustc_runs(empty) > 0, empty.stderr[-2000:]
+    assert "rustc info cache disabled" in empty.stderr
+    assert not (tmp_path / "target" / ".rustc_info.json").exists()
 
 
 def test_the_probes_run_outside_the_tree_in_a_directory_the_vm_provides(tmp_path: Path) -> None:
@@ -288,6 +319,31 @@ def stub_toolchain(tmp_path: Path, clippy_says: str) -> dict[str, str]:
         (sysroot / "bin" / name).write_text(text)
         (sysroot / "bin" / name).chmod(0o755)
     return {"PATH": f"{sysroot / 'bin'}:/usr/bin:/bin"}
+
+
+def test_the_pin_script_sets_the_wrapper_whatever_the_environment_says(tmp_path: Path) -> None:
+    """PIN_SCRIPT itself exports RUSTC_WRAPPER (the image's /usr/bin/env here; an empty one
+    on an image without it), so no step runs with a wrapper from anywhere else."""
+    env = stub_toolchain(tmp_path, "x\\n")
+    sysroot_bin = Path(env["PATH"].split(":")[0])
+    (sysroot_bin / "cargo-clippy").write_text('#!/bin/sh\nprintf "%s\\n" "$RUSTC_WRAPPER"\n')
+    from roteiro_py.clippy.command import NEUTRAL_WRAPPER, pinned
+
+    for given in ({}, {"RUSTC_WRAPPER": str(tmp_path / "wrap.sh")}, {"RUSTC_WRAPPER": ""}):
+        done = subprocess.run(list(pinned(("cargo-clippy", "--version"))), env={**env, **given},
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert (done.returncode, done.stdout) == (0, NEUTRAL_WRAPPER + "\n"), (given, done)
+
+
+def test_a_sysroot_holding_an_equals_sign_is_refused(tmp_path: Path) -> None:
+    """NEUTRAL_WRAPPER (`env`) would read `<sysroot>/bin/rustc` as a variable to set, not
+    as the program to run."""
+    env = stub_toolchain(tmp_path / "a=b", "clippy 0.1.95\\n")
+    probe = lint.steps_for(lint.Tree(tmp_path, tmp_path, tmp_path), Settings(), env, ["x"])[0]
+    done = run(probe.argv, tmp_path, env, tmp_path)
+    assert done.returncode == 127 and "holds '='" in done.stderr, done
+    control = stub_toolchain(tmp_path / "ab", "clippy 0.1.95\\n")
+    assert run(probe.argv, tmp_path, control, tmp_path).returncode == 0
 
 
 @pytest.mark.parametrize("says", ["", "\\n", " \\t\\n\\n"])
