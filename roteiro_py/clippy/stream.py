@@ -18,8 +18,9 @@ every byte is untrusted. Guarantees:
   path for anything else (the guest's CARGO_TARGET_DIR on its scratch disk, its toolchain,
   its /tmp), nor for a path holding a backslash or a character the sanitiser escapes
   (escaped, it would name another file). Where none exists: a span is left out of its list, an `expansion` or a
-  `def_site_span` becomes null, `filenames` loses the entry, `executable` and `out_dir`
-  become null, a `linked_paths` entry or an `env` pair naming such a path is left out; a
+  `def_site_span` becomes null, `filenames` loses the entry, `executable` becomes null,
+  `out_dir` is left out (cargo_metadata's `#[serde(default)]` reads a missing one as
+  empty but fails the record on null), a `linked_paths` entry or an `env` pair naming such a path is left out; a
   record whose `manifest_path`, `target.src_path` or `package_id` has none is dropped.
   In every string the guest's registry and git prefixes are replaced by the host's, as
   cargo on the host would have written them.
@@ -322,9 +323,10 @@ def _build_script_executed(record: _Record, raw: dict[str, object]) -> dict[str,
     for key, item in raw.items():
         if key == "package_id":
             mapped[key] = record.package_id(item)
-        elif key == "out_dir":
+        elif key == "out_dir":  # absent, never null: cargo_metadata reads null as an error
             out_dir = record.paths.host_path(item)
-            mapped[key] = None if out_dir is None else clean_text(out_dir)
+            if out_dir is not None:
+                mapped[key] = clean_text(out_dir)
         elif key == "linked_paths":
             if not isinstance(item, list) or len(item) > MAX_ITEMS:
                 raise _Hostile("linked_paths that are not a bounded list")
