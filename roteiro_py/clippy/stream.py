@@ -12,7 +12,8 @@ every byte is untrusted. Guarantees:
   counted (`Stream.dropped`), never fatal.
 - Every path is a host path, or absent (SANDBOXED_LINTING.md, "cargo's message stream"
   states the same rules for users): `StreamPaths.host_path` keeps a path relative to the
-  workspace root or under it (never through `.git`), names one under the guest's vendored
+  workspace root or under it (never through `.git`), in its normal form (no `.` or `..`
+  component: `link/../x` would be read through a link in the tree), names one under the guest's vendored
   registry or git checkouts by the host view's path (cargo/vendor.py), keeps rustc's
   virtual `/rustc/<commit>/` sysroot paths (the same on every machine), and has no host
   path for anything else (the guest's CARGO_TARGET_DIR on its scratch disk, its toolchain,
@@ -102,12 +103,14 @@ class StreamPaths:
         if "\\" in value or value.startswith("<") or any(map(is_unsafe_char, value)):
             return None  # escaped, it would name another file (found by hypothesis)
         root = str(self.workspace).rstrip("/")
+        # The normal form, never `value`: `link/../x` is inside as text, but a reader
+        # opening it goes through `link`, a link in the tree to anywhere on the host.
         if not value.startswith("/"):
             inside = posixpath.normpath(posixpath.join(root, value))
-            return value if self._in_workspace(inside) else None
+            return posixpath.normpath(value) if self._in_workspace(inside) else None
         normal = posixpath.normpath(value)
         if self._in_workspace(normal):
-            return value
+            return normal
         if _VIRTUAL_SYSROOT.fullmatch(normal) and ".." not in value.split("/"):
             return value
         for guest, host in self.sources:

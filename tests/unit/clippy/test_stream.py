@@ -333,3 +333,31 @@ def test_the_stream_alone_reaches_stdout_and_what_was_left_out_is_said_on_stderr
     assert code == 1  # the build failed: the lint's exit code, the stream whole all the same
     assert out == text and [json.loads(line)["reason"] for line in out.splitlines()][-1] == "build-finished"
     assert "left out of cargo's stream: 1 line(s) from the guest" in err
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_dotdot_path_through_a_link_in_the_tree_names_the_trees_file_not_the_links(
+        tmp_path: Path, relative: bool) -> None:
+    """`ws/link/../id_rsa` is inside the workspace as text, but a consumer opening it
+    goes through `link` (here to ~/.ssh/keys) and reads ~/.ssh/id_rsa: the mapped path
+    is the normalised one, which names the tree's own file (or none)."""
+    secret = tmp_path / "home" / ".ssh"
+    (secret / "keys").mkdir(parents=True)
+    (secret / "id_rsa").write_text("PRIVATE KEY\n")
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "src" / "lib.rs").write_text("pub fn f() {}\n")
+    (workspace / "link").symlink_to(secret / "keys")
+    paths = StreamPaths(PurePosixPath(workspace))
+    hostile = "link/../id_rsa" if relative else f"{workspace}/link/../id_rsa"
+    record = message("src/lib.rs")
+    record["message"]["spans"].append({**record["message"]["spans"][0], "file_name": hostile})
+    record["manifest_path"] = f"{workspace}/Cargo.toml"
+    record["package_id"] = f"path+file://{workspace}#x@0.1.0"
+    record["target"]["src_path"] = f"{workspace}/src/lib.rs"
+    [ours] = printed(map_stream(line(record), paths))
+    for span in ours["message"]["spans"]:
+        opened = Path(span["file_name"])
+        opened = opened if opened.is_absolute() else workspace / opened
+        assert not (opened.exists() and opened.samefile(secret / "id_rsa"))
+        assert ".." not in opened.parts
