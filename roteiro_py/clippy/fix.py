@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 
 from roteiro_py.clippy.parse import MAX_LINE_BYTES, PathLayout
@@ -307,15 +308,45 @@ def apply_round(suggestions: list[Suggestion], originals: dict[str, bytes]) -> l
     return fixes
 
 
+#: A diff header name written as it is; any other is quoted as git quotes it.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._/+-]+")
+
+
+def _diff_name(prefix: str, path: str) -> str:
+    """`prefix/path` for a diff header, C-quoted as git writes it (GNU patch reads it back)
+    unless it is plain: a tree's file name may hold a newline (a forged header: another
+    file for patch to write), a tab or a space (the name ends there for patch), or ESC."""
+    name = f"{prefix}/{path}"
+    if _PLAIN_NAME.fullmatch(name):
+        return name
+    out = []
+    for byte in name.encode("utf-8", "surrogateescape"):
+        if byte in b'"\\':
+            out.append("\\" + chr(byte))
+        elif 0x20 <= byte < 0x7F:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _lines(text: str) -> list[str]:
+    """`text` split after each `\\n` only, as patch(1) reads lines (str.splitlines() also
+    splits at a form feed, U+2028, a lone CR...: a hunk patch cannot apply)."""
+    pieces = text.split("\n")
+    return [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
 def unified_diff(fixes: list[FileFix]) -> str:
     """The round as a unified diff `patch -p1` applies from the repository root."""
     chunks = []
     for fix in fixes:
         if fix.fixed == fix.original:
             continue
-        before = fix.original.decode("utf-8", "surrogateescape").splitlines(keepends=True)
-        after = fix.fixed.decode("utf-8", "surrogateescape").splitlines(keepends=True)
-        lines = list(difflib.unified_diff(before, after, f"a/{fix.path}", f"b/{fix.path}"))
+        before = _lines(fix.original.decode("utf-8", "surrogateescape"))
+        after = _lines(fix.fixed.decode("utf-8", "surrogateescape"))
+        lines = list(difflib.unified_diff(before, after, _diff_name("a", fix.path),
+                                          _diff_name("b", fix.path)))
         for line in lines:
             chunks.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(chunks)
