@@ -23,8 +23,9 @@ Guarantees:
   rustc fails (unless --broken-code, which is not offered); the other units are fixed.
 - Edits that break the build are backed out, as cargo fix does: when a lint after the
   edits has a unit with an error the first lint had not, every file written is put back
-  as it was (only where it still holds --fix's bytes) and the tree is linted again for
-  the report.
+  as it was (only where it still holds --fix's bytes: one changed since is left, named
+  on stderr, and the others are still put back) and the tree is linted again for the
+  report.
 - Rounds as cargo's `rustfix_crate`: another lint runs only when a suggestion of this
   round could not be applied (it overlapped one that was) and some were applied, at most
   MAX_ROUNDS rounds (cargo's `CARGO_FIX_MAX_RETRIES` default, 4). One final lint makes
@@ -55,7 +56,7 @@ from roteiro_py.clippy.parse import PathLayout
 from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, HostileSuggestion, NoVcsForFix
 from roteiro_py.lint.preflight import locate
 from roteiro_py.lint.vcs import git_state
-from roteiro_py.untrusted import FileRefused, read_bounded
+from roteiro_py.untrusted import FileRefused, read_bounded, sanitise
 
 if TYPE_CHECKING:
     from roteiro_py import config
@@ -210,13 +211,19 @@ class FixSummary:
     skipped: int = 0
     broken: int = 0
     backed_out: bool = False
+    #: Files a back-out left as they are: changed since --fix wrote them (never overwritten).
+    not_restored: list[str] = field(default_factory=list)
     patch: str = ""
 
     def line(self, mode: FixMode) -> str:
         if self.backed_out:
+            left = ""
+            if self.not_restored:
+                left = ("; left as they are, changed since --fix wrote them (not restored): "
+                        + ", ".join(sanitise(path, limit=300) for path in self.not_restored))
             return (f"pylint-sandbox: --fix backed out its {self.applied} suggestion(s) in "
                     f"{len(self.files)} file(s): the fixed code did not build where the original "
-                    "did (as cargo fix); the report is of the tree as it was\n")
+                    f"did (as cargo fix); the report is of the tree as it was{left}\n")
         did = "would apply" if mode == "patch" else "applied"
         text = (f"pylint-sandbox: --fix {did} {self.applied} suggestion(s) to {len(self.files)} "
                 f"file(s) in {self.rounds} round(s)")
@@ -317,6 +324,9 @@ class Written:
         lint the tree as it was for the report."""
         assert self.workspace is not None
         for path, (original, fixed, relative) in self.files.items():
-            write_round(self.workspace, [FileFix(path, fixed, original)], relative)
+            try:  # one file the user changed since must not keep the others fixed
+                write_round(self.workspace, [FileFix(path, fixed, original)], relative)
+            except FixTargetUnsafe:
+                summary.not_restored.append(path)
         summary.backed_out = True
         return lint(None)

@@ -264,3 +264,30 @@ def test_edits_that_break_the_build_are_backed_out_as_cargo_fix_does(tmp_path: P
     _, _, summary = run_fix(root2, FixOptions(allow_no_vcs=True), guest)
     assert (root2 / "src" / "lib.rs").read_bytes() == b"Xbcdef\n"
     assert not summary.backed_out and guest.lints == 2
+
+
+def test_a_back_out_restores_every_file_it_can_even_past_one_the_user_changed(tmp_path: Path) -> None:
+    """Two files written, the edits break the build, and meanwhile the user edited the
+    first: it is left as the user has it (never overwritten), and the second is still put
+    back as it was; the summary names the file left."""
+    root = _crate(tmp_path, b"abcdef\n")
+    (root / "src" / "main.rs").write_bytes(b"fn main() {}\n")
+    spans = [{"file_name": name, "byte_start": 0, "byte_end": 1, "line_start": 1, "line_end": 1,
+              "column_start": 1, "column_end": 2, "is_primary": True, "suggested_replacement": "X",
+              "suggestion_applicability": "MachineApplicable"} for name in ("src/lib.rs", "src/main.rs")]
+    two = "\n".join(json.dumps({"reason": "compiler-message", "package_id": "p", "target": {"name": "p"},
+                                "message": {"message": "m", "level": "warning", "spans": [], "children": [
+                                    {"level": "help", "message": "h", "spans": [span], "children": []}]}})
+                    for span in spans).encode()
+    lints = []
+
+    def user_edits_during_the_check() -> None:
+        lints.append(1)
+        if len(lints) == 2:
+            (root / "src" / "lib.rs").write_bytes(b"the user's edit\n")
+
+    guest = ScriptedGuest(root, tmp_path, [two, _error(), b""], after_staging=user_edits_during_the_check)
+    _, _, summary = run_fix(root, FixOptions(allow_no_vcs=True), guest)
+    assert (root / "src" / "lib.rs").read_bytes() == b"the user's edit\n"
+    assert (root / "src" / "main.rs").read_bytes() == b"fn main() {}\n"
+    assert summary.backed_out and "src/lib.rs" in summary.line("apply")
