@@ -17,8 +17,8 @@ Guarantees:
   host bytes are still those bytes (else FixTargetUnsafe: it changed since), reached
   from the workspace root one component at a time with O_NOFOLLOW (no link, no `..`,
   only regular files), and replaced by a temporary file renamed over it in the same
-  directory, with its mode kept. Every file of a round is checked before the first is
-  written: a refusal writes nothing.
+  directory, with its mode kept. Every file of a round is checked, then written aside,
+  before the first is renamed over: a refusal or a failed write writes nothing.
 - A target that does not build is not fixed: cargo fix applies nothing to a unit whose
   rustc fails (unless --broken-code, which is not offered); the other units are fixed.
 - Edits that break the build are backed out, as cargo fix does: when a lint after the
@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -176,16 +176,33 @@ def write_round(workspace: Path, fixes: list[FileFix], relative: Callable[[str],
             if now != fix.original:
                 raise FixTargetUnsafe(fix.path, "it changed since the lint staged it")
             targets.append(_Target(fix, parent, name, stat.S_IMODE(mode)))
-        for target in targets:
-            _replace(target)
+        aside: list[tuple[_Target, str]] = []
+        try:  # every file written aside first: a failed write leaves the whole round unwritten
+            for target in targets:
+                aside.append((target, _write_aside(target)))
+        except OSError as error:
+            for written, name in aside:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=written.parent)
+            raise FixTargetUnsafe(targets[len(aside)].fix.path, str(error)) from None
+        for target, name in aside:
+            os.rename(name, target.name, src_dir_fd=target.parent, dst_dir_fd=target.parent)
     return len(changed)
 
 
-def _replace(target: _Target) -> None:
-    """Write the fixed bytes beside the file and rename them over it (same directory)."""
-    name = f".{target.name}.{os.getpid()}.{tempfile.gettempprefix()}-fix"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 target.mode, dir_fd=target.parent)
+def _write_aside(target: _Target) -> str:
+    """The fixed bytes in a new file beside the target (same directory), returned by name:
+    short and random, so neither a name near NAME_MAX nor one the tree planted stops it."""
+    for _ in range(16):
+        name = f".rfix-{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         target.mode, dir_fd=target.parent)
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(f"no free temporary name beside {target.name}")
     try:
         os.fchmod(fd, target.mode)
         view = memoryview(target.fix.fixed)
@@ -197,7 +214,7 @@ def _replace(target: _Target) -> None:
         os.unlink(name, dir_fd=target.parent)
         raise
     os.close(fd)
-    os.rename(name, target.name, src_dir_fd=target.parent, dst_dir_fd=target.parent)
+    return name
 
 
 @dataclass

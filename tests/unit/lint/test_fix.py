@@ -3,6 +3,7 @@ a link, all or nothing; and cargo fix's VCS gate, read from .git as data."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -55,6 +56,41 @@ def test_a_file_changed_since_the_lint_refuses_the_round_and_nothing_is_written(
     # control: the same round on the unchanged tree is written
     (root / "src" / "main.rs").write_bytes(b"fn main() {}\n")
     assert write_round(root, fixes, _same) == 2
+
+
+def test_a_round_is_written_whole_or_not_at_all_when_a_write_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file name near NAME_MAX (the tree chooses it) once made the temporary file beside
+    it too long to create, after the round's first file was already replaced: half a
+    round written, and a traceback. Every file is now written aside before any is renamed."""
+    root = _tree(tmp_path)
+    long = "b" * 240 + ".rs"
+    (root / "src" / long).write_bytes(b"fn b() { return 2; }\n")
+    fixes = [FileFix("src/lib.rs", b"fn a() { return 1; }\n", b"fn a() { 1 }\n", applied=1),
+             FileFix(f"src/{long}", b"fn b() { return 2; }\n", b"fn b() { 2 }\n", applied=1)]
+    assert write_round(root, fixes, _same) == 2
+    assert (root / "src" / "lib.rs").read_bytes() == b"fn a() { 1 }\n"
+    assert (root / "src" / long).read_bytes() == b"fn b() { 2 }\n"
+    assert sorted(p.name for p in (root / "src").iterdir()) == sorted([long, "lib.rs", "main.rs"])
+    # and a write that fails (the disk full on the second file: fault injected) leaves
+    # every file of the round as it was, and no temporary file behind
+    (root / "src" / "lib.rs").write_bytes(b"fn a() { return 1; }\n")
+    (root / "src" / long).write_bytes(b"fn b() { return 2; }\n")
+    synced = []
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(FixTargetUnsafe, match="No space left"):
+        write_round(root, fixes, _same)
+    monkeypatch.undo()
+    assert (root / "src" / "lib.rs").read_bytes() == b"fn a() { return 1; }\n"
+    assert sorted(p.name for p in (root / "src").iterdir()) == sorted([long, "lib.rs", "main.rs"])
 
 
 def test_a_link_on_the_way_or_at_the_end_is_never_written_through(tmp_path: Path) -> None:
