@@ -39,6 +39,7 @@ import contextlib
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -252,6 +253,20 @@ class FixSummary:
         if self.skipped:
             text += f"; {self.skipped} skipped as cargo skips them (outside the workspace or in two files)"
         return text + "\n"
+
+
+def print_patch(patch: str) -> None:
+    """--fix=patch's diff on stdout: to a file or a pipe byte for byte (patch(1) applies
+    it); to a terminal with what a terminal would act on escaped: the text is the tree's
+    and the guest's. A byte of the file that is not UTF-8 (held as a surrogate) is written
+    as that byte: the text layer's strict encoder would raise on it."""
+    if sys.stdout.isatty():
+        sys.stdout.write(sanitise(patch, keep_newlines=True, keep_tabs=True, limit=len(patch) + 1))
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(patch.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
 
 
 def one_round(seen: Seen, summary: FixSummary) -> list[FileFix]:

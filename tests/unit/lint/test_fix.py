@@ -327,3 +327,19 @@ def test_a_back_out_restores_every_file_it_can_even_past_one_the_user_changed(tm
     assert (root / "src" / "lib.rs").read_bytes() == b"the user's edit\n"
     assert (root / "src" / "main.rs").read_bytes() == b"fn main() {}\n"
     assert summary.backed_out and "src/lib.rs" in summary.line("apply")
+
+
+def test_the_patch_reaches_a_pipe_byte_for_byte_even_where_the_file_is_not_utf8(tmp_path: Path) -> None:
+    """The diff of a file holding a byte that is not UTF-8 (the guest may suggest in any
+    file it saw) carries it as patch(1) needs it, not as a UnicodeEncodeError traceback."""
+    import sys
+    root = _crate(tmp_path, b"// caf\xe9\nabcdef\n")
+    guest = ScriptedGuest(root, tmp_path, [_stream((8, 11, "X"))])
+    _, _, summary = run_fix(root, FixOptions(mode="patch"), guest)
+    probe = ("import sys; from roteiro_py.lint.fix import print_patch; "
+             "print_patch(sys.stdin.buffer.read().decode('utf-8', 'surrogateescape'))")
+    printed = subprocess.run([sys.executable, "-c", probe], input=summary.patch.encode("utf-8", "surrogateescape"),
+                             capture_output=True, timeout=60, cwd=Path(__file__).parents[3],
+                             env={**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"})
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == b"--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,2 +1,2 @@\n // caf\xe9\n-abcdef\n+Xdef\n"
