@@ -13,7 +13,9 @@ every byte is untrusted. Guarantees:
 - Every path is a host path, or absent (SANDBOXED_LINTING.md, "cargo's message stream"
   states the same rules for users): `StreamPaths.host_path` keeps a path relative to the
   workspace root or under it (never through `.git`), in its normal form (no `.` or `..`
-  component: `link/../x` would be read through a link in the tree), names one under the guest's vendored
+  component: `link/../x` would be read through a link in the tree) and, resolved through
+  the host tree's links (`resolves_inside`), still there (a span through the tree's link
+  to ~/.ssh names no file rustc read: the staged copy's link leads nowhere), names one under the guest's vendored
   registry or git checkouts by the host view's path (cargo/vendor.py), keeps rustc's
   virtual `/rustc/<commit>/` sysroot paths (the same on every machine), and has no host
   path for anything else (the guest's CARGO_TARGET_DIR on its scratch disk, its toolchain,
@@ -39,13 +41,15 @@ every byte is untrusted. Guarantees:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from roteiro_py.clippy.parse import MAX_LINE_BYTES
 from roteiro_py.untrusted import guard, is_unsafe_char
@@ -91,6 +95,9 @@ class StreamPaths:
 
     workspace: PurePosixPath
     sources: tuple[tuple[str, str], ...] = ()
+    #: Whether a normal absolute path of the workspace still lands in it on the host,
+    #: through the tree's links (`resolves_inside`); None: judged by its text alone.
+    resolves_inside: Callable[[str], bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.workspace.is_absolute():
@@ -107,16 +114,19 @@ class StreamPaths:
         # opening it goes through `link`, a link in the tree to anywhere on the host.
         if not value.startswith("/"):
             inside = posixpath.normpath(posixpath.join(root, value))
-            return posixpath.normpath(value) if self._in_workspace(inside) else None
+            return posixpath.normpath(value) if self._in_workspace(inside) and self._lands(inside) else None
         normal = posixpath.normpath(value)
         if self._in_workspace(normal):
-            return normal
+            return normal if self._lands(normal) else None
         if _VIRTUAL_SYSROOT.fullmatch(normal) and ".." not in value.split("/"):
             return value
         for guest, host in self.sources:
             if normal == guest or normal.startswith(guest.rstrip("/") + "/"):
                 return host.rstrip("/") + normal[len(guest.rstrip("/")):]
         return None
+
+    def _lands(self, normal: str) -> bool:
+        return self.resolves_inside is None or self.resolves_inside(normal)
 
     def _in_workspace(self, normal: str) -> bool:
         root = str(self.workspace).rstrip("/")
@@ -130,6 +140,23 @@ class StreamPaths:
             if guest in text:
                 text = re.sub(r"(?<![A-Za-z0-9._~/-])" + re.escape(guest) + r"(?=/|\b)", host, text)
         return text
+
+
+def resolves_inside(workspace: Path) -> Callable[[str], bool]:
+    """StreamPaths.resolves_inside for a workspace on this host: the path with the tree's
+    links resolved (names only: `realpath` reads links, never a file) is still in the
+    workspace and not under its `.git`. The guest reads the staged copy, where a link
+    out of the tree leads nowhere: a path through one is no file rustc read."""
+    root = os.path.realpath(workspace)
+
+    @functools.lru_cache(maxsize=4096)
+    def inside(normal: str) -> bool:
+        real = os.path.realpath(normal)
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            return False
+        return ".git" not in real[len(root):].split("/")
+
+    return inside
 
 
 def clean_text(text: str, *, ansi: bool = False) -> str:

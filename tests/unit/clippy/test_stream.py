@@ -29,6 +29,7 @@ from roteiro_py.clippy.stream import (
     clean_text,
     map_stream,
     render_stream,
+    resolves_inside,
 )
 from roteiro_py.errors import UsageError
 from roteiro_py.lint.output import plan_outputs
@@ -361,3 +362,31 @@ def test_a_dotdot_path_through_a_link_in_the_tree_names_the_trees_file_not_the_l
         opened = opened if opened.is_absolute() else workspace / opened
         assert not (opened.exists() and opened.samefile(secret / "id_rsa"))
         assert ".." not in opened.parts
+
+
+def test_a_path_through_a_link_in_the_host_tree_to_outside_it_is_left_out(tmp_path: Path) -> None:
+    """`ws/link/id_rsa`, with the tree's `link` -> ~/.ssh: inside the workspace as text, and
+    a legitimate rustc in the guest could never have read it (the link leads nowhere
+    there), but a reader opening it on the host reads ~/.ssh/id_rsa. A link that stays in
+    the tree (`src/shared` -> `../common`) keeps its span."""
+    secret = tmp_path / "home" / ".ssh"
+    secret.mkdir(parents=True)
+    (secret / "id_rsa").write_text("PRIVATE KEY\n")
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "common").mkdir()
+    (workspace / "common" / "x.rs").write_text("pub fn x() {}\n")
+    (workspace / "src" / "shared").symlink_to("../common")
+    (workspace / "link").symlink_to(secret)
+    (workspace / "src" / "key.rs").symlink_to(secret / "id_rsa")
+    paths = StreamPaths(PurePosixPath(workspace), resolves_inside=resolves_inside(workspace))
+    record = message("src/lib.rs")
+    record["manifest_path"] = f"{workspace}/Cargo.toml"
+    record["package_id"] = f"path+file://{workspace}#x@0.1.0"
+    record["target"]["src_path"] = f"{workspace}/src/lib.rs"
+    hostile = [f"{workspace}/link/id_rsa", "link/id_rsa", "src/key.rs", f"{workspace}/src/key.rs"]
+    kept = ["src/shared/x.rs", f"{workspace}/src/shared/x.rs"]
+    for name in hostile + kept:
+        record["message"]["spans"].append({**record["message"]["spans"][0], "file_name": name})
+    [ours] = printed(map_stream(line(record), paths))
+    assert [span["file_name"] for span in ours["message"]["spans"]] == ["src/lib.rs", *kept]
