@@ -270,7 +270,8 @@ def test_anything_the_guest_prints_maps_to_parseable_clean_records(lines: list[o
             assert "\x1b" not in string
         for string in _strings(record):
             assert "\x1b" not in string.replace("\x1b[31m", "") if ansi else "\x1b" not in string
-        for file_name in _file_names(record.get("message")):  # the tree's, as it was, or the view's
+        diagnostic = record.get("message") if record["reason"] == "compiler-message" else None
+        for file_name in _file_names(diagnostic):  # the tree's, as it was, or the view's
             assert PATHS.host_path(file_name) == file_name or file_name.startswith("/host/views/k1/")
     assert "##[" not in text
 
