@@ -384,6 +384,15 @@ def _build_finished(record: _Record, raw: dict[str, object]) -> dict[str, object
     return {"reason": "build-finished", "success": raw["success"]}
 
 
+#: The fields cargo always writes a host path in, per reason: a record without one is
+#: dropped (left out, it would be a way around mapping it).
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "compiler-message": ("package_id", "manifest_path", "target"),
+    "compiler-artifact": ("package_id", "manifest_path", "target"),
+    "build-script-executed": ("package_id",),
+    "build-finished": (),
+}
+
 _REASONS: dict[str, Callable[[_Record, dict[str, object]], dict[str, object]]] = {
     "compiler-message": _compiler_message,
     "compiler-artifact": _compiler_artifact,
@@ -417,6 +426,8 @@ def map_stream(stdout: bytes, paths: StreamPaths, *, ansi: bool = False) -> Stre
             mapper = _REASONS.get(reason) if isinstance(reason, str) else None
             if mapper is None:
                 raise _Hostile("not a record cargo writes")
+            if any(key not in raw for key in _REQUIRED[str(reason)]):
+                raise _Hostile("a record without a field cargo always writes")
             out.records.append(mapper(record, raw))
         except (ValueError, RecursionError, _Hostile):
             out.dropped += 1

@@ -391,3 +391,18 @@ def test_a_path_through_a_link_in_the_host_tree_to_outside_it_is_left_out(tmp_pa
         record["message"]["spans"].append({**record["message"]["spans"][0], "file_name": name})
     [ours] = printed(map_stream(line(record), paths))
     assert [span["file_name"] for span in ours["message"]["spans"]] == ["src/lib.rs", *kept]
+
+
+@pytest.mark.parametrize("reason, missing", [
+    ("compiler-message", "package_id"), ("compiler-message", "manifest_path"), ("compiler-message", "target"),
+    ("compiler-artifact", "package_id"), ("compiler-artifact", "manifest_path"),
+    ("compiler-artifact", "target"), ("build-script-executed", "package_id")])
+def test_a_record_without_a_field_cargo_always_writes_a_host_path_in_is_dropped(reason: str, missing: str) -> None:
+    """The docstring's promise: no package_id, manifest_path or target.src_path with a host
+    path, no record. Leaving the field out must not be a way around mapping it."""
+    record = {**message("src/lib.rs"), "reason": reason}
+    del record[missing]
+    stream = map_stream(line(record), PATHS)
+    assert (stream.records, stream.dropped) == ([], 1)
+    # control: the whole record passes
+    assert map_stream(line({**message("src/lib.rs"), "reason": reason}), PATHS).dropped == 0
