@@ -12,14 +12,18 @@ every byte is untrusted. Guarantees:
   counted (`Stream.dropped`), never fatal.
 - Every path is a host path, or absent (SANDBOXED_LINTING.md, "cargo's message stream"
   states the same rules for users): `StreamPaths.host_path` keeps a path relative to the
-  workspace root or under it (never through `.git`), names one under the guest's vendored
+  workspace root or under it (never through `.git`), in its normal form (no `.` or `..`
+  component: `link/../x` would be read through a link in the tree) and, resolved through
+  the host tree's links (`resolves_inside`), still there (a span through the tree's link
+  to ~/.ssh names no file rustc read: the staged copy's link leads nowhere), names one under the guest's vendored
   registry or git checkouts by the host view's path (cargo/vendor.py), keeps rustc's
   virtual `/rustc/<commit>/` sysroot paths (the same on every machine), and has no host
   path for anything else (the guest's CARGO_TARGET_DIR on its scratch disk, its toolchain,
   its /tmp), nor for a path holding a backslash or a character the sanitiser escapes
   (escaped, it would name another file). Where none exists: a span is left out of its list, an `expansion` or a
-  `def_site_span` becomes null, `filenames` loses the entry, `executable` and `out_dir`
-  become null, a `linked_paths` entry or an `env` pair naming such a path is left out; a
+  `def_site_span` becomes null, `filenames` loses the entry, `executable` becomes null,
+  `out_dir` is left out (cargo_metadata's `#[serde(default)]` reads a missing one as
+  empty but fails the record on null), a `linked_paths` entry or an `env` pair naming such a path is left out; a
   record whose `manifest_path`, `target.src_path` or `package_id` has none is dropped.
   In every string the guest's registry and git prefixes are replaced by the host's, as
   cargo on the host would have written them.
@@ -37,13 +41,15 @@ every byte is untrusted. Guarantees:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from roteiro_py.clippy.parse import MAX_LINE_BYTES
 from roteiro_py.untrusted import guard, is_unsafe_char
@@ -89,6 +95,9 @@ class StreamPaths:
 
     workspace: PurePosixPath
     sources: tuple[tuple[str, str], ...] = ()
+    #: Whether a normal absolute path of the workspace still lands in it on the host,
+    #: through the tree's links (`resolves_inside`); None: judged by its text alone.
+    resolves_inside: Callable[[str], bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.workspace.is_absolute():
@@ -101,18 +110,23 @@ class StreamPaths:
         if "\\" in value or value.startswith("<") or any(map(is_unsafe_char, value)):
             return None  # escaped, it would name another file (found by hypothesis)
         root = str(self.workspace).rstrip("/")
+        # The normal form, never `value`: `link/../x` is inside as text, but a reader
+        # opening it goes through `link`, a link in the tree to anywhere on the host.
         if not value.startswith("/"):
             inside = posixpath.normpath(posixpath.join(root, value))
-            return value if self._in_workspace(inside) else None
+            return posixpath.normpath(value) if self._in_workspace(inside) and self._lands(inside) else None
         normal = posixpath.normpath(value)
         if self._in_workspace(normal):
-            return value
+            return normal if self._lands(normal) else None
         if _VIRTUAL_SYSROOT.fullmatch(normal) and ".." not in value.split("/"):
             return value
         for guest, host in self.sources:
             if normal == guest or normal.startswith(guest.rstrip("/") + "/"):
                 return host.rstrip("/") + normal[len(guest.rstrip("/")):]
         return None
+
+    def _lands(self, normal: str) -> bool:
+        return self.resolves_inside is None or self.resolves_inside(normal)
 
     def _in_workspace(self, normal: str) -> bool:
         root = str(self.workspace).rstrip("/")
@@ -126,6 +140,23 @@ class StreamPaths:
             if guest in text:
                 text = re.sub(r"(?<![A-Za-z0-9._~/-])" + re.escape(guest) + r"(?=/|\b)", host, text)
         return text
+
+
+def resolves_inside(workspace: Path) -> Callable[[str], bool]:
+    """StreamPaths.resolves_inside for a workspace on this host: the path with the tree's
+    links resolved (names only: `realpath` reads links, never a file) is still in the
+    workspace and not under its `.git`. The guest reads the staged copy, where a link
+    out of the tree leads nowhere: a path through one is no file rustc read."""
+    root = os.path.realpath(workspace)
+
+    @functools.lru_cache(maxsize=4096)
+    def inside(normal: str) -> bool:
+        real = os.path.realpath(normal)
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            return False
+        return ".git" not in real[len(root):].split("/")
+
+    return inside
 
 
 def clean_text(text: str, *, ansi: bool = False) -> str:
@@ -322,9 +353,10 @@ def _build_script_executed(record: _Record, raw: dict[str, object]) -> dict[str,
     for key, item in raw.items():
         if key == "package_id":
             mapped[key] = record.package_id(item)
-        elif key == "out_dir":
+        elif key == "out_dir":  # absent, never null: cargo_metadata reads null as an error
             out_dir = record.paths.host_path(item)
-            mapped[key] = None if out_dir is None else clean_text(out_dir)
+            if out_dir is not None:
+                mapped[key] = clean_text(out_dir)
         elif key == "linked_paths":
             if not isinstance(item, list) or len(item) > MAX_ITEMS:
                 raise _Hostile("linked_paths that are not a bounded list")
@@ -351,6 +383,15 @@ def _build_finished(record: _Record, raw: dict[str, object]) -> dict[str, object
         raise _Hostile("build-finished without a success")
     return {"reason": "build-finished", "success": raw["success"]}
 
+
+#: The fields cargo always writes a host path in, per reason: a record without one is
+#: dropped (left out, it would be a way around mapping it).
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "compiler-message": ("package_id", "manifest_path", "target"),
+    "compiler-artifact": ("package_id", "manifest_path", "target"),
+    "build-script-executed": ("package_id",),
+    "build-finished": (),
+}
 
 _REASONS: dict[str, Callable[[_Record, dict[str, object]], dict[str, object]]] = {
     "compiler-message": _compiler_message,
@@ -385,6 +426,8 @@ def map_stream(stdout: bytes, paths: StreamPaths, *, ansi: bool = False) -> Stre
             mapper = _REASONS.get(reason) if isinstance(reason, str) else None
             if mapper is None:
                 raise _Hostile("not a record cargo writes")
+            if any(key not in raw for key in _REQUIRED[str(reason)]):
+                raise _Hostile("a record without a field cargo always writes")
             out.records.append(mapper(record, raw))
         except (ValueError, RecursionError, _Hostile):
             out.dropped += 1

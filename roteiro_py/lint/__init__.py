@@ -107,7 +107,6 @@ from roteiro_py.progress import (
     Progress,
     for_stderr,
 )
-from roteiro_py.untrusted import sanitise
 from roteiro_py.vocabulary import GUEST_SCRATCH
 
 if TYPE_CHECKING:
@@ -334,12 +333,9 @@ def run_lint_command(request: LintRequest) -> int:
         sys.stderr.write(summary.line(request.fix.mode))
         if request.fix.mode == "patch":  # the diff is stdout's; the report goes to files only
             rendered = [(target, text) for target, text in rendered if target.path is not None]
-            # to a file or a pipe byte for byte (patch(1) applies it); to a terminal with
-            # what a terminal would act on escaped: the text is the tree's and the guest's
-            sys.stdout.write(summary.patch if not sys.stdout.isatty() else
-                             sanitise(summary.patch, keep_newlines=True, keep_tabs=True,
-                                      limit=len(summary.patch) + 1))
-            sys.stdout.flush()
+            # lazy: lint/fix.py (the edit engine, dulwich) loads for --fix only, as run_fix above
+            from roteiro_py.lint.fix import print_patch
+            print_patch(summary.patch)
     try:
         deliver(rendered)
         if request.attest is not None and facts is not None:

@@ -17,14 +17,15 @@ Guarantees:
   host bytes are still those bytes (else FixTargetUnsafe: it changed since), reached
   from the workspace root one component at a time with O_NOFOLLOW (no link, no `..`,
   only regular files), and replaced by a temporary file renamed over it in the same
-  directory, with its mode kept. Every file of a round is checked before the first is
-  written: a refusal writes nothing.
+  directory, with its mode kept. Every file of a round is checked, then written aside,
+  before the first is renamed over: a refusal or a failed write writes nothing.
 - A target that does not build is not fixed: cargo fix applies nothing to a unit whose
   rustc fails (unless --broken-code, which is not offered); the other units are fixed.
 - Edits that break the build are backed out, as cargo fix does: when a lint after the
   edits has a unit with an error the first lint had not, every file written is put back
-  as it was (only where it still holds --fix's bytes) and the tree is linted again for
-  the report.
+  as it was (only where it still holds --fix's bytes: one changed since is left, named
+  on stderr, and the others are still put back) and the tree is linted again for the
+  report.
 - Rounds as cargo's `rustfix_crate`: another lint runs only when a suggestion of this
   round could not be applied (it overlapped one that was) and some were applied, at most
   MAX_ROUNDS rounds (cargo's `CARGO_FIX_MAX_RETRIES` default, 4). One final lint makes
@@ -36,8 +37,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -55,7 +57,7 @@ from roteiro_py.clippy.parse import PathLayout
 from roteiro_py.errors import DirtyTreeForFix, FixTargetUnsafe, HostileSuggestion, NoVcsForFix
 from roteiro_py.lint.preflight import locate
 from roteiro_py.lint.vcs import git_state
-from roteiro_py.untrusted import FileRefused, read_bounded
+from roteiro_py.untrusted import FileRefused, read_bounded, sanitise
 
 if TYPE_CHECKING:
     from roteiro_py import config
@@ -175,16 +177,33 @@ def write_round(workspace: Path, fixes: list[FileFix], relative: Callable[[str],
             if now != fix.original:
                 raise FixTargetUnsafe(fix.path, "it changed since the lint staged it")
             targets.append(_Target(fix, parent, name, stat.S_IMODE(mode)))
-        for target in targets:
-            _replace(target)
+        aside: list[tuple[_Target, str]] = []
+        try:  # every file written aside first: a failed write leaves the whole round unwritten
+            for target in targets:
+                aside.append((target, _write_aside(target)))
+        except OSError as error:
+            for written, name in aside:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=written.parent)
+            raise FixTargetUnsafe(targets[len(aside)].fix.path, str(error)) from None
+        for target, name in aside:
+            os.rename(name, target.name, src_dir_fd=target.parent, dst_dir_fd=target.parent)
     return len(changed)
 
 
-def _replace(target: _Target) -> None:
-    """Write the fixed bytes beside the file and rename them over it (same directory)."""
-    name = f".{target.name}.{os.getpid()}.{tempfile.gettempprefix()}-fix"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 target.mode, dir_fd=target.parent)
+def _write_aside(target: _Target) -> str:
+    """The fixed bytes in a new file beside the target (same directory), returned by name:
+    short and random, so neither a name near NAME_MAX nor one the tree planted stops it."""
+    for _ in range(16):
+        name = f".rfix-{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         target.mode, dir_fd=target.parent)
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(f"no free temporary name beside {target.name}")
     try:
         os.fchmod(fd, target.mode)
         view = memoryview(target.fix.fixed)
@@ -196,7 +215,7 @@ def _replace(target: _Target) -> None:
         os.unlink(name, dir_fd=target.parent)
         raise
     os.close(fd)
-    os.rename(name, target.name, src_dir_fd=target.parent, dst_dir_fd=target.parent)
+    return name
 
 
 @dataclass
@@ -210,13 +229,19 @@ class FixSummary:
     skipped: int = 0
     broken: int = 0
     backed_out: bool = False
+    #: Files a back-out left as they are: changed since --fix wrote them (never overwritten).
+    not_restored: list[str] = field(default_factory=list)
     patch: str = ""
 
     def line(self, mode: FixMode) -> str:
         if self.backed_out:
+            left = ""
+            if self.not_restored:
+                left = ("; left as they are, changed since --fix wrote them (not restored): "
+                        + ", ".join(sanitise(path, limit=300) for path in self.not_restored))
             return (f"pylint-sandbox: --fix backed out its {self.applied} suggestion(s) in "
                     f"{len(self.files)} file(s): the fixed code did not build where the original "
-                    "did (as cargo fix); the report is of the tree as it was\n")
+                    f"did (as cargo fix); the report is of the tree as it was{left}\n")
         did = "would apply" if mode == "patch" else "applied"
         text = (f"pylint-sandbox: --fix {did} {self.applied} suggestion(s) to {len(self.files)} "
                 f"file(s) in {self.rounds} round(s)")
@@ -228,6 +253,20 @@ class FixSummary:
         if self.skipped:
             text += f"; {self.skipped} skipped as cargo skips them (outside the workspace or in two files)"
         return text + "\n"
+
+
+def print_patch(patch: str) -> None:
+    """--fix=patch's diff on stdout: to a file or a pipe byte for byte (patch(1) applies
+    it); to a terminal with what a terminal would act on escaped: the text is the tree's
+    and the guest's. A byte of the file that is not UTF-8 (held as a surrogate) is written
+    as that byte: the text layer's strict encoder would raise on it."""
+    if sys.stdout.isatty():
+        sys.stdout.write(sanitise(patch, keep_newlines=True, keep_tabs=True, limit=len(patch) + 1))
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(patch.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
 
 
 def one_round(seen: Seen, summary: FixSummary) -> list[FileFix]:
@@ -317,6 +356,9 @@ class Written:
         lint the tree as it was for the report."""
         assert self.workspace is not None
         for path, (original, fixed, relative) in self.files.items():
-            write_round(self.workspace, [FileFix(path, fixed, original)], relative)
+            try:  # one file the user changed since must not keep the others fixed
+                write_round(self.workspace, [FileFix(path, fixed, original)], relative)
+            except FixTargetUnsafe:
+                summary.not_restored.append(path)
         summary.backed_out = True
         return lint(None)

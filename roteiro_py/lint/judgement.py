@@ -147,13 +147,14 @@ def cargo_stream(job: JobOutcome, tree: Tree, message_format: str, registry: Pat
     guest's were dropped. Called once the report is made: the clippy step ran and its
     output all arrived (judge_job, build_report)."""
     # lazy: clippy/ and the VM's places, as in shown() above
-    from roteiro_py.clippy.stream import StreamPaths, map_stream, render_stream
+    from roteiro_py.clippy.stream import StreamPaths, map_stream, render_stream, resolves_inside
     from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 
     sources = tuple((f"{GUEST_CARGO_HOME}/{name}", view.as_posix())
                     for name, view in (("registry", registry), ("git", git)) if view is not None)
-    stream = map_stream(job.steps[2].stdout, StreamPaths(PurePosixPath(tree.workspace.as_posix()), sources),
-                        ansi=message_format == "json-diagnostic-rendered-ansi")
+    paths = StreamPaths(PurePosixPath(tree.workspace.as_posix()), sources,
+                        resolves_inside=resolves_inside(tree.workspace))
+    stream = map_stream(job.steps[2].stdout, paths, ansi=message_format == "json-diagnostic-rendered-ansi")
     return render_stream(stream, message_format), stream.dropped
 
 

@@ -19,6 +19,7 @@ Guarantees:
   the index and not ignored by `.gitignore`, `.git/info/exclude` or `core.excludesFile`)
   are paths relative to the work tree's root, POSIX, sorted, each list at most
   MAX_LISTED long (`truncated` says one was cut: the state is still known to be dirty).
+- Quiet: dulwich's log (which names the tree's paths raw) goes nowhere.
 - Bounded: an index larger than MAX_INDEX_BYTES, a walk past MAX_WALKED untracked
   candidates, or a repository dulwich cannot read (a format it does not know, a missing
   object) is errors.VcsUnreadable naming the repository and why, never a guess of clean.
@@ -34,6 +35,7 @@ Guarantees:
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
 import struct
@@ -50,6 +52,13 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from roteiro_py.errors import VcsUnreadable
+
+# dulwich logs what it skips ("Ignoring <path>: it is a symbolic link") with the tree's
+# names as they are, and with no handler configured Python prints that raw on stderr: a
+# directory named with ESC sequences would drive the terminal. What it skips, git skips.
+_DULWICH_LOG = logging.getLogger("dulwich")
+_DULWICH_LOG.addHandler(logging.NullHandler())
+_DULWICH_LOG.propagate = False
 
 #: The most paths kept per kind of change: enough to name them in a refusal.
 MAX_LISTED = 200

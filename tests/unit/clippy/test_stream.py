@@ -29,6 +29,7 @@ from roteiro_py.clippy.stream import (
     clean_text,
     map_stream,
     render_stream,
+    resolves_inside,
 )
 from roteiro_py.errors import UsageError
 from roteiro_py.lint.output import plan_outputs
@@ -97,10 +98,15 @@ def test_build_script_out_dir_and_scratch_paths_are_left_out() -> None:
               "cfgs": ["has_x"], "env": [["GEN", "/.roteiro-scratch/target/gen"], ["MODE", "fast"]],
               "out_dir": "/.roteiro-scratch/target/debug/build/x-1/out"}
     [ours] = printed(map_stream(line(record), PATHS))
-    assert ours == {**record, "linked_paths": ["native=/guest/repo/vendor/lib",
-                                               "/host/views/k1/registry/src/a/lib"],
-                    "env": [["MODE", "fast"]], "out_dir": None}
-    assert list(ours) == list(record)  # cargo's field order
+    kept = {k: v for k, v in record.items() if k != "out_dir"}
+    assert ours == {**kept, "linked_paths": ["native=/guest/repo/vendor/lib",
+                                             "/host/views/k1/registry/src/a/lib"],
+                    "env": [["MODE", "fast"]]}
+    # out_dir is left out, not null: cargo_metadata 0.23's BuildScript declares it
+    # `#[serde(default)] pub out_dir: Utf8PathBuf`, so a missing field reads as empty
+    # (rust-analyzer then skips OUT_DIR) but null fails the whole record
+    assert "out_dir" not in ours
+    assert list(ours) == [key for key in record if key != "out_dir"]  # cargo's field order
 
 
 def test_registry_paths_name_the_hosts_vendored_view() -> None:
@@ -264,7 +270,8 @@ def test_anything_the_guest_prints_maps_to_parseable_clean_records(lines: list[o
             assert "\x1b" not in string
         for string in _strings(record):
             assert "\x1b" not in string.replace("\x1b[31m", "") if ansi else "\x1b" not in string
-        for file_name in _file_names(record.get("message")):  # the tree's, as it was, or the view's
+        diagnostic = record.get("message") if record["reason"] == "compiler-message" else None
+        for file_name in _file_names(diagnostic):  # the tree's, as it was, or the view's
             assert PATHS.host_path(file_name) == file_name or file_name.startswith("/host/views/k1/")
     assert "##[" not in text
 
@@ -328,3 +335,74 @@ def test_the_stream_alone_reaches_stdout_and_what_was_left_out_is_said_on_stderr
     assert code == 1  # the build failed: the lint's exit code, the stream whole all the same
     assert out == text and [json.loads(line)["reason"] for line in out.splitlines()][-1] == "build-finished"
     assert "left out of cargo's stream: 1 line(s) from the guest" in err
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_dotdot_path_through_a_link_in_the_tree_names_the_trees_file_not_the_links(
+        tmp_path: Path, relative: bool) -> None:
+    """`ws/link/../id_rsa` is inside the workspace as text, but a consumer opening it
+    goes through `link` (here to ~/.ssh/keys) and reads ~/.ssh/id_rsa: the mapped path
+    is the normalised one, which names the tree's own file (or none)."""
+    secret = tmp_path / "home" / ".ssh"
+    (secret / "keys").mkdir(parents=True)
+    (secret / "id_rsa").write_text("PRIVATE KEY\n")
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "src" / "lib.rs").write_text("pub fn f() {}\n")
+    (workspace / "link").symlink_to(secret / "keys")
+    paths = StreamPaths(PurePosixPath(workspace))
+    hostile = "link/../id_rsa" if relative else f"{workspace}/link/../id_rsa"
+    record = message("src/lib.rs")
+    record["message"]["spans"].append({**record["message"]["spans"][0], "file_name": hostile})
+    record["manifest_path"] = f"{workspace}/Cargo.toml"
+    record["package_id"] = f"path+file://{workspace}#x@0.1.0"
+    record["target"]["src_path"] = f"{workspace}/src/lib.rs"
+    [ours] = printed(map_stream(line(record), paths))
+    for span in ours["message"]["spans"]:
+        opened = Path(span["file_name"])
+        opened = opened if opened.is_absolute() else workspace / opened
+        assert not (opened.exists() and opened.samefile(secret / "id_rsa"))
+        assert ".." not in opened.parts
+
+
+def test_a_path_through_a_link_in_the_host_tree_to_outside_it_is_left_out(tmp_path: Path) -> None:
+    """`ws/link/id_rsa`, with the tree's `link` -> ~/.ssh: inside the workspace as text, and
+    a legitimate rustc in the guest could never have read it (the link leads nowhere
+    there), but a reader opening it on the host reads ~/.ssh/id_rsa. A link that stays in
+    the tree (`src/shared` -> `../common`) keeps its span."""
+    secret = tmp_path / "home" / ".ssh"
+    secret.mkdir(parents=True)
+    (secret / "id_rsa").write_text("PRIVATE KEY\n")
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "common").mkdir()
+    (workspace / "common" / "x.rs").write_text("pub fn x() {}\n")
+    (workspace / "src" / "shared").symlink_to("../common")
+    (workspace / "link").symlink_to(secret)
+    (workspace / "src" / "key.rs").symlink_to(secret / "id_rsa")
+    paths = StreamPaths(PurePosixPath(workspace), resolves_inside=resolves_inside(workspace))
+    record = message("src/lib.rs")
+    record["manifest_path"] = f"{workspace}/Cargo.toml"
+    record["package_id"] = f"path+file://{workspace}#x@0.1.0"
+    record["target"]["src_path"] = f"{workspace}/src/lib.rs"
+    hostile = [f"{workspace}/link/id_rsa", "link/id_rsa", "src/key.rs", f"{workspace}/src/key.rs"]
+    kept = ["src/shared/x.rs", f"{workspace}/src/shared/x.rs"]
+    for name in hostile + kept:
+        record["message"]["spans"].append({**record["message"]["spans"][0], "file_name": name})
+    [ours] = printed(map_stream(line(record), paths))
+    assert [span["file_name"] for span in ours["message"]["spans"]] == ["src/lib.rs", *kept]
+
+
+@pytest.mark.parametrize("reason, missing", [
+    ("compiler-message", "package_id"), ("compiler-message", "manifest_path"), ("compiler-message", "target"),
+    ("compiler-artifact", "package_id"), ("compiler-artifact", "manifest_path"),
+    ("compiler-artifact", "target"), ("build-script-executed", "package_id")])
+def test_a_record_without_a_field_cargo_always_writes_a_host_path_in_is_dropped(reason: str, missing: str) -> None:
+    """The docstring's promise: no package_id, manifest_path or target.src_path with a host
+    path, no record. Leaving the field out must not be a way around mapping it."""
+    record = {**message("src/lib.rs"), "reason": reason}
+    del record[missing]
+    stream = map_stream(line(record), PATHS)
+    assert (stream.records, stream.dropped) == ([], 1)
+    # control: the whole record passes
+    assert map_stream(line({**message("src/lib.rs"), "reason": reason}), PATHS).dropped == 0

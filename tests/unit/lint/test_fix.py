@@ -3,6 +3,7 @@ a link, all or nothing; and cargo fix's VCS gate, read from .git as data."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -55,6 +56,41 @@ def test_a_file_changed_since_the_lint_refuses_the_round_and_nothing_is_written(
     # control: the same round on the unchanged tree is written
     (root / "src" / "main.rs").write_bytes(b"fn main() {}\n")
     assert write_round(root, fixes, _same) == 2
+
+
+def test_a_round_is_written_whole_or_not_at_all_when_a_write_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file name near NAME_MAX (the tree chooses it) once made the temporary file beside
+    it too long to create, after the round's first file was already replaced: half a
+    round written, and a traceback. Every file is now written aside before any is renamed."""
+    root = _tree(tmp_path)
+    long = "b" * 240 + ".rs"
+    (root / "src" / long).write_bytes(b"fn b() { return 2; }\n")
+    fixes = [FileFix("src/lib.rs", b"fn a() { return 1; }\n", b"fn a() { 1 }\n", applied=1),
+             FileFix(f"src/{long}", b"fn b() { return 2; }\n", b"fn b() { 2 }\n", applied=1)]
+    assert write_round(root, fixes, _same) == 2
+    assert (root / "src" / "lib.rs").read_bytes() == b"fn a() { 1 }\n"
+    assert (root / "src" / long).read_bytes() == b"fn b() { 2 }\n"
+    assert sorted(p.name for p in (root / "src").iterdir()) == sorted([long, "lib.rs", "main.rs"])
+    # and a write that fails (the disk full on the second file: fault injected) leaves
+    # every file of the round as it was, and no temporary file behind
+    (root / "src" / "lib.rs").write_bytes(b"fn a() { return 1; }\n")
+    (root / "src" / long).write_bytes(b"fn b() { return 2; }\n")
+    synced = []
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(FixTargetUnsafe, match="No space left"):
+        write_round(root, fixes, _same)
+    monkeypatch.undo()
+    assert (root / "src" / "lib.rs").read_bytes() == b"fn a() { return 1; }\n"
+    assert sorted(p.name for p in (root / "src").iterdir()) == sorted([long, "lib.rs", "main.rs"])
 
 
 def test_a_link_on_the_way_or_at_the_end_is_never_written_through(tmp_path: Path) -> None:
@@ -264,3 +300,46 @@ def test_edits_that_break_the_build_are_backed_out_as_cargo_fix_does(tmp_path: P
     _, _, summary = run_fix(root2, FixOptions(allow_no_vcs=True), guest)
     assert (root2 / "src" / "lib.rs").read_bytes() == b"Xbcdef\n"
     assert not summary.backed_out and guest.lints == 2
+
+
+def test_a_back_out_restores_every_file_it_can_even_past_one_the_user_changed(tmp_path: Path) -> None:
+    """Two files written, the edits break the build, and meanwhile the user edited the
+    first: it is left as the user has it (never overwritten), and the second is still put
+    back as it was; the summary names the file left."""
+    root = _crate(tmp_path, b"abcdef\n")
+    (root / "src" / "main.rs").write_bytes(b"fn main() {}\n")
+    spans = [{"file_name": name, "byte_start": 0, "byte_end": 1, "line_start": 1, "line_end": 1,
+              "column_start": 1, "column_end": 2, "is_primary": True, "suggested_replacement": "X",
+              "suggestion_applicability": "MachineApplicable"} for name in ("src/lib.rs", "src/main.rs")]
+    two = "\n".join(json.dumps({"reason": "compiler-message", "package_id": "p", "target": {"name": "p"},
+                                "message": {"message": "m", "level": "warning", "spans": [], "children": [
+                                    {"level": "help", "message": "h", "spans": [span], "children": []}]}})
+                    for span in spans).encode()
+    lints = []
+
+    def user_edits_during_the_check() -> None:
+        lints.append(1)
+        if len(lints) == 2:
+            (root / "src" / "lib.rs").write_bytes(b"the user's edit\n")
+
+    guest = ScriptedGuest(root, tmp_path, [two, _error(), b""], after_staging=user_edits_during_the_check)
+    _, _, summary = run_fix(root, FixOptions(allow_no_vcs=True), guest)
+    assert (root / "src" / "lib.rs").read_bytes() == b"the user's edit\n"
+    assert (root / "src" / "main.rs").read_bytes() == b"fn main() {}\n"
+    assert summary.backed_out and "src/lib.rs" in summary.line("apply")
+
+
+def test_the_patch_reaches_a_pipe_byte_for_byte_even_where_the_file_is_not_utf8(tmp_path: Path) -> None:
+    """The diff of a file holding a byte that is not UTF-8 (the guest may suggest in any
+    file it saw) carries it as patch(1) needs it, not as a UnicodeEncodeError traceback."""
+    import sys
+    root = _crate(tmp_path, b"// caf\xe9\nabcdef\n")
+    guest = ScriptedGuest(root, tmp_path, [_stream((8, 11, "X"))])
+    _, _, summary = run_fix(root, FixOptions(mode="patch"), guest)
+    probe = ("import sys; from roteiro_py.lint.fix import print_patch; "
+             "print_patch(sys.stdin.buffer.read().decode('utf-8', 'surrogateescape'))")
+    printed = subprocess.run([sys.executable, "-c", probe], input=summary.patch.encode("utf-8", "surrogateescape"),
+                             capture_output=True, timeout=60, cwd=Path(__file__).parents[3],
+                             env={**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "1"})
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == b"--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,2 +1,2 @@\n // caf\xe9\n-abcdef\n+Xdef\n"

@@ -236,3 +236,23 @@ def test_long_lists_are_cut_and_say_so(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(vcs, "MAX_LISTED", 3)
     state = vcs.git_state(repo)
     assert state is not None and state.truncated and len(state.untracked) == 3 and not state.clean
+
+
+def test_a_name_in_the_tree_never_reaches_stderr_raw_through_dulwichs_log(tmp_path: Path) -> None:
+    """dulwich logs "Ignoring <path>: it is a symbolic link" for a linked .gitignore, with
+    the tree's path as it is: a directory named with ESC sequences rewrote the terminal
+    (measured through `lint clippy --fix`, before its refusal). Its log is ours to keep quiet."""
+    import sys
+    repo = new_repo(tmp_path / "repo")
+    evil = repo / "evil\x1b]0;PWNED\x07\x1b[2J"
+    evil.mkdir()
+    (evil / ".gitignore").symlink_to("/dev/null")
+    (evil / "a.rs").write_text("x\n")
+    probe = ("import sys; from pathlib import Path; from roteiro_py.lint.vcs import git_state; "
+             "git_state(Path(sys.argv[1]))")
+    result = subprocess.run([sys.executable, "-c", probe, str(repo)], capture_output=True, timeout=60,
+                            cwd=Path(__file__).parents[3], check=False)
+    assert result.returncode == 0, result.stderr
+    assert b"\x1b" not in result.stderr
+    state = vcs.git_state(repo)
+    assert state is not None and f"{evil.name}/a.rs" in state.untracked  # control: still read
