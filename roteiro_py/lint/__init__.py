@@ -148,7 +148,9 @@ class LintRequest:
 
     @property
     def outputs(self) -> OutputPlan:
-        return plan_outputs(self.formats, self.output, self.category, self.message_format)
+        patch = self.fix is not None and self.fix.mode == "patch"
+        return plan_outputs(self.formats, self.output, self.category, self.message_format,
+                            stdout_taken_by="--fix=patch" if patch else None)
     #: -v: every note and the run's details on stderr (progress.py says what they are).
     verbose: bool = False
     #: `--attest FILE`, `--attest-key KEY` (lint/attestation.py).

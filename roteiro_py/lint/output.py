@@ -17,7 +17,8 @@ anything runs (`plan_outputs`, `check_outputs`):
 `[lint] format` stays one default: the format of the run when no `--format` is given.
 - `--message-format FMT` (cargo's own stream, clippy/stream.py) owns stdout: every
   `--format` then needs its =PATH (or `--output`), and with neither no report is written
-  at all, only the stream. A `--format` without =PATH beside it is a usage error.
+  at all, only the stream. A `--format` without =PATH beside it is a usage error. So does
+  `--fix=patch` (its diff is stdout's), with the same rules.
 
 Each file is rendered whole and then put in place by `write_output` (below); a target
 that cannot be written does not keep the others from being written: all are tried, then
@@ -97,10 +98,13 @@ def _check_category(category: str | None, targets: Sequence[Target]) -> None:
 
 
 def plan_outputs(formats: Sequence[str], output: Path | None = None,
-                 category: str | None = None, stream: str | None = None) -> OutputPlan:
+                 category: str | None = None, stream: str | None = None,
+                 stdout_taken_by: str | None = None) -> OutputPlan:
     """The outputs `--format FMT[=PATH]...`, `--output FILE` and `--category NAME` ask
     for, or the UsageError that says what is wrong with them (module docstring).
-    `stream`: `--message-format`, which owns stdout."""
+    `stream`: `--message-format`, which owns stdout; `stdout_taken_by`: another option that
+    does (`--fix=patch`, whose diff is stdout's)."""
+    owner = f"--message-format {stream}" if stream is not None else stdout_taken_by
     if len(formats) > MAX_TARGETS:
         raise UsageError(f"--format was given {len(formats)} times; at most {MAX_TARGETS} outputs "
                          "are written by one run.", hint="Write fewer formats, or render more from "
@@ -119,7 +123,7 @@ def plan_outputs(formats: Sequence[str], output: Path | None = None,
                              hint=f"Write --format {name}=FILE, or --format {name} for stdout.")
         targets.append(Target(name, Path(where) if has_path else None,
                               f"--format {given}"))
-    if not targets and (output is not None or stream is None):
+    if not targets and (output is not None or owner is None):
         targets.append(Target(None, output, f"--output {output}" if output else "[lint] format"))
     elif output is not None:
         pathless = [i for i, t in enumerate(targets) if t.path is None]
@@ -130,10 +134,10 @@ def plan_outputs(formats: Sequence[str], output: Path | None = None,
         targets[index] = Target(targets[index].format, output,
                                 f"{targets[index].spelling} --output {output}")
     printed = [t.spelling for t in targets if t.path is None]
-    if stream is not None and printed:
-        raise UsageError(f"--message-format {stream} and {printed[0]} would both be printed on stdout.",
-                         hint="Give the report a file: --format FMT=PATH (or --output FILE); "
-                         "--message-format prints cargo's stream alone on stdout.")
+    if owner is not None and printed:
+        raise UsageError(f"{owner} and {printed[0]} would both be printed on stdout.",
+                         hint=f"Give the report a file: --format FMT=PATH (or --output FILE); "
+                         f"{owner.split()[0]} prints its own output alone on stdout.")
     if len(printed) > 1:
         raise UsageError(f"{printed[0]} and {printed[1]} would both be printed on stdout.",
                          hint="Give all but one a file: --format FMT=PATH (or --output FILE).")

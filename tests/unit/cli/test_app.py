@@ -402,5 +402,13 @@ def test_fix_takes_no_value_or_patch_and_its_gate_comes_first(tmp_path: Path) ->
     streamed = run("lint", "clippy", str(tmp_path), "--fix=patch", "--message-format", "json", cwd=tmp_path)
     assert streamed.returncode == 2 and "--message-format and --fix cannot be used together" in streamed.stderr
     assert streamed.stdout == ""
-    for result in (fixing, patch, bogus, alone, attested, streamed):
+    # --fix=patch owns stdout as --message-format does: a report there too is refused, not
+    # silently dropped; with a file it is written (the run goes on to the next refusal)
+    printed = run("lint", "clippy", str(tmp_path), "--fix=patch", "--format", "json", cwd=tmp_path)
+    assert printed.returncode == 2 and "--fix=patch and --format json would both be printed on stdout" \
+        in printed.stderr and printed.stdout == ""
+    filed = run("lint", "clippy", str(tmp_path), "--fix=patch", "--format", f"json={tmp_path / 'r.json'}",
+                cwd=tmp_path)
+    assert filed.returncode == 3 and "would both be printed" not in filed.stderr
+    for result in (fixing, patch, bogus, alone, attested, streamed, printed, filed):
         assert_no_traceback(result)
