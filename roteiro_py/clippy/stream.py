@@ -300,15 +300,22 @@ def _in_order(original: dict[str, object], mapped: dict[str, object]) -> dict[st
     return {clean_text(key): mapped[key] for key in original if key in mapped}
 
 
+#: The fields naming the unit a record is about, mapped alike in every kind of record.
+_UNIT_FIELDS = ("package_id", "manifest_path", "target")
+
+
+def _unit_field(record: _Record, key: str, item: object) -> object:
+    """`package_id`, `manifest_path` or `target` (a key of _UNIT_FIELDS), its paths host paths."""
+    if key == "package_id":
+        return record.package_id(item)
+    return record.required(item) if key == "manifest_path" else record.target(item)
+
+
 def _compiler_message(record: _Record, raw: dict[str, object]) -> dict[str, object]:
     mapped: dict[str, object] = {}
     for key, item in raw.items():
-        if key == "package_id":
-            mapped[key] = record.package_id(item)
-        elif key == "manifest_path":
-            mapped[key] = record.required(item)
-        elif key == "target":
-            mapped[key] = record.target(item)
+        if key in _UNIT_FIELDS:
+            mapped[key] = _unit_field(record, key, item)
         elif key == "message":
             mapped[key] = record.diagnostic(item)
         else:
@@ -319,12 +326,8 @@ def _compiler_message(record: _Record, raw: dict[str, object]) -> dict[str, obje
 def _compiler_artifact(record: _Record, raw: dict[str, object]) -> dict[str, object]:
     mapped: dict[str, object] = {}
     for key, item in raw.items():
-        if key == "package_id":
-            mapped[key] = record.package_id(item)
-        elif key == "manifest_path":
-            mapped[key] = record.required(item)
-        elif key == "target":
-            mapped[key] = record.target(item)
+        if key in _UNIT_FIELDS:
+            mapped[key] = _unit_field(record, key, item)
         elif key == "filenames":
             if not isinstance(item, list) or len(item) > MAX_ITEMS:
                 raise _Hostile("filenames that are not a bounded list")
@@ -351,8 +354,8 @@ def _linked_path(record: _Record, entry: object) -> str | None:
 def _build_script_executed(record: _Record, raw: dict[str, object]) -> dict[str, object]:
     mapped: dict[str, object] = {}
     for key, item in raw.items():
-        if key == "package_id":
-            mapped[key] = record.package_id(item)
+        if key in _UNIT_FIELDS:  # cargo writes only package_id here; a guest's others are mapped too
+            mapped[key] = _unit_field(record, key, item)
         elif key == "out_dir":  # absent, never null: cargo_metadata reads null as an error
             out_dir = record.paths.host_path(item)
             if out_dir is not None:
