@@ -296,12 +296,16 @@ def copy_differs(workspace: Path, tree: str, copy: Path) -> str | None:
     return None
 
 
+class _CommitUnusable(ValueError):
+    """The commit's tree cannot describe the workspace (caught as unreadable: `_unreadable`)."""
+
+
 def _commit_entries(repo: Repo, tree_id: bytes, prefix: PurePosixPath) -> dict[str, _Entry]:
     """Every blob and link of the tree `tree_id` below `prefix`, by its path below it."""
     top = repo[tree_id]
     for part in prefix.parts if str(prefix) != "." else ():
         if not isinstance(top, Tree):
-            raise NotImplementedError(f"{prefix} is not a directory of the commit")
+            raise _CommitUnusable(f"{prefix} is not a directory of the commit")
         _mode, sha = top[os.fsencode(part)]
         top = repo[sha]
     entries: dict[str, _Entry] = {}
@@ -309,10 +313,10 @@ def _commit_entries(repo: Repo, tree_id: bytes, prefix: PurePosixPath) -> dict[s
     while pending:
         here, rel = pending.pop()
         if not isinstance(here, Tree):
-            raise NotImplementedError(f"{prefix} is not a directory of the commit")
+            raise _CommitUnusable(f"{prefix} is not a directory of the commit")
         for item in here.iteritems():
             if len(entries) + len(pending) > MAX_WALKED:
-                raise NotImplementedError(f"more than {MAX_WALKED} entries in the commit")
+                raise _CommitUnusable(f"more than {MAX_WALKED} entries in the commit")
             path = rel + _text(item.path)
             if stat.S_ISDIR(item.mode):
                 pending.append((repo[item.sha], path + "/"))
