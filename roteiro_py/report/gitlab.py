@@ -45,6 +45,8 @@ def render_gitlab(report: Report) -> str:
     issues: list[dict[str, Any]] = []
     for finding, fingerprint in zip(report.findings, fingerprints(report.findings), strict=True):
         description = finding.message
+        if finding.label:  # the primary span's label ("expected `u32`, found `&str`")
+            description += f"\n{finding.label}"
         if finding.help:
             description += f"\nhelp: {finding.help}"
         located = finding.path is not None and finding.line is not None

@@ -131,6 +131,18 @@ def test_the_annotation_and_the_summary_carry_the_label(report: Report) -> None:
     assert PRIMARY in render(report, "markdown")
 
 
+def test_gitlab_carries_the_label_in_its_description(report: Report) -> None:
+    """GitLab's code quality widget shows `description` alone: the label goes there, after
+    the message, as the annotation puts it (it was left out of GitLab's only)."""
+    issues = json.loads(render(report, "gitlab"))
+    mismatch = next(issue for issue in issues if issue["check_name"] == "E0308")
+    assert mismatch["description"].startswith(f"mismatched types\n{PRIMARY}")
+    # control: a finding without a label gets no empty line for it
+    unlabeled = [f for f in report.findings if not f.label]
+    assert unlabeled, "the fixture has a finding without a primary label"
+    assert all("\n\n" not in issue["description"] for issue in issues)
+
+
 # -- hostile labels ------------------------------------------------------------------------
 
 def _diagnostic(spans: list[dict[str, object]]) -> bytes:
