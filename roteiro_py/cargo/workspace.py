@@ -175,9 +175,19 @@ def _members(workspace: Path) -> Members:
         return Members({member.name: member}, (member.name,), True)
     inherited = table.get("dependencies")
     shared: dict[str, Any] = inherited if isinstance(inherited, dict) else {}
-    excluded = {_inside(workspace, entry) for entry in _strings(table.get("exclude", []))}
+    excluded = [_inside(workspace, entry) for entry in _strings(table.get("exclude", []))]
+    listed = _strings(table.get("members", []))
+    # cargo's WorkspaceRootConfig::is_excluded: under an `exclude` entry and under no
+    # `members` entry (as written: a glob's text is under nothing), components compared
+    explicit = [Path(os.path.normpath(workspace / entry)) for entry in listed]
+
+    def is_excluded(directory: Path) -> bool:
+        manifest = directory / "Cargo.toml"
+        return any(manifest.is_relative_to(entry) for entry in excluded) and \
+            not any(manifest.is_relative_to(entry) for entry in explicit)
+
     pending = [workspace] if isinstance(root.get("package"), dict) else []
-    for entry in _strings(table.get("members", [])):
+    for entry in listed:
         if _GLOB & set(entry):
             if "**" in entry:  # a walk of the whole tree: bounded by nothing we can name
                 raise _Undecidable
@@ -191,7 +201,7 @@ def _members(workspace: Path) -> Members:
     by_dir: dict[Path, Member] = {}
     while pending:
         directory = pending.pop(0)
-        if directory in by_dir or directory in excluded:
+        if directory in by_dir or is_excluded(directory):
             continue
         if len(by_dir) >= MAX_MEMBERS:
             raise _Undecidable
