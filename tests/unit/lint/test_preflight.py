@@ -232,3 +232,17 @@ def test_an_explicit_member_is_not_excluded_by_a_path_it_lies_under(tmp_path: Pa
     reaches_the_probe(root, probes, features=["subfeat"], workspace=True)
     refused(root, UnknownFeature, features=["nope"], workspace=True)  # control
 
+
+def test_package_slash_feature_through_a_renamed_dependency_is_cargos(tmp_path: Path, probes: list[str]) -> None:
+    """`a/feat` names the dependency `a` of any selected member before the member `a`
+    (cargo's collect_matching_features): here `b`'s dependency keyed `a` is the package
+    `x`, which has `feat`, and real cargo 1.95 accepts `-p a -p b --features a/feat`."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "Cargo.toml").write_text('[workspace]\nmembers = ["a", "b", "x"]\nresolver = "2"\n')
+    package(root / "a", "a")
+    package(root / "x", "x", "[features]\nfeat = []\n")
+    package(root / "b", "b", '[dependencies]\na = { package = "x", path = "../x" }\n')
+    subprocess.run(["cargo", "generate-lockfile", "--offline", "-q"], cwd=root, check=True)
+    reaches_the_probe(root, probes, features=["a/feat"], packages=["a", "b"])
+    refused(root, UnknownFeature, features=["a/feat"], packages=["a"])  # control: cargo refuses this one
