@@ -299,8 +299,9 @@ def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -
     (cargo/workspace.py): a plain `--package NAME` that is neither a package of the
     lockfile nor a member; a feature no selected member defines; `pkg/feat` for a
     selected member without `feat` (when no selected member has a dependency named `pkg`
-    that is another package: cargo reads it as that dependency's feature first). Without it the VM booted (minutes under TCG) and
-    cargo's refusal ended as exit 3 with advice about the image (issue 23 §3).
+    that is another package: cargo reads it as that dependency's feature first). Without
+    it the VM booted (minutes under TCG) and cargo's refusal ended as exit 3 with advice
+    about the image (issue 23 §3).
 
     Only the certain cases: a glob or a spec, a feature of a package that is not a
     member, `dep:NAME`, or a workspace whose members the host cannot tell for certain
