@@ -185,25 +185,32 @@ _NAMED_FILES = 10
 def at_head(placement: Placement, report: Report, root: Path, head: str,
             read: Callable[[str], bytes | None]) -> tuple[Placement, list[str]]:
     """`placement`, but only in files of the checkout that are byte for byte the head
-    commit's, and the files that are not. GitHub places a comment by the line numbers of
+    commit's, and (filled as it is asked) the files it refused for that. GitHub places a comment by the line numbers of
     the file at `commit_id` (the head); the lint numbered the checkout's, which on a
     `pull_request` event is the merge commit, whose file differs from the head's wherever
     the base changed it since: a comment there lands on another line, and its suggestion
     replaces lines it was not made for. A checkout without the head commit (a shallow
     clone) can be compared with nothing, so nothing is placed. A tree that is not a git
     work tree's root (no commit to compare with: not the Action's checkout, which is) is
-    placed as the diff says."""
+    placed as the diff says. A file is read only when the diff would place a comment in it."""
     paths = sorted({finding.path for finding in report.findings if finding.path is not None})
     known = blob_ids_at(root, head, paths)
     if known is None:
         return placement, []
-    same = set()
-    for path in paths:
-        data = read(path) if path in known else None
-        if data is not None and blob_id(data) == known[path]:
-            same.add(path)
-    differing = [path for path in paths if path not in same]
-    return (lambda path, first, last: path in same and placement(path, first, last)), differing
+    verdicts: dict[str, bool] = {}
+    differing: list[str] = []
+
+    def placed(path: str, first: int, last: int) -> bool:
+        if not placement(path, first, last):
+            return False
+        if path not in verdicts:
+            data = read(path) if path in known else None
+            verdicts[path] = data is not None and blob_id(data) == known[path]
+            if not verdicts[path]:
+                differing.append(path)
+        return verdicts[path]
+
+    return placed, differing
 
 
 def already_posted(pr: PullRequest) -> set[str]:
@@ -253,16 +260,16 @@ def run_review(request: ReviewRequest) -> int:
     read = tree_reader(request.tree)
     placement, differing = at_head(placement_of(report, request.diff), report, request.tree, pr.head, read)
     token = pr.api.token
-    for path in differing[:_NAMED_FILES]:
-        _say(f"pylint-sandbox review: {path} is not the pull request head's file (commit {pr.head[:12]}): "
-             "its findings are listed in the review's body, not commented on lines", token)
-    if len(differing) > _NAMED_FILES:
-        _say(f"pylint-sandbox review: {len(differing) - _NAMED_FILES} more files are not the pull request "
-             "head's either", token)
     try:
         posted = already_posted(pr)
         plan = plan_reviews(report, commit_id=pr.head, placement=placement,
                             source=read, posted=posted)
+        for path in differing[:_NAMED_FILES]:
+            _say(f"pylint-sandbox review: {path} is not the pull request head's file (commit {pr.head[:12]}): "
+                 "its findings are listed in the review's body, not commented on lines", token)
+        if len(differing) > _NAMED_FILES:
+            _say(f"pylint-sandbox review: {len(differing) - _NAMED_FILES} more files are not the pull request "
+                 "head's either", token)
         for note in plan.notes:
             _say(f"pylint-sandbox review: {note}", token)
         if not plan.reviews:
