@@ -414,3 +414,15 @@ def event_file(tmp_path: Path, event: Any) -> Path:
     path = tmp_path / "event-head.json"
     path.write_text(json.dumps(event))
     return path
+
+
+def test_a_redirected_post_is_not_followed_as_a_get_and_called_posted(
+        api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
+    """urllib follows a 301/302/303 of a POST with a GET of the new URL, its body dropped:
+    the review is never sent, yet the GET's answer read as GitHub's acceptance of it."""
+    api.post_redirect[REVIEWS] = api.url + f"/repos/octo/repo/pulls/{NUMBER}/comments?per_page=100&page=1"
+    assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2]}) == 0
+    out = capsys.readouterr().out
+    assert "posted 1 review" not in out
+    assert "could not be posted" in out and "HTTP 302" in out
+    assert [seen.method for seen in api.seen].count("POST") == 1
