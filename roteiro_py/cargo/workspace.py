@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -145,6 +145,11 @@ class Members:
     #: Whether `--features` applies to the packages selected (resolver 2 and later), as
     #: opposed to the package of the current directory (resolver 1); False when not certain.
     per_package_features: bool = False
+    #: Per member, its dependency names (the keys of its dependency tables) that are not
+    #: the member of that name: a rename (`a = { package = "x" }`), a registry or git
+    #: package, a path elsewhere. cargo reads `--features a/f` as the feature f of such a
+    #: dependency `a` of a selected member before the member `a`.
+    foreign: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def workspace_members(workspace: Path) -> Members | None:
@@ -175,9 +180,19 @@ def _members(workspace: Path) -> Members:
         return Members({member.name: member}, (member.name,), True)
     inherited = table.get("dependencies")
     shared: dict[str, Any] = inherited if isinstance(inherited, dict) else {}
-    excluded = {_inside(workspace, entry) for entry in _strings(table.get("exclude", []))}
+    excluded = [_inside(workspace, entry) for entry in _strings(table.get("exclude", []))]
+    listed = _strings(table.get("members", []))
+    # cargo's WorkspaceRootConfig::is_excluded: under an `exclude` entry and under no
+    # `members` entry (as written: a glob's text is under nothing), components compared
+    explicit = [Path(os.path.normpath(workspace / entry)) for entry in listed]
+
+    def is_excluded(directory: Path) -> bool:
+        manifest = directory / "Cargo.toml"
+        return any(manifest.is_relative_to(entry) for entry in excluded) and \
+            not any(manifest.is_relative_to(entry) for entry in explicit)
+
     pending = [workspace] if isinstance(root.get("package"), dict) else []
-    for entry in _strings(table.get("members", [])):
+    for entry in listed:
         if _GLOB & set(entry):
             if "**" in entry:  # a walk of the whole tree: bounded by nothing we can name
                 raise _Undecidable
@@ -189,18 +204,22 @@ def _members(workspace: Path) -> Members:
         else:
             pending.append(_inside(workspace, entry))
     by_dir: dict[Path, Member] = {}
+    dependencies: dict[Path, list[tuple[str, Path | None]]] = {}  # None: not the member of its name
     while pending:
         directory = pending.pop(0)
-        if directory in by_dir or directory in excluded:
+        if directory in by_dir or is_excluded(directory):
             continue
         if len(by_dir) >= MAX_MEMBERS:
             raise _Undecidable
         manifest = root if directory == workspace else read_manifest(_unlinked(workspace, directory)
                                                                      / "Cargo.toml")
         by_dir[directory] = _member(manifest)
-        for from_root, path in _path_dependencies(manifest, shared):
-            resolved = Path(os.path.normpath((workspace if from_root else directory) / path))
-            if resolved.is_relative_to(workspace):
+        dependencies[directory] = []
+        for key, from_root, path, renamed in _dependencies(manifest, shared):
+            resolved = None if path is None else \
+                Path(os.path.normpath((workspace if from_root else directory) / path))
+            dependencies[directory].append((key, None if renamed else resolved))
+            if resolved is not None and resolved.is_relative_to(workspace):
                 pending.append(resolved)
     names = {member.name: member for member in by_dir.values()}
     if len(names) != len(by_dir):
@@ -215,7 +234,11 @@ def _members(workspace: Path) -> Members:
         default = (by_dir[workspace].name,)
     else:
         default = tuple(names)
-    return Members(names, default, _resolver(root, table) >= 2)
+    foreign = {by_dir[directory].name: frozenset(
+        key for key, resolved in found
+        if resolved is None or resolved not in by_dir or by_dir[resolved].name != key)
+        for directory, found in dependencies.items()}
+    return Members(names, default, _resolver(root, table) >= 2, foreign)
 
 
 def _resolver(root: dict[str, Any], workspace: dict[str, Any]) -> int:
@@ -311,19 +334,18 @@ def _dependency_tables(manifest: dict[str, Any]) -> Iterator[tuple[str, dict[str
                 yield kind, table
 
 
-def _path_dependencies(manifest: dict[str, Any], shared: dict[str, Any]) -> Iterator[tuple[bool, str]]:
-    """(relative to the root?, path) of each path dependency: one inherited from
-    [workspace.dependencies] is relative to the root, any other to its own manifest."""
+def _dependencies(manifest: dict[str, Any], shared: dict[str, Any]) -> Iterator[tuple[str, bool, str | None, bool]]:
+    """(name, relative to the root?, path, renamed?) of each dependency, path None unless
+    it is a path dependency: one inherited from [workspace.dependencies] is relative to
+    the root, any other to its own manifest; renamed: its `package` is another name."""
     for _, table in _dependency_tables(manifest):
         for name, spec in table.items():
-            if not isinstance(spec, dict):
-                continue
-            if spec.get("workspace") is True:
+            from_root = isinstance(spec, dict) and spec.get("workspace") is True
+            if from_root:
                 spec = shared.get(name)
-                if isinstance(spec, dict) and isinstance(spec.get("path"), str):
-                    yield True, spec["path"]
-            elif isinstance(spec.get("path"), str):
-                yield False, spec["path"]
+            path = spec.get("path") if isinstance(spec, dict) else None
+            renamed = isinstance(spec, dict) and spec.get("package", name) != name
+            yield name, from_root, path if isinstance(path, str) else None, renamed
 
 
 def _member(manifest: dict[str, Any]) -> Member:

@@ -9,7 +9,9 @@ What it guarantees:
 - The token is sent only as the Authorization of a request to that origin: it is an
   unredirected header, put back on a redirect only when the redirect stays on the same
   origin; a redirect anywhere else is refused (not followed without it: nothing the
-  review needs lives elsewhere). It is never in a message, a log or a repr (`Token`).
+  review needs lives elsewhere). Only a GET is redirected: a POST's redirect is an error,
+  never followed as a GET without its body (urllib's way) and called posted. It is never
+  in a message, a log or a repr (`Token`).
 - Every request ends by its deadline (REQUEST_TIMEOUT_S, every phase: a watchdog shuts
   its socket down, socket_deadline.py), and at most MAX_RESPONSE_BYTES of an answer is
   read; a redirect's body is closed unread (redirects.py).
@@ -92,6 +94,10 @@ class _Redirects(UnreadRedirectHandler):
             same = False
         if not same:
             raise ApiError(code, f"the API redirected to another origin (HTTP {code}); not followed")
+        if req.get_method() not in ("GET", "HEAD"):
+            # urllib would follow a 301/302/303 of a POST with a GET, its body dropped: the
+            # review never sent, and that GET's answer read as GitHub's acceptance of it
+            raise ApiError(code, f"the API redirected a {req.get_method()} (HTTP {code}); not followed")
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         token = req.unredirected_hdrs.get("Authorization")
         if new is not None and token is not None:

@@ -18,6 +18,10 @@ What it never does:
 - read outside data unbounded: the event file (MAX_EVENT_BYTES), each source file
   (MAX_SOURCE_BYTES), the comments already posted (MAX_PAGES pages of PAGE_SIZE).
 
+Comments go only in files of the checkout that are byte for byte the pull request head's
+(`at_head`): GitHub numbers a comment's lines in the head commit's file, the lint numbered
+the checkout's, and a `pull_request` job checks out the merge commit.
+
 Which earlier comments count as "already posted": those with our marker whose author is a
 bot (`user.type == "Bot"`, the GITHUB_TOKEN's `github-actions[bot]`), so a person cannot
 keep a finding from being commented by quoting its marker in a comment of their own; and
@@ -42,6 +46,7 @@ from typing import Any
 from roteiro_py.commands.github_api import Api, ApiError, Token, origin
 from roteiro_py.compare import read_diff
 from roteiro_py.errors import ReviewUnavailable
+from roteiro_py.lint.vcs import blob_id, blob_ids_at
 from roteiro_py.report.github_review import Placement, ReviewPlan, markers_in, plan_reviews
 from roteiro_py.report.load import load_report
 from roteiro_py.report.model import Report
@@ -173,6 +178,41 @@ def placement_of(report: Report, diff: Path | None) -> Placement:
     return lambda path, first, last: first == last and (path, first) in lines
 
 
+#: Files named one by one when they are not the pull request head's; the rest are counted.
+_NAMED_FILES = 10
+
+
+def at_head(placement: Placement, report: Report, root: Path, head: str,
+            read: Callable[[str], bytes | None]) -> tuple[Placement, list[str]]:
+    """`placement`, but only in files of the checkout that are byte for byte the head
+    commit's, and (filled as it is asked) the files it refused for that. GitHub places a comment by the line numbers of
+    the file at `commit_id` (the head); the lint numbered the checkout's, which on a
+    `pull_request` event is the merge commit, whose file differs from the head's wherever
+    the base changed it since: a comment there lands on another line, and its suggestion
+    replaces lines it was not made for. A checkout without the head commit (a shallow
+    clone) can be compared with nothing, so nothing is placed. A tree that is not a git
+    work tree's root (no commit to compare with: not the Action's checkout, which is) is
+    placed as the diff says. A file is read only when the diff would place a comment in it."""
+    paths = sorted({finding.path for finding in report.findings if finding.path is not None})
+    known = blob_ids_at(root, head, paths)
+    if known is None:
+        return placement, []
+    verdicts: dict[str, bool] = {}
+    differing: list[str] = []
+
+    def placed(path: str, first: int, last: int) -> bool:
+        if not placement(path, first, last):
+            return False
+        if path not in verdicts:
+            data = read(path) if path in known else None
+            verdicts[path] = data is not None and blob_id(data) == known[path]
+            if not verdicts[path]:
+                differing.append(path)
+        return verdicts[path]
+
+    return placed, differing
+
+
 def already_posted(pr: PullRequest) -> set[str]:
     """The fingerprints in the markers of the bot's earlier comments and reviews."""
     found: set[str] = set()
@@ -217,12 +257,19 @@ def run_review(request: ReviewRequest) -> int:
     (see the module docstring), 2 for a command that cannot run."""
     pr = pull_request(request.environ)
     report = load_report(request.report)
-    placement = placement_of(report, request.diff)
+    read = tree_reader(request.tree)
+    placement, differing = at_head(placement_of(report, request.diff), report, request.tree, pr.head, read)
     token = pr.api.token
     try:
         posted = already_posted(pr)
         plan = plan_reviews(report, commit_id=pr.head, placement=placement,
-                            source=tree_reader(request.tree), posted=posted)
+                            source=read, posted=posted)
+        for path in differing[:_NAMED_FILES]:
+            _say(f"pylint-sandbox review: {path} is not the pull request head's file (commit {pr.head[:12]}): "
+                 "its findings are listed in the review's body, not commented on lines", token)
+        if len(differing) > _NAMED_FILES:
+            _say(f"pylint-sandbox review: {len(differing) - _NAMED_FILES} more files are not the pull request "
+                 "head's either", token)
         for note in plan.notes:
             _say(f"pylint-sandbox review: {note}", token)
         if not plan.reviews:

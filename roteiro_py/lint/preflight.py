@@ -298,8 +298,10 @@ def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -
     surely, decided from the tree's Cargo.lock and manifests read as data
     (cargo/workspace.py): a plain `--package NAME` that is neither a package of the
     lockfile nor a member; a feature no selected member defines; `pkg/feat` for a
-    selected member without `feat`. Without it the VM booted (minutes under TCG) and
-    cargo's refusal ended as exit 3 with advice about the image (issue 23 §3).
+    selected member without `feat` (when no selected member has a dependency named `pkg`
+    that is another package: cargo reads it as that dependency's feature first). Without
+    it the VM booted (minutes under TCG) and cargo's refusal ended as exit 3 with advice
+    about the image (issue 23 §3).
 
     Only the certain cases: a glob or a spec, a feature of a package that is not a
     member, `dep:NAME`, or a workspace whose members the host cannot tell for certain
@@ -337,7 +339,10 @@ def check_selection(tree: Tree, lint: config.LintSettings, member: str | None) -
         if feature.startswith("dep:"):
             continue
         if slash:
-            if owner in selected and name not in members.all[owner].features:
+            # cargo takes `owner` as a dependency of a selected member first (the resolver
+            # judges its features), then as the member itself
+            renamed = any(owner in members.foreign.get(chosen, ()) for chosen in selected)
+            if owner in selected and not renamed and name not in members.all[owner].features:
                 raise UnknownFeature(feature, (owner,), sorted(members.all[owner].features))
         elif feature not in defined:
             raise UnknownFeature(feature, selected, defined)

@@ -40,6 +40,7 @@ import os
 import stat
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -47,6 +48,7 @@ from dulwich import errors as dulwich_errors
 from dulwich.errors import NotGitRepository
 from dulwich.ignore import IgnoreFilterManager
 from dulwich.index import ConflictedIndexEntry, Index, IndexEntry
+from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
@@ -341,3 +343,38 @@ def _copy_entries(copy: Path) -> dict[str, _Entry]:
             elif stat.S_ISREG(st.st_mode):
                 entries[rel] = ("x" if st.st_mode & 0o100 else "f", _blob_id(full, st))
     return entries
+
+
+def blob_ids_at(root: Path, commit: str, paths: Iterable[str]) -> dict[str, bytes] | None:
+    """The blob id (hex) of each of `paths` (POSIX, relative to `root`) that is a regular
+    file in `commit` of the git work tree whose root is `root`, read from its object store;
+    a path that is not one is left out. None when `root` is not a work tree's root (no
+    `.git` there); {} when the commit is not in the repository (a shallow clone that never
+    fetched it) or the repository cannot be read: nothing is known to be that commit's."""
+    try:
+        repo = Repo(str(root))
+    except NotGitRepository:
+        return None
+    except (OSError, ValueError, KeyError):
+        return {}
+    found: dict[str, bytes] = {}
+    with repo:
+        try:
+            head = repo.object_store[ObjectID(commit.encode("ascii"))]
+            if not isinstance(head, Commit):
+                return {}
+            for path in paths:
+                try:
+                    mode, sha = tree_lookup_path(repo.object_store.__getitem__, head.tree, path.encode())
+                except (KeyError, dulwich_errors.NotTreeError):
+                    continue
+                if stat.S_ISREG(mode):
+                    found[path] = sha
+        except _unreadable():
+            return {}
+    return found
+
+
+def blob_id(data: bytes) -> bytes:
+    """git's id (hex) of a blob holding `data`."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest().encode()

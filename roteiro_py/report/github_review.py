@@ -49,7 +49,8 @@ BODY_LIMIT = 65_536
 MAX_COMMENTS_PER_REVIEW = 50
 #: Findings listed in a review's body when they could not be commented on a line.
 MAX_LISTED = 50
-#: The most lines a suggestion block replaces, and the most characters it holds.
+#: The most lines a suggestion block replaces, and the most characters it holds (its
+#: fences included, which are as long as its longest run of backticks).
 MAX_SUGGESTION_LINES = 50
 MAX_SUGGESTION_CHARS = 20_000
 #: Characters of one listed finding's line in a body.
@@ -203,8 +204,10 @@ def suggestion_of(fix: Fix, path: str, data: bytes | None) -> Suggestion | str:
         position = end
     pieces.append(block[position:])
     new = "".join(pieces)
-    if len(new) > MAX_SUGGESTION_CHARS:
-        return f"it is longer than {MAX_SUGGESTION_CHARS} characters"
+    # the block, fences counted: a fence is as long as the text's longest run of backticks,
+    # so a line of them (a string literal of the tree) would triple its cost in the body
+    if len(fenced(new, "suggestion")) > MAX_SUGGESTION_CHARS:
+        return f"it is longer than {MAX_SUGGESTION_CHARS} characters (its block's fences counted)"
     if not is_clean(new, keep_newlines=True, keep_tabs=True) or "\r" in block:
         return "its text holds characters a review cannot show exactly"
     # A span that ends at column 1 of its last line (rustc's whole-line removal, as of an

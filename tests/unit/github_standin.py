@@ -34,6 +34,8 @@ class StandIn:
     post_status: int = 201
     message: str = "Resource not accessible by integration"
     redirect: dict[str, str] = field(default_factory=dict)
+    #: path -> URL: a POST of that path answered with a 302 there
+    post_redirect: dict[str, str] = field(default_factory=dict)
     #: Seconds a GET trickles its headers, a byte every 0.3 s, before answering: each read
     #: gets a byte long before a socket timeout, so only a deadline over the whole
     #: request ends it.
@@ -86,6 +88,9 @@ def serve(state: StandIn) -> Iterator[StandIn]:
 
         def do_POST(self) -> None:
             body = self._record()
+            if self.path in state.post_redirect:
+                self._answer(302, {}, {"Location": state.post_redirect[self.path]})
+                return
             if state.post_status != 201:
                 self._answer(state.post_status, {"message": state.message})
                 return

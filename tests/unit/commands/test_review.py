@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -347,3 +348,81 @@ def test_an_api_url_that_is_not_https_is_refused_before_anything_is_sent(
     with pytest.raises(ReviewUnavailable, match="not https"):
         run_review(ReviewRequest(report=saved, tree=CRATE, environ={**environ(api, tmp_path), "GITHUB_API_URL": url}))
     assert api.seen == []
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           "-c", "commit.gpgsign=false", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def checkout_of(tmp_path: Path, head_lib: str | None) -> tuple[Path, str]:
+    """The crate as a git checkout whose working files are the ones the report was made
+    from; the pull request's head commit has src/lib.rs as `head_lib` (None: as checked out)."""
+    tree = tmp_path / "tree"
+    shutil.copytree(CRATE, tree)
+    linted = (tree / "src" / "lib.rs").read_text()
+    git(tree, "init", "-q")
+    if head_lib is not None:
+        (tree / "src" / "lib.rs").write_text(head_lib)
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "head")
+    (tree / "src" / "lib.rs").write_text(linted)
+    return tree, git(tree, "rev-parse", "HEAD")
+
+
+def test_a_file_of_the_checkout_that_is_not_the_heads_gets_no_comment(
+        api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
+    """GitHub places a comment by the line numbers of the head commit's file (commit_id),
+    while the lint numbered the lines of the checkout: on a `pull_request` event that is
+    the merge commit, whose file differs from the head's wherever the base changed it. A
+    comment there lands on another line, and its suggestion replaces the wrong lines."""
+    original = (CRATE / "src" / "lib.rs").read_text()
+    tree, head = checkout_of(tmp_path, "// two lines the base\n// has since removed\n" + original)
+    event = {"pull_request": {"number": NUMBER, "head": {"sha": head}}}
+    diff = {"src/lib.rs": [2, 6], "src/main.rs": [2]}
+    assert review(api, tmp_path, labels_report, tree, diff,
+                  GITHUB_EVENT_PATH=str(event_file(tmp_path, event))) == 0
+    (post,) = api.posts()
+    assert [(c["path"], c["line"]) for c in post.body["comments"]] == [("src/main.rs", 2)]
+    assert "src/lib.rs:2: warning" in post.body["body"]  # listed in the body instead
+    assert "src/lib.rs is not the pull request head's" in capsys.readouterr().out
+
+
+def test_a_checkout_at_the_head_gets_its_comments(
+        api: StandIn, tmp_path: Path, labels_report: Report) -> None:
+    """Control of the test above: the same checkout at the head commit itself."""
+    tree, head = checkout_of(tmp_path, None)
+    event = {"pull_request": {"number": NUMBER, "head": {"sha": head}}}
+    assert review(api, tmp_path, labels_report, tree, {"src/lib.rs": [2, 6], "src/main.rs": [2]},
+                  GITHUB_EVENT_PATH=str(event_file(tmp_path, event))) == 0
+    assert len(api.posts()[0].body["comments"]) == 3
+
+
+def test_a_checkout_without_the_head_commit_gets_no_comment(
+        api: StandIn, tmp_path: Path, labels_report: Report) -> None:
+    """A shallow merge checkout (fetch-depth: 1) lacks the head commit: nothing can be
+    compared, so nothing is placed, every finding is listed."""
+    tree, _ = checkout_of(tmp_path, None)
+    assert review(api, tmp_path, labels_report, tree, {"src/lib.rs": [2, 6], "src/main.rs": [2]}) == 0
+    (post,) = api.posts()
+    assert post.body["comments"] == []
+    assert "src/lib.rs:2: warning" in post.body["body"]
+
+
+def event_file(tmp_path: Path, event: Any) -> Path:
+    path = tmp_path / "event-head.json"
+    path.write_text(json.dumps(event))
+    return path
+
+
+def test_a_redirected_post_is_not_followed_as_a_get_and_called_posted(
+        api: StandIn, tmp_path: Path, labels_report: Report, capsys: pytest.CaptureFixture[str]) -> None:
+    """urllib follows a 301/302/303 of a POST with a GET of the new URL, its body dropped:
+    the review is never sent, yet the GET's answer read as GitHub's acceptance of it."""
+    api.post_redirect[REVIEWS] = api.url + f"/repos/octo/repo/pulls/{NUMBER}/comments?per_page=100&page=1"
+    assert review(api, tmp_path, labels_report, CRATE, {"src/lib.rs": [2]}) == 0
+    out = capsys.readouterr().out
+    assert "posted 1 review" not in out
+    assert "could not be posted" in out and "HTTP 302" in out
+    assert [seen.method for seen in api.seen].count("POST") == 1

@@ -214,3 +214,35 @@ def test_features_under_resolver_1_are_cargos_to_judge(tmp_path: Path, probes: l
     text = (root / "Cargo.toml").read_text().replace(resolver, "")
     (root / "Cargo.toml").write_text(text.replace("[workspace]\n", '[workspace]\nresolver = "2"\n'))
     refused(root, UnknownFeature, features=["foofeat"], packages=["bar"])
+
+
+def test_an_explicit_member_is_not_excluded_by_a_path_it_lies_under(tmp_path: Path, probes: list[str]) -> None:
+    """cargo's rule (Workspace::find_path_deps, WorkspaceRootConfig::is_excluded): a path
+    under an `exclude` entry is no member unless it lies under an explicit `members`
+    entry, so `tools/sub` (a path dependency of the member `tools`) stays a member though
+    `exclude` names it; real cargo 1.95 accepts `--workspace --features subfeat` here."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "Cargo.toml").write_text('[workspace]\nmembers = ["tools"]\nexclude = ["tools/sub"]\nresolver = "2"\n')
+    package(root / "tools", "tools", '[dependencies]\nsub = { path = "sub" }\n')
+    package(root / "tools" / "sub", "sub", "[features]\nsubfeat = []\n")
+    subprocess.run(["cargo", "generate-lockfile", "--offline", "-q"], cwd=root, check=True)
+    members = workspace_members(root)
+    assert members is not None and sorted(members.all) == ["sub", "tools"]  # cargo metadata's
+    reaches_the_probe(root, probes, features=["subfeat"], workspace=True)
+    refused(root, UnknownFeature, features=["nope"], workspace=True)  # control
+
+
+def test_package_slash_feature_through_a_renamed_dependency_is_cargos(tmp_path: Path, probes: list[str]) -> None:
+    """`a/feat` names the dependency `a` of any selected member before the member `a`
+    (cargo's collect_matching_features): here `b`'s dependency keyed `a` is the package
+    `x`, which has `feat`, and real cargo 1.95 accepts `-p a -p b --features a/feat`."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "Cargo.toml").write_text('[workspace]\nmembers = ["a", "b", "x"]\nresolver = "2"\n')
+    package(root / "a", "a")
+    package(root / "x", "x", "[features]\nfeat = []\n")
+    package(root / "b", "b", '[dependencies]\na = { package = "x", path = "../x" }\n')
+    subprocess.run(["cargo", "generate-lockfile", "--offline", "-q"], cwd=root, check=True)
+    reaches_the_probe(root, probes, features=["a/feat"], packages=["a", "b"])
+    refused(root, UnknownFeature, features=["a/feat"], packages=["a"])  # control: cargo refuses this one

@@ -154,3 +154,23 @@ def test_a_marker_in_guest_text_is_not_read_as_posted() -> None:
     again = plan_reviews(make_report([quoting, unplaced, target]), commit_id="a" * 40,
                          placement=lambda p, a, b: a != 1, source=lambda path: SOURCE, posted=read)
     assert [c.fingerprint for c in again.comments] == [planned.fingerprint]
+
+
+def test_the_largest_finding_in_backticks_fits_in_a_comment() -> None:
+    """Every fence is one backtick longer than the longest run in its text, so a text of
+    backticks costs its length three times: a message, label and help of backticks, and a
+    fix whose lines (the tree's, a string literal) hold a run of 15,500, made a body past
+    GitHub's limit and the review ended on an AssertionError (exit 4) instead of posting."""
+    ticks = "`" * MAX_FIELD_CHARS
+    finding = Finding(code="clippy::" + "a" * 90, level="warning", message=ticks, help=ticks,
+                      label="`" * MAX_LABEL_CHARS, path="src/main.rs", line=2, column=5, end_line=2, end_column=8,
+                      fixes=[fix((2, 5, 2, 8, "`" * 4000))])
+    source = SOURCE.replace(b"vec![1]", b"`" * 15_500)
+    plan = plan_reviews(make_report([finding]), commit_id="a" * 40, placement=lambda p, a, b: True,
+                        source=lambda path: source)
+    (comment,) = plan.reviews[0]["comments"]
+    assert len(comment["body"]) <= BODY_LIMIT
+    # control: the same fix in a file without the long run keeps its block
+    plan = plan_reviews(make_report([finding]), commit_id="a" * 40, placement=lambda p, a, b: True,
+                        source=lambda path: SOURCE)
+    assert "```suggestion" in plan.reviews[0]["comments"][0]["body"]
