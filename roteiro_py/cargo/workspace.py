@@ -28,6 +28,10 @@ LOCKFILE_MAX_BYTES = 16 * 1024 * 1024
 #: The most member manifests read to check a package or feature selection (more than
 #: any workspace we know of: rust-lang/rust has ~400); past it the check is cargo's.
 MAX_MEMBERS = 2000
+#: The most bytes of member manifests read for that check, in all: MAX_MEMBERS manifests of
+#: MANIFEST_MAX_BYTES would be 2 GiB of TOML parsed before any VM starts. 64 MiB is ~100x
+#: the manifests of rust-lang/rust's ~400 members; past it the check is cargo's.
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
 #: The most `[[package]]` entries of a Cargo.lock looked at (LOCKFILE_MAX_BYTES holds ~100,000).
 MAX_LOCKED_PACKAGES = 200_000
 #: Characters that make a workspace `members` entry a glob (cargo uses the glob crate).
@@ -204,6 +208,7 @@ def _members(workspace: Path) -> Members:
         else:
             pending.append(_inside(workspace, entry))
     by_dir: dict[Path, Member] = {}
+    budget = MAX_MEMBER_BYTES
     dependencies: dict[Path, list[tuple[str, Path | None]]] = {}  # None: not the member of its name
     while pending:
         directory = pending.pop(0)
@@ -211,8 +216,15 @@ def _members(workspace: Path) -> Members:
             continue
         if len(by_dir) >= MAX_MEMBERS:
             raise _Undecidable
-        manifest = root if directory == workspace else read_manifest(_unlinked(workspace, directory)
-                                                                     / "Cargo.toml")
+        if directory == workspace:
+            manifest = root
+        else:
+            manifest_path = _unlinked(workspace, directory) / "Cargo.toml"
+            data = read_tree_file(manifest_path, MANIFEST_MAX_BYTES)
+            budget -= len(data)
+            if budget < 0:
+                raise _Undecidable
+            manifest = parse_tree_toml(manifest_path, data)
         by_dir[directory] = _member(manifest)
         dependencies[directory] = []
         for key, from_root, path, renamed in _dependencies(manifest, shared):

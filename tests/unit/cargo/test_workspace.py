@@ -253,3 +253,25 @@ def test_a_glob_walk_is_bounded(tmp_path: Path) -> None:
     os.rmdir(root / "many" / "d0")
     found = readers.workspace_members(root)
     assert found is not None and sorted(found.all) == ["top"]
+
+
+def test_the_member_manifests_read_are_bounded_in_total(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of issue 23: MAX_MEMBERS manifests of MANIFEST_MAX_BYTES each let a tree have
+    the host parse 2 GiB of TOML before any VM starts. Past MAX_MEMBER_BYTES in all the
+    members are cargo's to tell (no refusal: the check is only an early courtesy)."""
+    root = tmp_path / "ws"
+    members = [f"m{index}" for index in range(8)]
+    (root).mkdir()
+    (root / "Cargo.toml").write_text(f"[workspace]\nmembers = {members!r}\n".replace("'", '"'))
+    padding = "# " + "x" * 1000 + "\n"
+    for name in members:
+        (root / name / "src").mkdir(parents=True)
+        (root / name / "Cargo.toml").write_text(
+            f'[package]\nname = "{name}"\nversion = "0.1.0"\n' + padding)
+    monkeypatch.setattr(readers, "MAX_MEMBER_BYTES", 5 * 1024)
+    assert readers.workspace_members(root) is None
+    # control: the same workspace within the bound is read whole
+    monkeypatch.setattr(readers, "MAX_MEMBER_BYTES", 64 * 1024)
+    found = readers.workspace_members(root)
+    assert found is not None and sorted(found.all) == members
