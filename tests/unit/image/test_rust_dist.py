@@ -532,3 +532,31 @@ def test_a_cache_file_whose_bytes_are_not_its_name_is_fetched_again(
     with pytest.raises(errors.ToolchainUnreachable, match="HTTP 404"):
         rust_dist.fetch_toolchain(VERSION, tmp_path / "third", server=dist.url, cache=tmp_path / "cache")
     assert not (tmp_path / "cache" / clippy).exists()
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "\u00b9\u00b2", "1_0", " +5"])
+def test_a_content_length_that_is_not_ascii_digits_is_no_crash(length: str, tmp_path: Path) -> None:
+    """A hostile server's Content-Length reached int() when str.isdigit() said yes: `²`
+    (latin-1 0xB2, as http.client decodes a header) is a digit to isdigit and not to int
+    (ValueError: exit 4, before any signature was read). Only ASCII digits are a length."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Length", length)
+            self.end_headers()
+            self.wfile.write(b"not a manifest")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises((errors.ToolchainRefused, errors.ToolchainUnreachable)):
+            rust_dist.fetch_toolchain(VERSION, tmp_path / "toolchain", server=f"http://127.0.0.1:{server.server_address[1]}",
+                                      cache=tmp_path / "cache")
+    finally:
+        server.shutdown()
+        server.server_close()
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
