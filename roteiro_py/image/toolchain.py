@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 from pathlib import Path
 
 from roteiro_py.image.layers import Entry, Tree
+from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 HOST_TRIPLE = "x86_64-unknown-linux-gnu"
 CLIPPY_BINARIES = ("cargo-clippy", "clippy-driver")
@@ -57,14 +57,12 @@ def host_toolchain(name: str) -> Path:
 def toolchain_version(toolchain_dir: Path, fallback: str) -> str:
     """rustc's version as rustup recorded it (`1.95.0`), else `fallback`."""
     manifest = toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml"
-    try:
-        with manifest.open("rb") as handle:
-            text = handle.read(MAX_MANIFEST_BYTES + 1)
-        if len(text) <= MAX_MANIFEST_BYTES:
-            version = tomllib.loads(text.decode())["pkg"]["rustc"]["version"]
-            if isinstance(version, str) and _NAME.fullmatch(version.split(" ")[0]):
-                return version.split(" ")[0]
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+    try:  # through the project's bounded reader and TOML parser: tomllib alone raised
+        # RecursionError or ValueError on a hostile file (untrusted.parse_toml)
+        version = parse_toml(read_bounded(manifest, MAX_MANIFEST_BYTES, follow_links=True))["pkg"]["rustc"]["version"]
+        if isinstance(version, str) and _NAME.fullmatch(version.split(" ")[0]):
+            return version.split(" ")[0]
+    except (OSError, FileRefused, KeyError, TypeError):
         pass
     return fallback.removesuffix(f"-{HOST_TRIPLE}")
 

@@ -187,3 +187,18 @@ def test_the_command_provisions_the_image_and_prints_its_pin_and_the_config_line
         run_image_build(output=None, **{**options, "toolchain_name": "1.96.0"})  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="not a Debian suite name"):
         run_image_build(output=None, **{**options, "suite": "../etc"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("manifest", [
+    "a = " + "[" * 5000 + "]" * 5000,  # tomllib recurses once a level: RecursionError
+    "a = " + "1" * 5000,  # past Python's int-to-str digit limit: a bare ValueError
+    "pkg = [1]\n",
+    '[pkg.rustc]\nversion = "../../x"\n',
+])
+def test_a_hostile_toolchain_manifest_falls_back_to_the_name(tmp_path: Path, manifest: str) -> None:
+    """The host toolchain's multirust-channel-manifest.toml is read as untrusted TOML: a
+    file tomllib cannot parse without an exception of its own (exit 4 where it escaped)
+    gives the toolchain's name, as one that does not parse does."""
+    toolchain_dir = make_toolchain(tmp_path / "rustup")
+    (toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml").write_text(manifest)
+    assert toolchain.toolchain_version(toolchain_dir, "1.95.0-x86_64-unknown-linux-gnu") == "1.95.0"
