@@ -4,7 +4,8 @@ Guarantees:
 - The layer holds bin/{cargo,rustc} (and cargo-clippy, clippy-driver unless left out) as
   /usr/local/bin and the whole of lib/ as /usr/local/lib (rustc finds its sysroot as
   bin/../lib), every entry owned by 0:0 (a CI runner's rustup home belongs to the runner,
-  which means nothing in the guest), set-id bits cleared; a missing binary is refused by
+  which means nothing in the guest), every file 0755 if executable else 0644 (whatever
+  the host's umask made of it), set-id bits cleared; a missing binary is refused by
   name. Nothing of the toolchain runs on the host: its version is read from rustup's own
   manifest (lib/rustlib/multirust-channel-manifest.toml), else the toolchain's name.
 - `host_toolchain` finds an installed rustup toolchain by name under $RUSTUP_HOME
@@ -67,13 +68,19 @@ def toolchain_version(toolchain_dir: Path, fallback: str) -> str:
     return fallback.removesuffix(f"-{HOST_TRIPLE}")
 
 
+def _file_mode(st: os.stat_result) -> int:
+    """0755 for an executable file, else 0644: the host's umask (rust_dist and rustup
+    create files 0755/0644 less it) must not reach the layer's bytes, so its digest."""
+    return 0o755 if st.st_mode & 0o111 else 0o644
+
+
 def _entry(path: Path, st: os.stat_result) -> Entry:
     if stat.S_ISLNK(st.st_mode):
         return Entry("symlink", 0o777, linkname=os.readlink(path))
     if stat.S_ISDIR(st.st_mode):
         return Entry("dir", st.st_mode & 0o755 | 0o755)
     if stat.S_ISREG(st.st_mode):
-        return Entry("file", st.st_mode & 0o755, source=path, size=st.st_size)
+        return Entry("file", _file_mode(st), source=path, size=st.st_size)
     raise ToolchainError(f"{path} is neither a file, a directory nor a link")
 
 
@@ -87,7 +94,7 @@ def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
         st = path.stat() if path.is_file() else None
         if st is None:
             raise ToolchainError(f"{path} is missing (is the toolchain installed, with the clippy component?)")
-        tree.add(f"usr/local/bin/{binary}", Entry("file", st.st_mode & 0o755, source=path.resolve(),
+        tree.add(f"usr/local/bin/{binary}", Entry("file", _file_mode(st), source=path.resolve(),
                                                   size=st.st_size))
     lib = toolchain_dir / "lib"
     tree.add("usr/local/lib", Entry("dir", 0o755))
