@@ -491,7 +491,8 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
         package = manifest.find(name, target)
         if package is None:
             raise errors.ToolchainIncomplete(f"{label} ({manifest.date})", name, target)
-        chosen.append(package)
+        if package not in chosen:  # `clippy-preview` asked for beside REQUIRED's `clippy`: one package
+            chosen.append(package)
     root = work / "root"
     root.mkdir()
     budget = _Budget()

@@ -560,3 +560,16 @@ def test_a_content_length_that_is_not_ascii_digits_is_no_crash(length: str, tmp_
         server.shutdown()
         server.server_close()
     nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("component", ["clippy-preview", "clippy"])
+def test_a_component_named_as_the_manifest_renames_it_is_fetched_once(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, component: str) -> None:
+    """A tree's `components = ["clippy-preview"]` (the name the manifest publishes clippy
+    under, which rustup takes) chose clippy's package twice, once for REQUIRED's `clippy`:
+    the second install found its files there and refused the distribution ("installed by
+    two components", ToolchainRefused), for what the tree had asked. One package is
+    installed once, however it is named."""
+    dist.publish(gpg)
+    dest = fetch(dist, tmp_path, components=[component])
+    assert (dest / "bin" / "clippy-driver").read_bytes() == b"#!clippy-driver\n"
