@@ -68,6 +68,13 @@ def toolchain_version(toolchain_dir: Path, fallback: str) -> str:
     return fallback.removesuffix(f"-{HOST_TRIPLE}")
 
 
+def _utf8(name: str) -> str:
+    """A name from the filesystem (decoded in the host's filesystem encoding: ASCII under
+    LC_ALL=C without UTF-8 mode) as its bytes read as UTF-8, so the layer's names, and its
+    digest, are the same whatever the host's locale."""
+    return os.fsencode(name).decode("utf-8", "surrogateescape")
+
+
 def _file_mode(st: os.stat_result) -> int:
     """0755 for an executable file, else 0644: the host's umask (rust_dist and rustup
     create files 0755/0644 less it) must not reach the layer's bytes, so its digest."""
@@ -76,7 +83,7 @@ def _file_mode(st: os.stat_result) -> int:
 
 def _entry(path: Path, st: os.stat_result) -> Entry:
     if stat.S_ISLNK(st.st_mode):
-        return Entry("symlink", 0o777, linkname=os.readlink(path))
+        return Entry("symlink", 0o777, linkname=_utf8(os.readlink(path)))
     if stat.S_ISDIR(st.st_mode):
         return Entry("dir", st.st_mode & 0o755 | 0o755)
     if stat.S_ISREG(st.st_mode):
@@ -108,7 +115,7 @@ def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
             total += entry.size
             if len(tree.entries) > MAX_ENTRIES or total > MAX_BYTES:
                 raise ToolchainError(f"{lib} holds more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes")
-            tree.add(f"usr/local/lib/{path.relative_to(lib).as_posix()}", entry)
+            tree.add(f"usr/local/lib/{_utf8(path.relative_to(lib).as_posix())}", entry)
     return tree
 
 
