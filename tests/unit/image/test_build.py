@@ -220,3 +220,17 @@ def test_the_toolchain_layer_does_not_depend_on_the_hosts_umask(tmp_path: Path) 
         assert tree.entries["usr/local/lib/librustc_driver.so"].mode == 0o644
         digests.append(layers.write_layer(tree, tmp_path / "blobs").digest)
     assert len(set(digests)) == 1
+
+
+def test_a_toolchain_file_name_that_is_not_utf8_is_no_crash(tmp_path: Path, roteiro_home: Path) -> None:
+    """A file of the toolchain named by bytes that are not UTF-8 came out of the walk as
+    surrogates, and the build's cache key encoded them strictly (UnicodeEncodeError,
+    exit 4). The name is kept byte for byte, in the key and in the layer."""
+    toolchain_dir = make_toolchain(tmp_path / "rustup")
+    with open(os.fsencode(toolchain_dir / "lib") + b"/odd-\xff", "wb") as handle:
+        handle.write(b"x")
+    tools = toolchain.toolchain_layer(toolchain_dir)
+    assert build.inputs_digest(request("unused", toolchain_dir), tools).startswith("sha256:")
+    digest = layers.write_layer(tools, tmp_path / "blobs").digest.removeprefix("sha256:")
+    with tarfile.open(tmp_path / "blobs" / digest, encoding="utf-8") as tar:
+        assert "usr/local/lib/odd-\udcff" in tar.getnames()
