@@ -627,7 +627,11 @@ def _install(handle: BinaryIO, package: Package, staging: Path, root: Path, budg
         raise _Unsafe(f"the archive does not unpack ({str(exc)[:200]})") from None
     if top is None:
         raise _Unsafe("the archive is empty")
-    _place(staging / top, root)
+    try:
+        _place(staging / top, root)
+    except OSError as exc:  # a top, a component or a parent that is a file, not a directory
+        raise _Unsafe(f"its layout cannot be installed ({exc.strerror or exc}: "
+                      f"{Path(str(exc.filename)).name[:100]!r})") from None
     shutil.rmtree(staging, ignore_errors=True)
 
 

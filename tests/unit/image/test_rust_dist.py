@@ -573,3 +573,37 @@ def test_a_component_named_as_the_manifest_renames_it_is_fetched_once(
     dist.publish(gpg)
     dest = fetch(dist, tmp_path, components=[component])
     assert (dest / "bin" / "clippy-driver").read_bytes() == b"#!clippy-driver\n"
+
+
+def _tarball(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:xz", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("evil", [
+    {"rustc-top": b"a file, not the top directory"},  # components read under a file
+    {"rustc/components": b"rustc\n", "rustc/rustc": b"a file, not the component's directory"},
+    {"rustc/components": b"rustc\nmore\n", "rustc/rustc/manifest.in": b"file:bin\n", "rustc/rustc/bin": b"x",
+     "rustc/more/manifest.in": b"file:bin/rustc\n", "rustc/more/bin/rustc": b"x"},  # installed under a file
+])
+def test_a_tarball_laid_out_wrong_is_refused_not_a_crash(gpg: Gpg, dist: Dist, trust_test_key: None,
+                                                         tmp_path: Path, evil: dict[str, bytes]) -> None:
+    """rust-installer's layout placed (`_place`) outside the unpacking's guard: a top that
+    is a file, a component that is a file, or a path installed under a file raised
+    NotADirectoryError / FileExistsError (exit 4). Each is the tarball's refusal."""
+    tarball = _tarball(evil)
+    dist.publish(gpg)
+    manifest = dist.files[f"dist/channel-rust-{VERSION}.toml"]
+    good = packages()[("rustc", HOST)][1]
+    manifest = manifest.replace(hashlib.sha256(good).hexdigest().encode(), hashlib.sha256(tarball).hexdigest().encode())
+    dist.files[f"dist/channel-rust-{VERSION}.toml"] = manifest
+    dist.files[f"dist/channel-rust-{VERSION}.toml.asc"] = gpg.detach_sign(RELEASE, manifest)
+    dist.files[f"dist/{DATE}/rustc-{VERSION}-{HOST}.tar.xz"] = tarball
+    with pytest.raises(errors.ToolchainRefused):
+        fetch(dist, tmp_path)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
