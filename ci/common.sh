@@ -122,13 +122,24 @@ build_image() {
 
 # image_key IMAGE PATH VERSION: what the image caches are keyed on: the reference a lint
 # of PATH uses and the tool's version; for `build`, the toolchain file's bytes instead of
-# a reference (the image is made from them and this runner's Debian archive).
+# a reference (the image is made from them and this runner's Debian archive). The file is
+# the tree's: read only if it is a regular file and no link (a FIFO, or a link to
+# /dev/zero, held `cat` for ever), and at most 64 KiB + 1 of it (the tool refuses more,
+# and refuses the rest: image/toolchain_file.py).
 image_key() {
   local image="$1" path="$2" version="$3" file
   if [ "$image" = build ]; then
     file="$(toolchain_file "$path" "$PWD")"
-    { printf 'build\n%s\n' "$version"; if [ -n "$file" ]; then cat -- "$file"; else printf 'stable\n'; fi; } \
-      | sha256sum | cut -c1-32
+    {
+      printf 'build\n%s\n' "$version"
+      if [ -z "$file" ]; then
+        printf 'stable\n'
+      elif [ -f "$file" ] && [ ! -L "$file" ]; then
+        head -c 65537 -- "$file"
+      else
+        printf 'refused\n'
+      fi
+    } | sha256sum | cut -c1-32
     return 0
   fi
   printf '%s\n%s\n' "$image" "$version" | sha256sum | cut -c1-32

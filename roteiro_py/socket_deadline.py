@@ -6,7 +6,8 @@ Shutting a socket down wakes a recv() blocked in another thread (close() does no
 caller registers each connection's socket as soon as it exists (`arm`) and, when a read
 fails or ends short, asks `fired` whether the deadline is why, naming its own refusal.
 Shared by the image registry client (store/registry.py), the crate fetcher
-(cargo/registry.py), Rust's distribution (image/rust_dist.py) and the GitHub API
+(cargo/registry.py), Rust's distribution (image/rust_dist.py), the Debian archive
+(vm/assets/debian_archive.py) and the GitHub API
 (commands/github_api.py); `armed_connection` is the one connection class that arms its
 socket as it is made. Imports nothing of ours.
 """

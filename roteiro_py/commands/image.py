@@ -115,6 +115,8 @@ def run_image_build(*, toolchain_name: str | None, output: Path | None, with_cli
                                                security_archive=security_archive)
             built = image_build.build(request, force=force, progress=_say)
     except toolchain.ToolchainError as exc:
+        if from_dist is not None or toolchain_file_path is not None:  # fetched: rustup has no part in it
+            raise ImageBuildRefused("the toolchain fetched from Rust's distribution", str(exc)) from None
         name = toolchain_name or DEFAULT_TOOLCHAIN
         raise ImageBuildRefused(f"the rustup toolchain {name}", str(exc),
                                 commands=(f"rustup toolchain install {name} --component clippy",)) from None

@@ -92,7 +92,7 @@ def inputs_digest(request: BuildRequest, tools: layers.Tree) -> str:
     digest.update(json.dumps([request.archive, request.suite, request.security_archive, request.with_clippy,
                               request.with_gcc, request.name, layers.EPOCH]).encode())
     for line in toolchain.inputs(tools):
-        digest.update(line.encode() + b"\n")
+        digest.update(line.encode("utf-8", "surrogateescape") + b"\n")  # a name need not be UTF-8
     return f"sha256:{digest.hexdigest()}"
 
 

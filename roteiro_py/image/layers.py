@@ -2,8 +2,9 @@
 
 Guarantees:
 - A layer is an uncompressed PAX tar of a `Tree` written in sorted name order, every
-  entry's mtime `EPOCH`, no user or group names, no extended headers: the same tree gives
-  the same bytes, so the same digest (what makes a rebuild's reference the same pin).
+  entry's mtime `EPOCH`, no user or group names, no extended headers but a name's, names
+  encoded as UTF-8 whatever the host's locale: the same tree gives the same bytes, so the
+  same digest (what makes a rebuild's reference the same pin).
 - A `Tree` holds directories, regular files (their bytes in a file the caller owns) and
   symbolic links only: hard links are recorded as copies (in sorted order a link may come
   before its target), and device nodes and FIFOs are never added (the guest mounts its
@@ -123,7 +124,8 @@ def write_layer(tree: Tree, blobs: Path) -> Blob:
     try:
         with temp.open("wb") as handle:
             sink = _Hashing(handle)
-            with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
+                              encoding="utf-8", errors="surrogateescape") as tar:
                 for name in sorted(tree.entries):
                     entry = tree.entries[name]
                     info = _info(name, entry)

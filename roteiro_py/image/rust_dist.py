@@ -238,6 +238,14 @@ def _opener(watch: SocketDeadline, *, direct: bool) -> urllib.request.OpenerDire
     return opener
 
 
+def _content_length(value: str | None) -> int | None:
+    """A Content-Length of ASCII digits as a number, else None (the body's own length is
+    bounded as it comes). Not str.isdigit: it says yes to `²` (latin-1 0xB2, as
+    http.client decodes a header), which int() refuses with a ValueError."""
+    text = (value or "").strip()
+    return int(text) if re.fullmatch(r"[0-9]{1,20}", text) else None
+
+
 def download(url: str, limit: int, sink: Callable[[bytes], object], what: str,
              progress: Progress | None = None) -> int:
     """GET `url`, its body (at most `limit` bytes) given to `sink`; the bytes that came.
@@ -269,9 +277,9 @@ def download(url: str, limit: int, sink: Callable[[bytes], object], what: str,
             raise _Fail(f"{what} could not be fetched from {_shown(url)} ({str(reason)[:200]})",
                         refused=False) from None
         with response:
-            length = response.headers.get("Content-Length")
-            if length is not None and length.strip().isdigit() and int(length) > limit:
-                raise _Fail(f"{what} is larger than {limit} bytes (Content-Length: {int(length)})", refused=True)
+            length = _content_length(response.headers.get("Content-Length"))
+            if length is not None and length > limit:
+                raise _Fail(f"{what} is larger than {limit} bytes (Content-Length: {length})", refused=True)
             started, done = time.monotonic(), 0
             while True:
                 try:
@@ -290,7 +298,7 @@ def download(url: str, limit: int, sink: Callable[[bytes], object], what: str,
                     raise _Fail(f"{what} is larger than {limit} bytes", refused=True)
                 sink(chunk)
                 if progress is not None:
-                    progress(what, done, int(length) if length and length.strip().isdigit() else limit)
+                    progress(what, done, limit if length is None else length)
                 elapsed = time.monotonic() - started
                 if elapsed > NETWORK_TIMEOUT_S and done < (elapsed - NETWORK_TIMEOUT_S) * MIN_BYTES_PER_S:
                     raise _Fail(f"{what} came at less than {MIN_BYTES_PER_S} bytes a second", refused=False)
@@ -483,7 +491,8 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
         package = manifest.find(name, target)
         if package is None:
             raise errors.ToolchainIncomplete(f"{label} ({manifest.date})", name, target)
-        chosen.append(package)
+        if package not in chosen:  # `clippy-preview` asked for beside REQUIRED's `clippy`: one package
+            chosen.append(package)
     root = work / "root"
     root.mkdir()
     budget = _Budget()
@@ -618,7 +627,11 @@ def _install(handle: BinaryIO, package: Package, staging: Path, root: Path, budg
         raise _Unsafe(f"the archive does not unpack ({str(exc)[:200]})") from None
     if top is None:
         raise _Unsafe("the archive is empty")
-    _place(staging / top, root)
+    try:
+        _place(staging / top, root)
+    except OSError as exc:  # a top, a component or a parent that is a file, not a directory
+        raise _Unsafe(f"its layout cannot be installed ({exc.strerror or exc}: "
+                      f"{Path(str(exc.filename)).name[:100]!r})") from None
     shutil.rmtree(staging, ignore_errors=True)
 
 

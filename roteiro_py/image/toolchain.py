@@ -4,7 +4,8 @@ Guarantees:
 - The layer holds bin/{cargo,rustc} (and cargo-clippy, clippy-driver unless left out) as
   /usr/local/bin and the whole of lib/ as /usr/local/lib (rustc finds its sysroot as
   bin/../lib), every entry owned by 0:0 (a CI runner's rustup home belongs to the runner,
-  which means nothing in the guest), set-id bits cleared; a missing binary is refused by
+  which means nothing in the guest), every file 0755 if executable else 0644 (whatever
+  the host's umask made of it), set-id bits cleared; a missing binary is refused by
   name. Nothing of the toolchain runs on the host: its version is read from rustup's own
   manifest (lib/rustlib/multirust-channel-manifest.toml), else the toolchain's name.
 - `host_toolchain` finds an installed rustup toolchain by name under $RUSTUP_HOME
@@ -18,10 +19,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 from pathlib import Path
 
 from roteiro_py.image.layers import Entry, Tree
+from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 HOST_TRIPLE = "x86_64-unknown-linux-gnu"
 CLIPPY_BINARIES = ("cargo-clippy", "clippy-driver")
@@ -57,25 +58,36 @@ def host_toolchain(name: str) -> Path:
 def toolchain_version(toolchain_dir: Path, fallback: str) -> str:
     """rustc's version as rustup recorded it (`1.95.0`), else `fallback`."""
     manifest = toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml"
-    try:
-        with manifest.open("rb") as handle:
-            text = handle.read(MAX_MANIFEST_BYTES + 1)
-        if len(text) <= MAX_MANIFEST_BYTES:
-            version = tomllib.loads(text.decode())["pkg"]["rustc"]["version"]
-            if isinstance(version, str) and _NAME.fullmatch(version.split(" ")[0]):
-                return version.split(" ")[0]
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+    try:  # through the project's bounded reader and TOML parser: tomllib alone raised
+        # RecursionError or ValueError on a hostile file (untrusted.parse_toml)
+        version = parse_toml(read_bounded(manifest, MAX_MANIFEST_BYTES, follow_links=True))["pkg"]["rustc"]["version"]
+        if isinstance(version, str) and _NAME.fullmatch(version.split(" ")[0]):
+            return version.split(" ")[0]
+    except (OSError, FileRefused, KeyError, TypeError):
         pass
     return fallback.removesuffix(f"-{HOST_TRIPLE}")
 
 
+def _utf8(name: str) -> str:
+    """A name from the filesystem (decoded in the host's filesystem encoding: ASCII under
+    LC_ALL=C without UTF-8 mode) as its bytes read as UTF-8, so the layer's names, and its
+    digest, are the same whatever the host's locale."""
+    return os.fsencode(name).decode("utf-8", "surrogateescape")
+
+
+def _file_mode(st: os.stat_result) -> int:
+    """0755 for an executable file, else 0644: the host's umask (rust_dist and rustup
+    create files 0755/0644 less it) must not reach the layer's bytes, so its digest."""
+    return 0o755 if st.st_mode & 0o111 else 0o644
+
+
 def _entry(path: Path, st: os.stat_result) -> Entry:
     if stat.S_ISLNK(st.st_mode):
-        return Entry("symlink", 0o777, linkname=os.readlink(path))
+        return Entry("symlink", 0o777, linkname=_utf8(os.readlink(path)))
     if stat.S_ISDIR(st.st_mode):
         return Entry("dir", st.st_mode & 0o755 | 0o755)
     if stat.S_ISREG(st.st_mode):
-        return Entry("file", st.st_mode & 0o755, source=path, size=st.st_size)
+        return Entry("file", _file_mode(st), source=path, size=st.st_size)
     raise ToolchainError(f"{path} is neither a file, a directory nor a link")
 
 
@@ -89,7 +101,7 @@ def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
         st = path.stat() if path.is_file() else None
         if st is None:
             raise ToolchainError(f"{path} is missing (is the toolchain installed, with the clippy component?)")
-        tree.add(f"usr/local/bin/{binary}", Entry("file", st.st_mode & 0o755, source=path.resolve(),
+        tree.add(f"usr/local/bin/{binary}", Entry("file", _file_mode(st), source=path.resolve(),
                                                   size=st.st_size))
     lib = toolchain_dir / "lib"
     tree.add("usr/local/lib", Entry("dir", 0o755))
@@ -103,7 +115,7 @@ def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
             total += entry.size
             if len(tree.entries) > MAX_ENTRIES or total > MAX_BYTES:
                 raise ToolchainError(f"{lib} holds more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes")
-            tree.add(f"usr/local/lib/{path.relative_to(lib).as_posix()}", entry)
+            tree.add(f"usr/local/lib/{_utf8(path.relative_to(lib).as_posix())}", entry)
     return tree
 
 

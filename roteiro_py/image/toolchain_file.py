@@ -9,7 +9,8 @@ Guarantees:
 - Only what rustup documents is understood, and anything else is refused naming the file
   and the key (errors.TreeFileRefused, exit 3): `[toolchain]` with `channel` (a release,
   a channel or a dated channel: rust_dist.parse_spec), `components` and `targets`
-  (lists of at most `MAX_LIST` names, each a component or target name), `profile`
+  (lists of at most `MAX_LIST` names, each a component or target name, and at most
+  rust_dist.MAX_REQUESTED of both together, what one fetch takes), `profile`
   (`minimal`, `default`, `complete`). A `path` toolchain, an unknown key, a value of the
   wrong type or over `MAX_VALUE_CHARS` characters, and a file without a channel are
   refused: the image cannot be built from what was not understood.
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from roteiro_py import errors
-from roteiro_py.image.rust_dist import NAME, ChannelSpec, parse_spec
+from roteiro_py.image.rust_dist import MAX_REQUESTED, NAME, ChannelSpec, parse_spec
 from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: rustup's file names, in the order rustup looks for them in one directory.
@@ -139,6 +140,9 @@ def _parse(path: Path, document: dict[str, Any]) -> ToolchainFile:
     profile = table.get("profile")
     if profile is not None and _text(path, "profile", profile) not in PROFILES:
         raise errors.TreeFileRefused(path, f"[toolchain] profile {profile!r} is not one of {', '.join(PROFILES)}")
-    return ToolchainFile(path, _spec(path, table["channel"]),
-                         _names(path, "components", table.get("components", [])),
-                         _names(path, "targets", table.get("targets", [])), profile)
+    components = _names(path, "components", table.get("components", []))
+    targets = _names(path, "targets", table.get("targets", []))
+    if len(components) + len(targets) > MAX_REQUESTED:  # what one fetch takes: the file's, not a usage error
+        raise errors.TreeFileRefused(path, f"[toolchain] lists more than {MAX_REQUESTED} targets and "
+                                     "components together")
+    return ToolchainFile(path, _spec(path, table["channel"]), components, targets, profile)

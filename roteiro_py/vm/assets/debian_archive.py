@@ -17,7 +17,8 @@ Guarantees:
   `MAX_STANZA_BYTES` per stanza), keeping only the stanzas asked for.
 - `download` fetches a package's `Filename` (validated: under `pool/`, no `..`) reading at
   most its `Size` bytes, and keeps the file only if its SHA-256 is the one in Packages.
-- Every fetch reads at most its bound, at an average of at least `MIN_BYTES_PER_S`, and
+- Every fetch reads at most its bound, at an average of at least `MIN_BYTES_PER_S` (a
+  deadline shuts its sockets in any phase, headers included: socket_deadline.py), and
   follows redirects to http(s) only; a reply that is not HTTP is a failure to reach the
   archive (`ArchiveError`, not `refused`), never an exception of http.client's.
 - The archive is a URL (http, https, file) or a local directory with the same
@@ -64,6 +65,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from roteiro_py.redirects import UnreadRedirectHandler
+from roteiro_py.socket_deadline import SocketDeadline, armed_connection
 from roteiro_py.vm.assets import openpgp
 from roteiro_py.vocabulary import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
 
@@ -207,12 +209,25 @@ class _HttpRedirectsOnly(UnreadRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _opener() -> urllib.request.OpenerDirector:
+def _opener(watch: SocketDeadline) -> urllib.request.OpenerDirector:
     """HTTP and HTTPS only (build_opener would add ftp:, file: and data:), the proxies of
-    the environment kept (a host behind one reaches no mirror otherwise)."""
+    the environment kept (a host behind one reaches no mirror otherwise), each connection's
+    socket armed with `watch` the moment it exists: the deadline ends the request in any
+    phase (a status line and headers trickled a byte at a time held it for ever)."""
+    plain = armed_connection(http.client.HTTPConnection, watch.arm)
+    tls = armed_connection(http.client.HTTPSConnection, watch.arm)
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(plain, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(tls, req)
+
     opener = urllib.request.OpenerDirector()
     for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
-                    urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    Http(), Https(),
                     urllib.request.HTTPDefaultErrorHandler(), _HttpRedirectsOnly(),
                     urllib.request.HTTPErrorProcessor()):
         opener.add_handler(handler)
@@ -243,14 +258,14 @@ def _open_local(file: Path, path: str) -> BinaryIO:
         raise
 
 
-def _open(archive: str, path: str) -> BinaryIO:
+def _open(archive: str, path: str, watch: SocketDeadline) -> BinaryIO:
     root = local_root(archive)
     try:
         if root is not None:
             return _open_local(root / path, path)
         url = archive.rstrip("/") + "/" + urllib.parse.quote(path)
         request = urllib.request.Request(url, headers={"User-Agent": "pylint-sandbox"})
-        response: BinaryIO = _opener().open(request, timeout=NETWORK_TIMEOUT_S)
+        response: BinaryIO = _opener(watch).open(request, timeout=NETWORK_TIMEOUT_S)
         return response
     except urllib.error.HTTPError as exc:
         raise ArchiveError(f"{path}: HTTP {exc.code}", refused=False,
@@ -283,24 +298,41 @@ def fetch(archive: str, path: str, limit: int, sink: Callable[[bytes], object] |
                                f"{MIN_BYTES_PER_S} bytes a second", refused=False)
         return chunk
 
-    with _open(archive, path) as handle:
-        while True:
-            chunk = read(handle, min(_CHUNK, limit + 1 - done))
-            if not chunk:
-                break
-            done += len(chunk)
-            if done > limit:
-                raise ArchiveError(f"{path} is larger than {limit} bytes", refused=True)
-            if sink is None:
-                kept += chunk
-            else:
-                sink(chunk)
-            if progress is not None:
-                progress(path, done, limit)
-            if done == limit:
-                if read(handle, 1):
+    watch = SocketDeadline(allowed, duplicate=True)  # every phase of the request, headers too
+
+    def late() -> ArchiveError:
+        return ArchiveError(f"{path}: not fetched within {allowed:.0f} s, less than {MIN_BYTES_PER_S} "
+                            f"bytes a second (after {NETWORK_TIMEOUT_S} s of grace)", refused=False)
+
+    try:
+        with _open(archive, path, watch) as handle:
+            while True:
+                chunk = read(handle, min(_CHUNK, limit + 1 - done))
+                if watch.fired:  # a socket shut down ends a read short: never a body
+                    raise late()
+                if not chunk:
+                    break
+                done += len(chunk)
+                if done > limit:
                     raise ArchiveError(f"{path} is larger than {limit} bytes", refused=True)
-                break
+                if sink is None:
+                    kept += chunk
+                else:
+                    sink(chunk)
+                if progress is not None:
+                    progress(path, done, limit)
+                if done == limit:
+                    if read(handle, 1):
+                        raise ArchiveError(f"{path} is larger than {limit} bytes", refused=True)
+                    break
+    except ArchiveError as exc:
+        if watch.fired and not exc.refused:
+            raise late() from None
+        raise
+    finally:
+        watch.close()
+    if watch.fired:
+        raise late()
     return bytes(kept)
 
 

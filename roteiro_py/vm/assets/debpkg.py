@@ -105,7 +105,11 @@ def data_members(deb: Path) -> Iterator[tuple[tarfile.TarInfo, str, IO[bytes] | 
     with deb.open("rb") as handle:
         name, size = _data_member(handle)
         try:
-            with tarfile.open(fileobj=_Window(handle, size), mode=_TAR_MODES[name]) as tar:  # type: ignore[call-overload]
+            # Names as UTF-8 whatever the host's locale (tarfile's default encoding is the
+            # filesystem's: ASCII under LC_ALL=C without UTF-8 mode, which changed the names
+            # an image layer is written with, so its digest).
+            with tarfile.open(fileobj=_Window(handle, size), mode=_TAR_MODES[name],  # type: ignore[call-overload]
+                              encoding="utf-8", errors="surrogateescape") as tar:
                 for count, member in enumerate(tar, 1):
                     if count > MAX_MEMBERS:
                         raise DebError(f"more than {MAX_MEMBERS} entries")

@@ -496,3 +496,31 @@ def test_build_is_no_image_reference_for_the_tool(tmp_path: Path) -> None:
                            check=True, env={**os.environ, "ROTEIRO_LINT_IMAGE": ""}).stdout
             for image in ("build", IMAGE)]
     assert said == ["", IMAGE]
+
+
+@pytest.mark.parametrize("plant", ["fifo", "zero", "large"])
+def test_the_built_images_cache_key_reads_the_toolchain_file_bounded_and_never_through_a_link(
+        tmp_path: Path, plant: str) -> None:
+    """image_key hashed the tree's toolchain file with `cat`, which follows a link and
+    reads a FIFO: a rust-toolchain.toml that is a FIFO or a link to /dev/zero held the
+    job's install step for ever (the tool itself refuses both). Now only a regular file
+    that is no link is read, and at most 64 KiB + 1 of it (more is refused by the tool)."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    file = checkout / "rust-toolchain.toml"
+    if plant == "fifo":
+        os.mkfifo(file)
+    elif plant == "zero":
+        file.symlink_to("/dev/zero")
+    else:
+        file.write_bytes(b"#" * (64 << 20))
+    script = f'source "{CI / "common.sh"}"; set -o pipefail; image_key build "$1" "pylint-sandbox 0.1.0"'
+    process = subprocess.Popen(["bash", "-c", script, "bash", str(checkout)], cwd=checkout, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, _ = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:  # its reader of the FIFO or /dev/zero with it
+            os.killpg(process.pid, 9)
+            process.wait()
+    assert process.returncode == 0 and len(out.strip()) == 32

@@ -20,7 +20,7 @@ import pytest
 from roteiro_py import eviction
 from roteiro_py.commands.image import run_image_build
 from roteiro_py.errors import ImageBuildRefused, UsageError
-from roteiro_py.image import build, toolchain
+from roteiro_py.image import build, layers, toolchain
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
 from roteiro_py.vm.assets import debian_archive
@@ -187,3 +187,50 @@ def test_the_command_provisions_the_image_and_prints_its_pin_and_the_config_line
         run_image_build(output=None, **{**options, "toolchain_name": "1.96.0"})  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="not a Debian suite name"):
         run_image_build(output=None, **{**options, "suite": "../etc"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("manifest", [
+    "a = " + "[" * 5000 + "]" * 5000,  # tomllib recurses once a level: RecursionError
+    "a = " + "1" * 5000,  # past Python's int-to-str digit limit: a bare ValueError
+    "pkg = [1]\n",
+    '[pkg.rustc]\nversion = "../../x"\n',
+])
+def test_a_hostile_toolchain_manifest_falls_back_to_the_name(tmp_path: Path, manifest: str) -> None:
+    """The host toolchain's multirust-channel-manifest.toml is read as untrusted TOML: a
+    file tomllib cannot parse without an exception of its own (exit 4 where it escaped)
+    gives the toolchain's name, as one that does not parse does."""
+    toolchain_dir = make_toolchain(tmp_path / "rustup")
+    (toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml").write_text(manifest)
+    assert toolchain.toolchain_version(toolchain_dir, "1.95.0-x86_64-unknown-linux-gnu") == "1.95.0"
+
+
+def test_the_toolchain_layer_does_not_depend_on_the_hosts_umask(tmp_path: Path) -> None:
+    """A toolchain unpacked under umask 077 (rust_dist creates files 0755/0644 less the
+    umask; rustup does the same) has files 0700/0600: their modes went into the layer as
+    they were, so the same toolchain gave another digest (and files only root could read
+    in the guest). A file's mode in the layer is 0755 when it is executable, else 0644."""
+    digests = []
+    for umask_modes in ((0o755, 0o644), (0o700, 0o600), (0o750, 0o640)):
+        toolchain_dir = make_toolchain(tmp_path / oct(umask_modes[0]))
+        for path in toolchain_dir.rglob("*"):
+            if path.is_file():
+                path.chmod(umask_modes[0] if path.parent.name == "bin" else umask_modes[1])
+        tree = toolchain.toolchain_layer(toolchain_dir)
+        assert tree.entries["usr/local/bin/cargo"].mode == 0o755
+        assert tree.entries["usr/local/lib/librustc_driver.so"].mode == 0o644
+        digests.append(layers.write_layer(tree, tmp_path / "blobs").digest)
+    assert len(set(digests)) == 1
+
+
+def test_a_toolchain_file_name_that_is_not_utf8_is_no_crash(tmp_path: Path, roteiro_home: Path) -> None:
+    """A file of the toolchain named by bytes that are not UTF-8 came out of the walk as
+    surrogates, and the build's cache key encoded them strictly (UnicodeEncodeError,
+    exit 4). The name is kept byte for byte, in the key and in the layer."""
+    toolchain_dir = make_toolchain(tmp_path / "rustup")
+    with open(os.fsencode(toolchain_dir / "lib") + b"/odd-\xff", "wb") as handle:
+        handle.write(b"x")
+    tools = toolchain.toolchain_layer(toolchain_dir)
+    assert build.inputs_digest(request("unused", toolchain_dir), tools).startswith("sha256:")
+    digest = layers.write_layer(tools, tmp_path / "blobs").digest.removeprefix("sha256:")
+    with tarfile.open(tmp_path / "blobs" / digest, encoding="utf-8") as tar:
+        assert "usr/local/lib/odd-\udcff" in tar.getnames()

@@ -18,7 +18,7 @@ import pytest
 from roteiro_py import errors
 from roteiro_py.commands.image import run_image_build
 from roteiro_py.errors import UsageError
-from roteiro_py.image import rust_dist
+from roteiro_py.image import rust_dist, toolchain
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
 from roteiro_py.vm.assets import openpgp
@@ -102,3 +102,19 @@ def test_one_way_of_naming_the_toolchain_at_a_time(options: dict[str, object], c
 def test_targets_need_a_toolchain_from_the_distribution(options: dict[str, object]) -> None:
     with pytest.raises(UsageError, match="--target and --component go with"):
         run_image_build(**options, targets=("aarch64-unknown-linux-gnu",))  # type: ignore[arg-type]
+
+
+def test_a_fetched_toolchain_that_cannot_make_a_layer_is_not_called_a_rustup_toolchain(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A toolchain fetched from Rust's distribution that lacks a binary (here one the
+    layer is made to want) was refused as "the rustup toolchain 1.95.0" with `rustup
+    toolchain install` to run: rustup has nothing to do with it. The refusal names the
+    toolchain from Rust's distribution and suggests no rustup command."""
+    served.publish(release)
+    monkeypatch.setattr(toolchain, "BINARIES", (*toolchain.BINARIES, "rust-analyzer"))
+    with pytest.raises(errors.ImageBuildRefused) as refused:
+        run_image_build(**options, from_dist=rustdist.VERSION)  # type: ignore[arg-type]
+    assert "rust-analyzer" in refused.value.reason
+    assert "rustup" not in refused.value.what and not any("rustup" in c for c in refused.value.commands)
+    assert "Rust's distribution" in refused.value.what

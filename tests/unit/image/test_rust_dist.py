@@ -532,3 +532,78 @@ def test_a_cache_file_whose_bytes_are_not_its_name_is_fetched_again(
     with pytest.raises(errors.ToolchainUnreachable, match="HTTP 404"):
         rust_dist.fetch_toolchain(VERSION, tmp_path / "third", server=dist.url, cache=tmp_path / "cache")
     assert not (tmp_path / "cache" / clippy).exists()
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "\u00b9\u00b2", "1_0", " +5"])
+def test_a_content_length_that_is_not_ascii_digits_is_no_crash(length: str, tmp_path: Path) -> None:
+    """A hostile server's Content-Length reached int() when str.isdigit() said yes: `²`
+    (latin-1 0xB2, as http.client decodes a header) is a digit to isdigit and not to int
+    (ValueError: exit 4, before any signature was read). Only ASCII digits are a length."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Length", length)
+            self.end_headers()
+            self.wfile.write(b"not a manifest")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises((errors.ToolchainRefused, errors.ToolchainUnreachable)):
+            rust_dist.fetch_toolchain(VERSION, tmp_path / "toolchain", server=f"http://127.0.0.1:{server.server_address[1]}",
+                                      cache=tmp_path / "cache")
+    finally:
+        server.shutdown()
+        server.server_close()
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("component", ["clippy-preview", "clippy"])
+def test_a_component_named_as_the_manifest_renames_it_is_fetched_once(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, component: str) -> None:
+    """A tree's `components = ["clippy-preview"]` (the name the manifest publishes clippy
+    under, which rustup takes) chose clippy's package twice, once for REQUIRED's `clippy`:
+    the second install found its files there and refused the distribution ("installed by
+    two components", ToolchainRefused), for what the tree had asked. One package is
+    installed once, however it is named."""
+    dist.publish(gpg)
+    dest = fetch(dist, tmp_path, components=[component])
+    assert (dest / "bin" / "clippy-driver").read_bytes() == b"#!clippy-driver\n"
+
+
+def _tarball(members: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:xz", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("evil", [
+    {"rustc-top": b"a file, not the top directory"},  # components read under a file
+    {"rustc/components": b"rustc\n", "rustc/rustc": b"a file, not the component's directory"},
+    {"rustc/components": b"rustc\nmore\n", "rustc/rustc/manifest.in": b"file:bin\n", "rustc/rustc/bin": b"x",
+     "rustc/more/manifest.in": b"file:bin/rustc\n", "rustc/more/bin/rustc": b"x"},  # installed under a file
+])
+def test_a_tarball_laid_out_wrong_is_refused_not_a_crash(gpg: Gpg, dist: Dist, trust_test_key: None,
+                                                         tmp_path: Path, evil: dict[str, bytes]) -> None:
+    """rust-installer's layout placed (`_place`) outside the unpacking's guard: a top that
+    is a file, a component that is a file, or a path installed under a file raised
+    NotADirectoryError / FileExistsError (exit 4). Each is the tarball's refusal."""
+    tarball = _tarball(evil)
+    dist.publish(gpg)
+    manifest = dist.files[f"dist/channel-rust-{VERSION}.toml"]
+    good = packages()[("rustc", HOST)][1]
+    manifest = manifest.replace(hashlib.sha256(good).hexdigest().encode(), hashlib.sha256(tarball).hexdigest().encode())
+    dist.files[f"dist/channel-rust-{VERSION}.toml"] = manifest
+    dist.files[f"dist/channel-rust-{VERSION}.toml.asc"] = gpg.detach_sign(RELEASE, manifest)
+    dist.files[f"dist/{DATE}/rustc-{VERSION}-{HOST}.tar.xz"] = tarball
+    with pytest.raises(errors.ToolchainRefused):
+        fetch(dist, tmp_path)
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")

@@ -84,3 +84,15 @@ def test_the_file_is_read_through_the_bounded_reader(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(errors.TreeFileRefused, match="not a regular file"):
         toolchain_file.read(tmp_path / "fifo")
+
+
+def test_more_targets_and_components_than_a_fetch_takes_is_the_files_refusal(tmp_path: Path) -> None:
+    """Each list may hold MAX_LIST names, but a fetch takes rust_dist.MAX_REQUESTED of both
+    together: 40 targets and 40 components were read, then refused by fetch_toolchain as
+    a usage error (exit 2) naming --from-dist, for what the tree's file holds. The file
+    itself is refused now, naming it (exit 3)."""
+    targets = ", ".join(f'"t{i}-unknown-linux-gnu"' for i in range(40))
+    components = ", ".join(f'"c{i}"' for i in range(40))
+    path = write(tmp_path, f'[toolchain]\nchannel = "1.95.0"\ntargets = [{targets}]\ncomponents = [{components}]\n')
+    with pytest.raises(errors.TreeFileRefused, match="targets and components"):
+        toolchain_file.read(path)

@@ -419,6 +419,33 @@ def test_a_mirror_that_trickles_is_given_up_on_at_the_minimum_rate(
     assert debian_archive.fetch(fast.url, "pool/k.deb", 1000) == b"x" * 1000
 
 
+def test_a_mirror_that_trickles_its_headers_is_given_up_on_at_the_deadline(
+        serve: Callable[[Callable[[socket.socket], None]], RawServer],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rate was checked only on the body's reads: a mirror sending its status line and
+    headers a byte every 50 ms (each read far within the timeout; http.client takes 100
+    headers of 64 KiB) held the fetch for as long as it liked. The whole request, headers
+    included, ends at the fetch's deadline (socket_deadline.py, as rust_dist.py has it)."""
+    monkeypatch.setattr(debian_archive, "NETWORK_TIMEOUT_S", 1)
+    monkeypatch.setattr(debian_archive, "MIN_BYTES_PER_S", 1000)
+
+    def trickle(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX: ")
+        for _ in range(200):  # 10 s of header, a byte every 50 ms
+            try:
+                conn.sendall(b"y")
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    server = serve(trickle)
+    started = time.monotonic()
+    with pytest.raises(debian_archive.ArchiveError) as slow:
+        debian_archive.fetch(server.url, "pool/k.deb", 1000)
+    assert not slow.value.refused
+    assert time.monotonic() - started < 1 + 1 + 1 + 1  # the deadline: 1 s + 1000 bytes at 1000 a second
+
+
 def _rearmored(message: bytes, packets: bytes) -> bytes:
     head, _, tail = _signature_block(message)
     return (head + b"-----BEGIN PGP SIGNATURE-----\n\n" + base64.b64encode(packets)
