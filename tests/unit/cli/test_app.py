@@ -80,6 +80,39 @@ def test_a_refusal_before_validation_builds_no_settings_model(tmp_path: Path, im
     assert "roteiro_py.config_model" in result.stdout, result.stdout[-500:]
 
 
+NOT_PROVISIONED_PROBE = (
+    "import sys\n"
+    "from roteiro_py.vm.qemu import backend\n"
+    "# no VM assets here: the hypervisor check passes as on a host that has them\n"
+    "backend.QemuBackend.isolation = lambda self: backend.isolation_for('tcg')\n"
+    "from roteiro_py.cli.app import main\n"
+    "print('EXIT', main(sys.argv[1:]))\n"
+    "print('REACHED', [m for m in ('roteiro_py.config_model', 'roteiro_py.store.layout') "
+    "if m in sys.modules])\n"
+    "print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'cryptography') "
+    "or m.startswith(('roteiro_py.report', 'roteiro_py.clippy.parse', 'roteiro_py.image.rust_dist'))))\n"
+)
+
+
+def test_the_not_provisioned_refusal_loads_no_report_console_or_cryptography(
+        tmp_path: Path, roteiro_home: Path) -> None:
+    """"image not provisioned" comes after the settings' validation and the hypervisor
+    check, before any VM: the report's models, rich (the human report, the spinner on a
+    terminal) and cryptography (signatures, checked only when provisioning) are for later
+    or never, and cost as much as all of --help (bench/cli_startup.py)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "b"\nversion = "0.1.0"\n')
+    (tmp_path / "Cargo.lock").write_text('version = 4\n\n[[package]]\nname = "b"\nversion = "0.1.0"\n')
+    (tmp_path / "src" / "lib.rs").write_text("")
+    args = ["lint", "clippy", str(tmp_path), "--image", f"localhost/x@sha256:{HEX}", "--accel", "tcg"]
+    result = subprocess.run([sys.executable, "-c", NOT_PROVISIONED_PROBE, *args], capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path)
+    assert "EXIT 3" in result.stdout and "prefetch" in result.stderr, result.stdout + result.stderr[-800:]
+    # control: the run got as far as validating the settings and reading the store
+    assert "REACHED ['roteiro_py.config_model', 'roteiro_py.store.layout']" in result.stdout
+    assert "HEAVY []" in result.stdout, result.stdout[-800:]
+
+
 def test_a_bad_value_elsewhere_is_still_refused_before_the_missing_image(tmp_path: Path) -> None:
     """The early refusal is taken only when validation could not have refused first."""
     result = run("lint", "clippy", str(tmp_path), cwd=tmp_path, env={"ROTEIRO_VM_CPUS": "0"})
