@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -445,3 +446,30 @@ def test_fix_takes_no_value_or_patch_and_its_gate_comes_first(tmp_path: Path) ->
     assert filed.returncode == 3 and "would both be printed" not in filed.stderr
     for result in (fixing, patch, bogus, alone, attested, streamed, printed, filed):
         assert_no_traceback(result)
+
+
+def test_a_run_builds_only_the_command_its_first_word_names(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """Typer builds each command's click parameters from its signature on every run: a
+    lint built all of them (~25 ms of CPU). It builds its own group's now (cli/app.py
+    `_app_for`); completion, the program's help, an unknown word, the whole app."""
+    import typer.main
+
+    real = typer.main.get_params_from_function
+    built: list[object] = []
+
+    def counted(func: Callable[..., object]) -> object:
+        built.append(func)
+        return real(func)
+
+    monkeypatch.setattr(typer.main, "get_params_from_function", counted)
+    assert cli.main(["lint", "clippy", "--help"]) == 0
+    assert cli.lint_clippy in built and cli.render not in built and cli.doctor not in built
+    for args in (["--help"], ["lnt"]):  # control: the whole app, as before
+        built.clear()
+        cli.main(args)
+        assert cli.lint_clippy in built and cli.render in built and cli.doctor in built, args
+    built.clear()
+    monkeypatch.setenv("_PYLINT_SANDBOX_COMPLETE", "bash_source")
+    cli.main(["lint", "clippy", "--help"])
+    assert cli.render in built
