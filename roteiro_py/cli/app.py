@@ -12,6 +12,7 @@ stdout's reader leaving is 141, said by no one (roteiro_py/stdout.py).
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from collections.abc import Callable
@@ -843,9 +844,30 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+#: The variable click's shell completion is asked through: it walks the whole tree.
+_COMPLETE_VAR = "_PYLINT_SANDBOX_COMPLETE"
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app with, of its commands and groups, only the one `args` names first: Typer
+    builds every command's click parameters from its signature on each run (~25 ms of CPU
+    for all, ~10 for `lint`'s: bench/cli_startup.py), and only that one can run. The
+    root (its callback, options and settings) is the same object. Any other first word (an
+    option, a typo to suggest for, none) and shell completion get the whole app, as does
+    a name that is not one of its own."""
+    first = args[0] if args else None
+    named = [info for info in app.registered_commands if info.name == first]
+    groups = [info for info in app.registered_groups if info.name == first]
+    if first is None or _COMPLETE_VAR in os.environ or len(named) + len(groups) != 1:
+        return app
+    pruned = copy.copy(app)
+    pruned.registered_commands, pruned.registered_groups = named, groups
+    return pruned
+
+
 def _run(args: list[str]) -> int:
     try:
-        app(args=args, prog_name="pylint-sandbox")
+        _app_for(args)(args=args, prog_name="pylint-sandbox")
     except SystemExit as exit_:
         if exit_.code is None:
             return 0

@@ -79,6 +79,17 @@ from dataclasses import dataclass
 from roteiro_py.errors import UsageError
 from roteiro_py.vm.mounts import FRESH_CWD
 
+#: What the guest runs for each `--message-format` (a second `--message-format` beside
+#: clippy's `json`, cargo's documented combination), and what `short` prints: the
+#: `rendered` text (clippy/stream.py gives the stream back; here, apart from it, so the
+#: argv is built before any refusal without loading the report's models).
+GUEST_RENDERING: dict[str, str | None] = {
+    "json": None,
+    "json-diagnostic-short": "json-diagnostic-short",
+    "json-diagnostic-rendered-ansi": "json-diagnostic-rendered-ansi",
+    "short": "json-diagnostic-short",
+}
+
 #: Where the probes run in the guest: a tmpfs every boot provides empty, outside the tree
 #: and the scratch disk (which a kept cache carries from one run's build scripts to the
 #: next), so no tree or build-script file is on the way up from it.

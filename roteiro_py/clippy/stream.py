@@ -64,15 +64,6 @@ MAX_ITEMS = 10_000
 #: One string at most (rustc's longest `rendered`, long type names, are tens of KiB).
 MAX_STRING_CHARS = 256 * 1024
 
-#: What the guest runs for each format (a second `--message-format` beside clippy's
-#: `json`, cargo's documented combination), and what `short` prints: the `rendered` text.
-GUEST_RENDERING: dict[str, str | None] = {
-    "json": None,
-    "json-diagnostic-short": "json-diagnostic-short",
-    "json-diagnostic-rendered-ansi": "json-diagnostic-rendered-ansi",
-    "short": "json-diagnostic-short",
-}
-
 _SGR = re.compile(r"\x1b\[[0-9;]{0,32}m")
 _VIRTUAL_SYSROOT = re.compile(r"/rustc/[0-9a-f]{40}/[^\x00]*")
 _PATH_PACKAGE = re.compile(r"path\+file://(/[^#?]*)(#.*)?")

@@ -65,6 +65,12 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, cast
 
 from roteiro_py import errors
+from roteiro_py.image.channel import MAX_REQUESTED as MAX_REQUESTED
+from roteiro_py.image.channel import NAME as NAME
+from roteiro_py.image.channel import VERSION as _VERSION
+from roteiro_py.image.channel import ChannelSpec as ChannelSpec
+from roteiro_py.image.channel import check_name as check_name
+from roteiro_py.image.channel import parse_spec as parse_spec
 from roteiro_py.paths import cache_root
 from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.reference import is_loopback_host
@@ -100,60 +106,14 @@ MAX_UNPACKED_BYTES = 8 << 30
 MAX_ENTRIES = 100_000
 MAX_PATH_CHARS = 1024
 MAX_DEPTH = 32
-#: At most this many targets and extra components may be asked for.
-MAX_REQUESTED = 64
 #: Seconds one network read may stall, and the average a download must keep after it.
 NETWORK_TIMEOUT_S = 60
 MIN_BYTES_PER_S = 32 << 10
 _CHUNK = 1 << 20
 
-#: `1.95.0`, `1.95`, `1.96.0-beta.3`, or a channel; a date only after a channel name.
-_VERSION = re.compile(r"\d{1,3}\.\d{1,4}(\.\d{1,4})?(-beta(\.\d{1,3})?)?")
-_SPEC = re.compile(r"(?P<channel>stable|beta|nightly|" + _VERSION.pattern + r")(-(?P<date>\d{4}-\d{2}-\d{2}))?")
-#: A target triple or component name as Rust's manifests spell them.
-NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class ChannelSpec:
-    """A toolchain as rustup names one: a release or channel, optionally dated."""
-
-    channel: str
-    date: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.channel}-{self.date}" if self.date else self.channel
-
-    @property
-    def manifest_path(self) -> str:
-        name = f"channel-rust-{self.channel}.toml"
-        return f"dist/{self.date}/{name}" if self.date else f"dist/{name}"
-
-
-def parse_spec(text: str, where: str = "--from-dist") -> ChannelSpec:
-    """`text` as a ChannelSpec, or errors.ToolchainSpecInvalid (exit 2) saying why not."""
-    match = _SPEC.fullmatch(text) if len(text) <= 64 else None
-    if match is None:
-        raise errors.ToolchainSpecInvalid(text[:64], "not a release, a channel or a dated channel", where)
-    channel, date = match["channel"], match["date"]
-    if date is not None:
-        if _VERSION.fullmatch(channel):
-            raise errors.ToolchainSpecInvalid(text, "a release is not dated (a date goes with "
-                                              "stable, beta or nightly)", where)
-        try:
-            time.strptime(date, "%Y-%m-%d")
-        except ValueError:
-            raise errors.ToolchainSpecInvalid(text, f"{date} is not a date", where) from None
-    return ChannelSpec(channel, date)
-
-
-def check_name(value: str, what: str, where: str) -> str:
-    if not NAME.fullmatch(value):
-        raise errors.ToolchainSpecInvalid(value[:64], f"not a {what} name", where)
-    return value
 
 
 # -- where from -----------------------------------------------------------------------------

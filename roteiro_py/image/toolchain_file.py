@@ -8,9 +8,9 @@ Guarantees:
   file: a `path` toolchain runs whatever binaries the tree names).
 - Only what rustup documents is understood, and anything else is refused naming the file
   and the key (errors.TreeFileRefused, exit 3): `[toolchain]` with `channel` (a release,
-  a channel or a dated channel: rust_dist.parse_spec), `components` and `targets`
+  a channel or a dated channel: channel.parse_spec), `components` and `targets`
   (lists of at most `MAX_LIST` names, each a component or target name, and at most
-  rust_dist.MAX_REQUESTED of both together, what one fetch takes), `profile`
+  channel.MAX_REQUESTED of both together, what one fetch takes), `profile`
   (`minimal`, `default`, `complete`). A `path` toolchain, an unknown key, a value of the
   wrong type or over `MAX_VALUE_CHARS` characters, and a file without a channel are
   refused: the image cannot be built from what was not understood.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from roteiro_py import errors
-from roteiro_py.image.rust_dist import MAX_REQUESTED, NAME, ChannelSpec, parse_spec
+from roteiro_py.image.channel import MAX_REQUESTED, NAME, ChannelSpec, parse_spec
 from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: rustup's file names, in the order rustup looks for them in one directory.

@@ -200,9 +200,7 @@ def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
         progress = SILENT
     reference = pinned_image(resolved, request.path)                       # 1, 2
     # Imported only past the first refusals, which then cost no more than --help does.
-    from roteiro_py.clippy.parse import Deadline
-    from roteiro_py.clippy.stream import GUEST_RENDERING
-    from roteiro_py.lint.toolchain_pin import report_toolchain_pin
+    from roteiro_py.clippy.command import GUEST_RENDERING
     from roteiro_py.store import Store
     from roteiro_py.vm import BACKENDS
     from roteiro_py.vm.disks.share_image import staging_area
@@ -232,6 +230,10 @@ def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
     image = store.resolve(reference)                                       # 4
     progress.detail(f"image {reference} ({resolved.source_of('lint.image')}), "
                     f"manifest {image.manifest_digest}")
+    # lazy: clippy/parse.py loads the report's models, which no refusal up to here needs
+    # ("image not provisioned" among them: bench/cli_startup.py)
+    from roteiro_py.clippy.parse import Deadline
+
     deadline = Deadline(at=began + vm.timeout_s, seconds=float(vm.timeout_s))
     progress.stage(CARGO_VIEW)
     cargo = held.enter_context(cargo_in_use(tree, deadline))               # 5
@@ -283,6 +285,9 @@ def _lint(request: LintRequest, progress: Progress, held: contextlib.ExitStack,
             stream.text, stream.dropped = cargo_stream(job, tree, request.message_format, registry, git)
         if inspect is not None:
             inspect(job, tree)
+    # lazy: once the report is made, as the one note it adds (image/toolchain_file.py)
+    from roteiro_py.lint.toolchain_pin import report_toolchain_pin
+
     report_toolchain_pin(tree, report.toolchain)  # the tree pins another toolchain: one note
     return report, settings, facts
 

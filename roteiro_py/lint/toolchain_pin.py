@@ -28,7 +28,7 @@ from pathlib import Path
 
 from roteiro_py import errors
 from roteiro_py.image import toolchain_file
-from roteiro_py.image.rust_dist import ChannelSpec
+from roteiro_py.image.channel import ChannelSpec
 from roteiro_py.lint.tree import Tree
 from roteiro_py.report.model import Toolchain
 from roteiro_py.untrusted import sanitise

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from roteiro_py.report.human import fix_text
 from roteiro_py.report.links import doc_url
 from roteiro_py.report.markdown import MAX_FINDINGS as SUMMARY_FINDINGS
 from roteiro_py.report.markdown import listed_as
 from roteiro_py.report.model import Finding, Report, comparison_phrase
+from roteiro_py.report.plain import fix_text
 
 #: Annotations of one type GitHub shows per step (error, warning, notice each).
 ANNOTATION_LIMIT = 10

@@ -15,7 +15,7 @@ from a name it checked, or to the finding's file at the job's commit (`links`: b
 report/links.py `blob_base` from variables it checked, the path percent-encoded).
 
 A suggestion's code (`Finding.fixes`, what `cargo clippy --fix` would write, as the github
-format shows it: report/human.py `fix_text`) is a fenced code block under its finding:
+format shows it: report/plain.py `fix_text`) is a fenced code block under its finding:
 inside one nothing is Markdown or HTML, and its fence is one backtick longer than any
 run in the text (at least three), so no line of it can close the block. Every line is
 indented as the list item's content, so none can end the item and the block with it.
@@ -42,9 +42,9 @@ import re
 from collections import Counter
 
 from roteiro_py.guidance import counted
-from roteiro_py.report.human import dependency_line, fix_text
 from roteiro_py.report.links import blob_url, doc_url
 from roteiro_py.report.model import LEVELS, Finding, Report, comparison_phrase
+from roteiro_py.report.plain import dependency_line, fix_text
 
 #: Findings listed by the summary; the github format's note past its limit says so.
 MAX_FINDINGS = 50

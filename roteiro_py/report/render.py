@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from roteiro_py.report.github import OWN_COMMANDS, render_github
 from roteiro_py.report.gitlab import render_gitlab
-from roteiro_py.report.human import render_human
 from roteiro_py.report.markdown import render_markdown
 from roteiro_py.report.model import Report
 from roteiro_py.report.sarif import render_sarif
@@ -23,6 +22,9 @@ def render(report: Report, format: Format, *, width: int = 100, color: bool = Fa
     """The report as text in `format`; `width` and `color` apply to human only, `category`
     (SARIF's automationDetails.id) to sarif only."""
     if format == "human":
+        # lazy: rich loads for this format only (report/plain.py)
+        from roteiro_py.report.human import render_human
+
         return guard(render_human(report, width=width, color=color))
     if format == "json":
         return guard(report.model_dump_json(indent=2) + "\n", json=True)

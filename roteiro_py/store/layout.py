@@ -65,7 +65,6 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -628,6 +627,10 @@ class Store:
             raise _Absent(f"the stored manifest of {pinned.digest} is unusable: {exc}") from None
         blobs = [doc.config, *doc.layers]
         if verify and len(blobs) > 1:
+            # lazy: only is_present re-hashes (prefetch, doctor); a lint's resolve checks
+            # sizes, before its VM (bench/cli_startup.py)
+            from concurrent.futures import ThreadPoolExecutor
+
             # hashlib releases the GIL for large buffers: two layers hash on two cores.
             workers = min(4, os.cpu_count() or 1, len(blobs))
             with ThreadPoolExecutor(max_workers=workers) as pool:

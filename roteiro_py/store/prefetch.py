@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roteiro_py.errors import (
     DownloadNotAllowed,
@@ -32,11 +33,11 @@ from roteiro_py.errors import (
 )
 from roteiro_py.reference import ImageReference, parse, parse_pinned
 from roteiro_py.store.blobs import ProgressCallback
-from roteiro_py.store.docker_engine import engine_name, import_from_engine, pinned_name
 from roteiro_py.store.layout import Store
-from roteiro_py.store.oci_source import LayoutArchiveSource, LayoutImage, layout_images, open_layout
-from roteiro_py.store.registry import RegistrySource, base_url
 from roteiro_py.store.transfer import SourceError, transfer
+
+if TYPE_CHECKING:
+    from roteiro_py.store.oci_source import LayoutImage
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,10 @@ def _present(store: Store, ref: ImageReference) -> PrefetchResult | None:
 
 def _from_registry(store: Store, ref: ImageReference, allow_download: bool,
                    progress: ProgressCallback | None) -> PrefetchResult:
+    # lazy, each source where it is used: every lint imports this package (store/__init__.py)
+    # to read the store, and none of the sources (https, tar) it never uses
+    from roteiro_py.store.registry import RegistrySource, base_url
+
     url = base_url(ref)
     done = _present(store, ref)
     if done:
@@ -141,6 +146,8 @@ def _from_registry(store: Store, ref: ImageReference, allow_download: bool,
 
 def _from_oci(store: Store, ref: ImageReference, path: Path,
               progress: ProgressCallback | None) -> PrefetchResult:
+    from roteiro_py.store.oci_source import LayoutArchiveSource, open_layout  # lazy: as in _from_registry
+
     where = f"oci:{path}"
     done = _present(store, ref)
     if done:
@@ -160,6 +167,8 @@ def _from_oci(store: Store, ref: ImageReference, path: Path,
 
 def _from_docker(store: Store, reference: str,
                  progress: ProgressCallback | None) -> PrefetchResult:
+    from roteiro_py.store.docker_engine import engine_name, import_from_engine, pinned_name  # lazy: as above
+
     name = engine_name(reference)
     base = pinned_name(name)
     wanted = parse_pinned(reference).digest if "@" in reference else None
@@ -188,6 +197,8 @@ def pin_from_layout(path: Path, name: str | None) -> str:
     it must be the entry's). A ref name that is only a tag (skopeo, buildx) names no
     repository: the user is asked for a name. Several entries or none are refused,
     listing them (errors.LayoutImageNotChosen: usage, the choice is the user's)."""
+    from roteiro_py.store.oci_source import LayoutArchiveSource, layout_images, open_layout  # lazy: as above
+
     where = f"oci:{path}"
     given = parse(name) if name is not None else None  # MalformedReference: usage, first
     try:

@@ -62,12 +62,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.socket_deadline import SocketDeadline, armed_connection
-from roteiro_py.vm.assets import openpgp
 from roteiro_py.vocabulary import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
+
+if TYPE_CHECKING:
+    from roteiro_py.vm.assets import openpgp
 
 DEFAULT_ARCHIVE = DEFAULT_DEBIAN_ARCHIVE
 DEFAULT_SECURITY_ARCHIVE = DEFAULT_DEBIAN_SECURITY_ARCHIVE
@@ -340,6 +342,10 @@ def fetch(archive: str, path: str, limit: int, sink: Callable[[bytes], object] |
 
 
 def pinned_keys() -> list[openpgp.PublicKey]:
+    # lazy, as in read_release: openpgp.py loads cryptography, which only provisioning
+    # needs; every lint imports this module (vm/assets/assets.py) and verifies nothing
+    from roteiro_py.vm.assets import openpgp
+
     keys: list[openpgp.PublicKey] = []
     data = resources.files("roteiro_py") / "data"
     for name in sorted(set(PINNED_KEYS.values())):
@@ -385,6 +391,8 @@ def when(epoch: int) -> str:
 def parse_release(archive: str, suite: str, verified: openpgp.Verified, now: float, *,
                   kind: str) -> Release:
     """The fields of a verified InRelease of `kind` (MAIN or SECURITY), its dates checked."""
+    from roteiro_py.vm.assets import openpgp  # lazy, as in read_release
+
     fields = _fields(verified.text.split("\n\n", 1)[0].strip("\n"))
     if suite not in (fields.get("Codename"), fields.get("Suite")):
         raise ArchiveError(f"InRelease is signed but for suite {fields.get('Codename')!r}, "
@@ -411,6 +419,10 @@ def parse_release(archive: str, suite: str, verified: openpgp.Verified, now: flo
 
 
 def read_release(archive: str, suite: str, now: float, *, kind: str) -> Release:
+    # lazy: openpgp.py loads cryptography (~20 ms), which only provisioning needs; every
+    # lint imports this module through vm/assets/assets.py (bench/cli_startup.py)
+    from roteiro_py.vm.assets import openpgp
+
     data = fetch(archive, f"dists/{suite}/InRelease", MAX_INRELEASE_BYTES)
     try:
         verified = openpgp.verify_cleartext(data, pinned_keys(), now)

@@ -254,14 +254,36 @@ def kernel_cmdline() -> str:
     return " ".join(words)
 
 
+#: What each qemu binary said to `--version`, by its resolved path and file identity
+#: (`_identity`): asked once per binary and process. A lint asked three times, ~10 ms of
+#: CPU each plus the spawn (the probe for the sandbox, again for the job's backend, the
+#: template's key); a binary replaced meanwhile is another identity, and asked again.
+_VERSIONS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _identity(path: str) -> tuple[str, int, int, int] | None:
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return real, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def qemu_version(path: str) -> str:
     """The first line qemu at `path` prints for `--version` ("" when it prints nothing),
     through the process layer: errors.SpawnFailed when it cannot start, HostToolFailed
-    past QEMU_VERSION_TIMEOUT_S."""
+    past QEMU_VERSION_TIMEOUT_S. Remembered per binary (`_VERSIONS`); a failure is not."""
+    ident = _identity(path)
+    if ident is not None and ident in _VERSIONS:
+        return _VERSIONS[ident]
     done = run_tool([path, "--version"], purpose="ask qemu its version",
                     timeout=QEMU_VERSION_TIMEOUT_S, max_bytes=DIAGNOSTIC_BYTES)
     lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
-    return lines[0] if lines else ""
+    first = lines[0] if lines else ""
+    if ident is not None:
+        _VERSIONS[ident] = first
+    return first
 
 
 def tied_to_caller(argv: list[str]) -> list[str]:

@@ -182,19 +182,14 @@ class TemplateUnusable(Exception):
     """No template can serve this run (a template step failed): it boots cold."""
 
 
-_QEMU_VERSIONS: dict[tuple[str, int, int, int], str] = {}
-
-
 def qemu_identity(qemu: str) -> list[object]:
     """The qemu binary's resolved path, file identity and `--version` (asked once per
-    binary and process)."""
+    binary and process: machine.qemu_version)."""
     found = shutil.which(qemu) or qemu
     real = os.path.realpath(found)
     st = os.stat(real)
     ident = (real, st.st_ino, st.st_size, st.st_mtime_ns)
-    if ident not in _QEMU_VERSIONS:
-        _QEMU_VERSIONS[ident] = qemu_version(real)
-    return [*ident, _QEMU_VERSIONS[ident]]
+    return [*ident, qemu_version(real)]
 
 
 def file_identity(path: Path) -> list[object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,39 @@ def test_a_refusal_before_validation_builds_no_settings_model(tmp_path: Path, im
     result = subprocess.run([sys.executable, "-c", REFUSAL_PROBE, *pinned], capture_output=True,
                             text=True, timeout=60)
     assert "roteiro_py.config_model" in result.stdout, result.stdout[-500:]
+
+
+NOT_PROVISIONED_PROBE = (
+    "import sys\n"
+    "from roteiro_py.vm.qemu import backend\n"
+    "# no VM assets here: the hypervisor check passes as on a host that has them\n"
+    "backend.QemuBackend.isolation = lambda self: backend.isolation_for('tcg')\n"
+    "from roteiro_py.cli.app import main\n"
+    "print('EXIT', main(sys.argv[1:]))\n"
+    "print('REACHED', [m for m in ('roteiro_py.config_model', 'roteiro_py.store.layout') "
+    "if m in sys.modules])\n"
+    "print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'cryptography') "
+    "or m.startswith(('roteiro_py.report', 'roteiro_py.clippy.parse', 'roteiro_py.image.rust_dist'))))\n"
+)
+
+
+def test_the_not_provisioned_refusal_loads_no_report_console_or_cryptography(
+        tmp_path: Path, roteiro_home: Path) -> None:
+    """"image not provisioned" comes after the settings' validation and the hypervisor
+    check, before any VM: the report's models, rich (the human report, the spinner on a
+    terminal) and cryptography (signatures, checked only when provisioning) are for later
+    or never, and cost as much as all of --help (bench/cli_startup.py)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "b"\nversion = "0.1.0"\n')
+    (tmp_path / "Cargo.lock").write_text('version = 4\n\n[[package]]\nname = "b"\nversion = "0.1.0"\n')
+    (tmp_path / "src" / "lib.rs").write_text("")
+    args = ["lint", "clippy", str(tmp_path), "--image", f"localhost/x@sha256:{HEX}", "--accel", "tcg"]
+    result = subprocess.run([sys.executable, "-c", NOT_PROVISIONED_PROBE, *args], capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path)
+    assert "EXIT 3" in result.stdout and "prefetch" in result.stderr, result.stdout + result.stderr[-800:]
+    # control: the run got as far as validating the settings and reading the store
+    assert "REACHED ['roteiro_py.config_model', 'roteiro_py.store.layout']" in result.stdout
+    assert "HEAVY []" in result.stdout, result.stdout[-800:]
 
 
 def test_a_bad_value_elsewhere_is_still_refused_before_the_missing_image(tmp_path: Path) -> None:
@@ -412,3 +446,30 @@ def test_fix_takes_no_value_or_patch_and_its_gate_comes_first(tmp_path: Path) ->
     assert filed.returncode == 3 and "would both be printed" not in filed.stderr
     for result in (fixing, patch, bogus, alone, attested, streamed, printed, filed):
         assert_no_traceback(result)
+
+
+def test_a_run_builds_only_the_command_its_first_word_names(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """Typer builds each command's click parameters from its signature on every run: a
+    lint built all of them (~25 ms of CPU). It builds its own group's now (cli/app.py
+    `_app_for`); completion, the program's help, an unknown word, the whole app."""
+    import typer.main
+
+    real = typer.main.get_params_from_function
+    built: list[object] = []
+
+    def counted(func: Callable[..., object]) -> object:
+        built.append(func)
+        return real(func)
+
+    monkeypatch.setattr(typer.main, "get_params_from_function", counted)
+    assert cli.main(["lint", "clippy", "--help"]) == 0
+    assert cli.lint_clippy in built and cli.render not in built and cli.doctor not in built
+    for args in (["--help"], ["lnt"]):  # control: the whole app, as before
+        built.clear()
+        cli.main(args)
+        assert cli.lint_clippy in built and cli.render in built and cli.doctor in built, args
+    built.clear()
+    monkeypatch.setenv("_PYLINT_SANDBOX_COMPLETE", "bash_source")
+    cli.main(["lint", "clippy", "--help"])
+    assert cli.render in built

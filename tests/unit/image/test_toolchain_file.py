@@ -87,7 +87,7 @@ def test_the_file_is_read_through_the_bounded_reader(tmp_path: Path) -> None:
 
 
 def test_more_targets_and_components_than_a_fetch_takes_is_the_files_refusal(tmp_path: Path) -> None:
-    """Each list may hold MAX_LIST names, but a fetch takes rust_dist.MAX_REQUESTED of both
+    """Each list may hold MAX_LIST names, but a fetch takes channel.MAX_REQUESTED of both
     together: 40 targets and 40 components were read, then refused by fetch_toolchain as
     a usage error (exit 2) naming --from-dist, for what the tree's file holds. The file
     itself is refused now, naming it (exit 3)."""

@@ -468,6 +468,29 @@ def test_a_hung_qemu_version_is_a_refusal_not_exit_4(
     assert probe.qemu_info(str(hung)) == (str(hung), None)
 
 
+def test_qemu_is_asked_its_version_once_per_binary(tmp_path: Path) -> None:
+    """A lint asked `qemu --version` three times (the probe for the sandbox, again for the
+    job's backend, the template's key): once per binary and process now. A binary
+    replaced since is another binary, asked again."""
+    from roteiro_py.vm.qemu import probe, template
+
+    calls = tmp_path / "calls"
+    qemu = stub_tool(tmp_path / "bin", "qemu-counted",
+                     f"echo x >> {shlex.quote(str(calls))}\necho 'QEMU emulator version 9.9.9'\n")
+    assert probe.qemu_info(str(qemu)) == (str(qemu), "9.9.9")
+    assert probe.qemu_info(str(qemu)) == (str(qemu), "9.9.9")
+    assert template.qemu_identity(str(qemu))[-1] == "QEMU emulator version 9.9.9"
+    assert calls.read_text() == "x\n"
+    # control: the same path, another binary (upgraded in place): asked, and believed
+    replaced = tmp_path / "bin" / "qemu-new"
+    replaced.write_text(f"#!/bin/sh\necho x >> {shlex.quote(str(calls))}\n"
+                        "echo 'QEMU emulator version 10.0.0'\n")
+    replaced.chmod(0o755)
+    replaced.replace(qemu)
+    assert probe.qemu_info(str(qemu)) == (str(qemu), "10.0.0")
+    assert calls.read_text() == "x\nx\n"
+
+
 def zstd_layer(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Layer:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
