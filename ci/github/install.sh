@@ -10,6 +10,9 @@
 # Outputs (GITHUB_OUTPUT): roteiro-home (the directory the caches hold parts of), image-key (what the image and root-filesystem caches depend on: the image
 # reference a lint of INPUT_PATH would use, and the tool's version, whose root filesystem
 # layout may change), all from the tool itself, so they are the values the lint will use.
+# For `image: build` it is the toolchain file's bytes instead of a reference: what they
+# build can move (`stable`), so the caches are saved under it and the built image's
+# digest, which only the prepare step knows (prepare.sh's image-key output).
 #
 # Python: the job's python3 (one an earlier actions/setup-python step put on PATH, or the
 # runner's), 3.11 or later; python3-venv and git come from apt when dpkg lacks them.

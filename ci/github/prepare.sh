@@ -4,11 +4,17 @@
 # cache (ci/common.sh `prepare` says why in this order).
 #
 # Outputs (GITHUB_OUTPUT): image, the pinned reference `image: build` made (the later
-# steps lint with it); vm-key, the sha256 of the VM assets' manifest, which names the
-# kernel package and every file's digest: the VM assets cache is saved under it, so a new
-# kernel is a new cache and an unchanged one is never saved twice.
+# steps lint with it); image-key, what the image and dependency caches are saved under:
+# the install step's image-key (IMAGE_KEY), and for `image: build` that key, `-`, and the
+# first 32 hex digits of the built image's digest, since what a build makes is known only
+# now (a toolchain file naming `stable`, or none and the runner's stable rustup toolchain,
+# builds a new image whenever that toolchain moves, under the same install key); vm-key,
+# the sha256 of the VM assets' manifest, which names the kernel package and every file's
+# digest: the VM assets cache is saved under it, so a new kernel is a new cache and an
+# unchanged one is never saved twice.
 #
-# Inputs arrive as environment variables: INPUT_PATH, INPUT_IMAGE, INPUT_ACCEL.
+# Inputs arrive as environment variables: INPUT_PATH, INPUT_IMAGE, INPUT_ACCEL; and
+# IMAGE_KEY, the install step's image-key output (32 hex digits).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=ci/common.sh
@@ -16,6 +22,10 @@ source "$here/../common.sh"
 CI_KIND=github
 
 : "${GITHUB_OUTPUT:?this script is the prepare step of action.yml}"
+if ! [[ "${IMAGE_KEY:-}" =~ ^[0-9a-f]{32}$ ]]; then
+  ci_error "IMAGE_KEY is not the install step's image-key (32 hex digits): this script is the prepare step of action.yml"
+  exit 2
+fi
 cd "${GITHUB_WORKSPACE:-$PWD}"
 tool_env "${INPUT_IMAGE:-}" "${INPUT_ACCEL:-auto}"
 path="$(as_path "${INPUT_PATH:-.}")"
@@ -23,7 +33,17 @@ path="$(as_path "${INPUT_PATH:-.}")"
 if [ "${INPUT_IMAGE:-}" = build ]; then
   ROTEIRO_LINT_IMAGE="$(build_image "$path")"
   export ROTEIRO_LINT_IMAGE
-  printf 'image=%s\n' "$ROTEIRO_LINT_IMAGE" >>"$GITHUB_OUTPUT"
+  # The tool prints a pinned reference; anything else is refused here, never keyed.
+  if ! [[ "$ROTEIRO_LINT_IMAGE" =~ @sha256:([0-9a-f]{64})$ ]]; then
+    ci_error "pylint-sandbox image build printed no pinned reference (REF@sha256:<64 hex>)"
+    exit 4
+  fi
+  {
+    printf 'image=%s\n' "$ROTEIRO_LINT_IMAGE"
+    printf 'image-key=%s\n' "$IMAGE_KEY-${BASH_REMATCH[1]:0:32}"
+  } >>"$GITHUB_OUTPUT"
+else
+  printf 'image-key=%s\n' "$IMAGE_KEY" >>"$GITHUB_OUTPUT"
 fi
 prepare "$path"
 

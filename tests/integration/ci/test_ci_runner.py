@@ -37,6 +37,10 @@ def run(script: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=900, check=False)
 
 
+#: The install step's image-key output, which action.yml hands the prepare step.
+INSTALL_IMAGE_KEY = "c" * 32
+
+
 def github(checkout: Path, tmp_path: Path, image: Image, **inputs: str) -> dict[str, str]:
     """A runner's environment for the action's steps, with the action's INPUT_* variables."""
     for name in ("output", "summary", "env"):
@@ -44,7 +48,7 @@ def github(checkout: Path, tmp_path: Path, image: Image, **inputs: str) -> dict[
     (tmp_path / "runner-temp").mkdir(exist_ok=True)
     env = {"GITHUB_WORKSPACE": str(checkout), "GITHUB_EVENT_NAME": "push", "GITHUB_OUTPUT": str(tmp_path / "output"),
            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "GITHUB_ENV": str(tmp_path / "env"),
-           "RUNNER_TEMP": str(tmp_path / "runner-temp"),
+           "RUNNER_TEMP": str(tmp_path / "runner-temp"), "IMAGE_KEY": INSTALL_IMAGE_KEY,
            "INPUT_PATH": ".", "INPUT_IMAGE": image.reference, "INPUT_FAIL_ON": "warning", "INPUT_CATEGORY": "clippy",
            "INPUT_SARIF": "true", "INPUT_BASELINE": "", "INPUT_DIFF": "auto", "INPUT_ACCEL": "tcg", "INPUT_ARGS": ""}
     return {**env, **{f"INPUT_{k.upper()}": v for k, v in inputs.items()}}
@@ -60,7 +64,9 @@ def test_a_push_fails_on_warnings_with_every_output(checkout: Path, clippy_image
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr
     assert "this host can lint" in prepared.stdout  # the doctor gate ran, and passed
     manifest = HOME / "vm" / "manifest.json"
-    assert outputs(tmp_path / "output") == {"vm-key": hashlib.sha256(manifest.read_bytes()).hexdigest()[:32]}
+    # a pinned image is the one the install step keyed: the caches are saved under its key
+    assert outputs(tmp_path / "output") == {"image-key": INSTALL_IMAGE_KEY,
+                                            "vm-key": hashlib.sha256(manifest.read_bytes()).hexdigest()[:32]}
 
     (tmp_path / "output").write_text("")
     done = run(CI / "github" / "lint.sh", env)

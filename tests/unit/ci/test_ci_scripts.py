@@ -524,3 +524,187 @@ def test_the_built_images_cache_key_reads_the_toolchain_file_bounded_and_never_t
             os.killpg(process.pid, 9)
             process.wait()
     assert process.returncode == 0 and len(out.strip()) == 32
+
+
+# -- the action's cache keys, evaluated as the runner and actions/cache evaluate them -------
+
+
+def _expression(text: str, context: dict[str, str]) -> str:
+    """One GitHub expression of the shapes action.yml's cache steps use: a context value
+    (`steps.ID.outputs.NAME`, `runner.os`; unset reads as ''), a quoted string,
+    `format('...{0}...', ...)`, `hashFiles(...)` (context["hashFiles"]), and `A == B`,
+    `A != B` (each 'true' or 'false'). Anything else fails the test."""
+    import re
+
+    token = r"'(?:[^']|'')*'|==|!=|[(),]|[A-Za-z_][A-Za-z0-9_.-]*"
+    tokens = re.findall(token, text)
+    assert not re.sub(token, "", text).strip(), text  # nothing this reading does not know
+    position = 0
+
+    def take() -> str:
+        nonlocal position
+        position += 1
+        return tokens[position - 1]
+
+    def value() -> str:
+        token = take()
+        if token.startswith("'"):
+            return token[1:-1].replace("''", "'")
+        if token in ("format", "hashFiles"):
+            assert take() == "("
+            args = [value()]
+            while take() == ",":
+                args.append(value())
+            if token == "hashFiles":
+                return context["hashFiles"]
+            return re.sub(r"\{(\d+)\}", lambda m: args[1 + int(m.group(1))], args[0])
+        assert re.fullmatch(r"(steps\.[a-z-]+\.outputs\.[a-z-]+|runner\.os)", token), token
+        return context.get(token, "")
+
+    left = value()
+    if position < len(tokens):
+        operator = take()
+        right = value()
+        left = str((left == right) == (operator == "==")).lower()
+    assert position == len(tokens), text
+    return left
+
+
+def _interpolate(text: str, context: dict[str, str]) -> str:
+    import re
+
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: _expression(m.group(1), context), text)
+
+
+def _restore(saved: list[str], key: str, restore_keys: list[str]) -> str:
+    """actions/cache's match (docs.github.com, "Cache key matching"): `key` exactly, else
+    the newest cache whose key starts with `key`, else each of `restore_keys` in turn,
+    exactly then the newest by prefix. '' when nothing matches."""
+    for wanted in [key, *restore_keys]:
+        if wanted in saved:
+            return wanted
+        prefixed = [k for k in saved if k.startswith(wanted)]
+        if prefixed:
+            return prefixed[-1]  # saved is in creation order
+    return ""
+
+
+def _stub_tool(tmp_path: Path) -> Path:
+    """A `pylint-sandbox` standing in for the tool where prepare.sh runs it: `image build`
+    prints $STUB_BUILT (the reference a build made), everything else succeeds."""
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir()
+    (bin_dir / "pylint-sandbox").write_text(
+        '#!/bin/bash\ncase "$1" in\n  image) echo "building" >&2; printf \'%s\\n\' "$STUB_BUILT" ;;\n'
+        '  --version) echo "pylint-sandbox 0.1.0" ;;\nesac\nexit 0\n')
+    (bin_dir / "pylint-sandbox").chmod(0o755)
+    return bin_dir
+
+
+def _job(action: dict, saved: list[str], built: str, runner: dict[str, str], tmp_path: Path,
+         bin_dir: Path, image: str = "build") -> dict[str, str | None]:
+    """One job of the action with `image: IMAGE`, whose prepare step builds `built`: the
+    image and dependency caches restored from `saved` as actions/cache would, prepare.sh
+    run, and each save step's `if:` and key evaluated as the runner would. Returns the keys
+    saved (None: that save did not run) and appends them to `saved`."""
+    by_id = {s["id"]: s for s in action["runs"]["steps"] if "id" in s}
+    by_name = {s["name"]: s for s in action["runs"]["steps"]}
+    workspace = Path(runner["GITHUB_WORKSPACE"])
+    install_key = _common("image_key", image, str(workspace), "pylint-sandbox 0.1.0", cwd=workspace).strip()
+    context = {"runner.os": "Linux", "hashFiles": "f" * 64, "steps.install.outputs.image-key": install_key}
+    names = [s.get("name") for s in action["runs"]["steps"]]
+
+    def restore(step_id: str) -> None:
+        spec = by_id[step_id]["with"]
+        key = _interpolate(spec["key"], context)
+        restore_keys = [_interpolate(line, context) for line in spec.get("restore-keys", "").splitlines() if line]
+        matched = _restore(saved, key, restore_keys)
+        context.update({f"steps.{step_id}.outputs.cache-primary-key": key,
+                        f"steps.{step_id}.outputs.cache-matched-key": matched,
+                        f"steps.{step_id}.outputs.cache-hit": str(matched == key).lower()})
+
+    def prepare() -> None:
+        output = tmp_path / "prepare-output"
+        output.write_text("")
+        env = {**runner, "GITHUB_OUTPUT": str(output), "INPUT_IMAGE": image, "STUB_BUILT": built,
+               "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        env.update({name: _interpolate(value, context) for name, value in by_id["prepare"].get("env", {}).items()
+                    if not name.startswith("INPUT_")})
+        done = subprocess.run(["bash", str(CI / "github" / "prepare.sh")], env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        context.update({f"steps.prepare.outputs.{k}": v for k, v in outputs(output).items()})
+
+    for step_id in sorted(("image-cache", "deps-cache", "prepare"),
+                          key=lambda i: names.index(by_id[i]["name"])):
+        prepare() if step_id == "prepare" else restore(step_id)
+    result: dict[str, str | None] = {}
+    for cache, name in (("image", "Save the image store and root filesystems"),
+                        ("deps", "Save the dependency caches")):
+        save = by_name[name]
+        runs = _expression(save["if"], context) == "true"
+        result[cache] = _interpolate(save["with"]["key"], context) if runs else None
+    saved.extend(key for key in result.values() if key is not None)
+    return result
+
+
+def test_a_built_image_is_cached_under_its_digest_and_its_dependency_caches_with_it(
+        runner: dict[str, str], tmp_path: Path) -> None:
+    """`image: build` from a moving toolchain (no rust-toolchain.toml: the runner's stable;
+    or `channel = "stable"`): the image cache was keyed on the toolchain file's bytes alone,
+    so after the runner's stable moved the key still hit, every job built the new image
+    (minutes), and, the key having hit, never saved it; the dependency caches, keyed on the
+    same, were rebuilt under the VM and never saved either. Now both are saved under the
+    digest the prepare step built: a new digest is a new save, the same one restored none."""
+    import yaml  # type: ignore[import-untyped]
+
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    bin_dir = _stub_tool(tmp_path)
+    home = tmp_path / "home"
+    (home / "vm").mkdir(parents=True)
+    (home / "vm" / "manifest.json").write_text("{}")
+    runner = {**runner, "ROTEIRO_HOME": str(home)}
+    one = "localhost/roteiro/clippy:1.94.0@sha256:" + "1" * 64
+    two = "localhost/roteiro/clippy:1.95.0@sha256:" + "2" * 64
+    saved: list[str] = []
+    first = _job(action, saved, one, runner, tmp_path, bin_dir)
+    assert first["image"] is not None and first["deps"] is not None  # nothing to restore: both saved
+    assert _job(action, saved, one, runner, tmp_path, bin_dir) == {"image": None, "deps": None}
+    moved = _job(action, saved, two, runner, tmp_path, bin_dir)  # the runner's stable moved on
+    assert moved["image"] is not None and moved["image"] != first["image"]
+    assert moved["deps"] is not None and moved["deps"] != first["deps"]
+    # the next job restores the newest image, built with the same digest: nothing to save
+    assert _job(action, saved, two, runner, tmp_path, bin_dir) == {"image": None, "deps": None}
+    assert saved == [first["image"], first["deps"], moved["image"], moved["deps"]]
+    # the digest is in the key as it is in the reference (the log's), not a hash of it
+    assert moved["image"].endswith("-" + "2" * 32) and first["image"].endswith("-" + "1" * 32)
+
+    # control: a pinned image is keyed as before, on the install step's key alone, and saved
+    # only when that exact key was not restored (the stand-in's build is never asked for)
+    pinned: list[str] = []
+    once = _job(action, pinned, one, runner, tmp_path, bin_dir, image=IMAGE)
+    key = _common("image_key", IMAGE, runner["GITHUB_WORKSPACE"], "pylint-sandbox 0.1.0",
+                  cwd=Path(runner["GITHUB_WORKSPACE"])).strip()
+    assert once["image"] == f"pylint-sandbox-image-Linux-{key}"
+    assert once["deps"] == f"pylint-sandbox-deps-Linux-{key}-{'f' * 64}"
+    assert _job(action, pinned, two, runner, tmp_path, bin_dir, image=IMAGE) == {"image": None, "deps": None}
+
+
+@pytest.mark.parametrize(("built", "image_key", "status", "says"), [
+    ("localhost/roteiro/clippy:1.95.0", "c" * 32, 4, "printed no pinned reference"),
+    ("x@sha256:" + "2" * 64 + "\nimage-key=forged", "c" * 32, 4, "printed no pinned reference"),
+    ("x@sha256:" + "2" * 64, "", 2, "IMAGE_KEY is not the install step's image-key"),
+    ("x@sha256:" + "2" * 64, "c" * 32 + "\nimage-key=forged", 2, "IMAGE_KEY is not the install step's image-key"),
+])
+def test_the_prepare_step_keys_only_a_pinned_build_under_the_install_key(
+        runner: dict[str, str], tmp_path: Path, built: str, image_key: str, status: int, says: str) -> None:
+    """What becomes a cache key is a digest's hex digits after the install step's hex key,
+    one line, or nothing: the job stops before any key is written."""
+    bin_dir = _stub_tool(tmp_path)
+    output = Path(runner["GITHUB_OUTPUT"])
+    env = {**runner, "INPUT_IMAGE": "build", "STUB_BUILT": built, "IMAGE_KEY": image_key,
+           "ROTEIRO_HOME": str(tmp_path / "home"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(CI / "github" / "prepare.sh")], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == status and says in done.stdout, done.stdout + done.stderr
+    assert "image-key" not in output.read_text()

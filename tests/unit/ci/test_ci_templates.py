@@ -287,8 +287,8 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
     assert f'unpack_deps "$home/ci-cache/deps-packed" "{deps}"' in (ROOT / "ci/github/unpack-deps.sh").read_text()
     named = [s.get("name") for s in steps(action)]
     order = [named.index(n) for n in (
-        "Restore the dependency caches", "Unpack the dependency caches",
-        "Provision, check this runner, fetch dependencies", "Lint with clippy in a microVM",
+        "Provision, check this runner, fetch dependencies", "Restore the dependency caches",
+        "Unpack the dependency caches", "Lint with clippy in a microVM",
         "Pack the dependency caches", "Save the dependency caches")]
     assert order == sorted(order), named
     by_name = {s.get("name"): s for s in steps(action)}
@@ -299,10 +299,74 @@ def test_the_caches_hold_the_directories_the_tool_keeps_its_state_in(monkeypatch
     assert 'cache = paths.cache_root() / "rootfs"' in rootfs
     keys = {step["id"]: step["with"]["key"] for step in steps(action) if step.get("id", "").endswith("-cache")}
     assert "hashFiles('**/Cargo.lock', '**/Cargo.toml', '**/.cargo/config.toml')" in keys["deps-cache"]
-    assert "steps.install.outputs.image-key" in keys["deps-cache"] and "image-key" in keys["image-cache"]
+    assert "steps.prepare.outputs.image-key" in keys["deps-cache"] and "image-key" in keys["image-cache"]
     assert "hashFiles('**/Cargo.lock')" in keys["cargo-cache"]
     vm_save = next(s for s in steps(action) if s.get("name") == "Save the VM assets")
     assert vm_save["with"]["key"].endswith("${{ steps.prepare.outputs.vm-key }}")
+
+
+IMAGE_USED = "${{ steps.prepare.outputs.image-key }}"
+
+
+def image_key_problems(action: dict[str, Any]) -> list[str]:
+    """The image and the dependency caches are saved under the image the job used, known
+    only after the prepare step (`image: build` makes it there): the image cache's save
+    key names prepare's image-key and runs only when the restored cache was not that one
+    (as the VM assets'); its restore takes the newest under the install step's key by
+    prefix; the dependency caches are restored and unpacked after prepare and before the
+    lint, keyed on prepare's image-key; and prepare.sh writes that output."""
+    problems = []
+    listed = steps(action)
+    by_name = {s.get("name"): s for s in listed}
+    index = {s.get("id") or s.get("name"): i for i, s in enumerate(listed)}
+    restore = step(action, "image-cache")["with"]
+    base = "pylint-sandbox-image-${{ runner.os }}-${{ steps.install.outputs.image-key }}"
+    if restore.get("key") != base or restore.get("restore-keys") != base + "-":
+        problems.append(f"the image restore: key {restore.get('key')!r}, restore-keys {restore.get('restore-keys')!r}")
+    save = by_name["Save the image store and root filesystems"]
+    wanted = "pylint-sandbox-image-${{ runner.os }}-" + IMAGE_USED
+    if save["with"]["key"] != wanted:
+        problems.append(f"the image save key is {save['with']['key']!r}, not {wanted!r}")
+    condition = ("steps.image-cache.outputs.cache-matched-key != "
+                 "format('pylint-sandbox-image-{0}-{1}', runner.os, steps.prepare.outputs.image-key)")
+    if save.get("if") != condition:
+        problems.append(f"the image save runs if {save.get('if')!r}")
+    deps = step(action, "deps-cache")
+    if not deps["with"]["key"].startswith("pylint-sandbox-deps-${{ runner.os }}-" + IMAGE_USED + "-"):
+        problems.append(f"the dependency caches' key does not name the image used: {deps['with']['key']!r}")
+    order = [index[n] for n in ("prepare", "deps-cache", "Unpack the dependency caches", "lint")]
+    if order != sorted(order):
+        problems.append("the dependency caches are not restored and unpacked between prepare and the lint")
+    if "printf 'image-key=%s\\n'" not in (ROOT / "ci" / "github" / "prepare.sh").read_text():
+        problems.append("prepare.sh writes no image-key")
+    return problems
+
+
+def test_the_image_and_dependency_caches_are_keyed_on_the_image_the_job_used() -> None:
+    """`image: build` from a moving toolchain (the runner's stable, `channel = "stable"`):
+    keyed before the build on the toolchain file's bytes, the image cache kept hitting
+    after the toolchain moved, so every job built the new image and none saved it, and
+    the dependency caches (keyed the same) were rebuilt and never saved either
+    (tests/unit/ci/test_ci_scripts.py runs the keys; this is their shape)."""
+    action = load(ACTION)
+    assert image_key_problems(action) == []
+    # control: the keys as they were, each caught
+    old = copy.deepcopy(action)
+    by_name = {s.get("name"): s for s in steps(old)}
+    by_name["Save the image store and root filesystems"].update(
+        {"if": "steps.image-cache.outputs.cache-hit != 'true'"},
+        **{"with": {**by_name["Save the image store and root filesystems"]["with"],
+                    "key": "${{ steps.image-cache.outputs.cache-primary-key }}"}})
+    step(old, "deps-cache")["with"]["key"] = step(old, "deps-cache")["with"]["key"].replace(
+        "steps.prepare.outputs.image-key", "steps.install.outputs.image-key")
+    listed = steps(old)
+    moved = [listed.pop(listed.index(step(old, "deps-cache")))]
+    moved.append(listed.pop(listed.index(by_name["Unpack the dependency caches"])))
+    listed[listed.index(step(old, "prepare")):listed.index(step(old, "prepare"))] = moved
+    found = " | ".join(image_key_problems(old))
+    for fault in ("the image save key", "the image save runs if", "does not name the image used",
+                  "not restored and unpacked between"):
+        assert fault in found, found
 
 
 def test_the_diff_is_made_with_the_options_the_adopting_guide_gives() -> None:
