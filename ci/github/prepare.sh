@@ -48,4 +48,7 @@ fi
 prepare "$path"
 
 manifest="${ROTEIRO_HOME:-$HOME/.roteiro}/vm/manifest.json"
-printf 'vm-key=%s\n' "$(sha256sum <"$manifest" | cut -c1-32)" >>"$GITHUB_OUTPUT"
+# computed apart from the printf: a failure inside "$(...)" in an argument does not stop
+# the script under set -e, and an empty vm-key would save the assets under the bare prefix
+vm_key="$(sha256sum <"$manifest" | cut -c1-32)"
+printf 'vm-key=%s\n' "$vm_key" >>"$GITHUB_OUTPUT"

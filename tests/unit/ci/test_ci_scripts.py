@@ -6,6 +6,7 @@ exit status. The lint itself under a runner's environment is tests/integration/c
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -708,3 +709,25 @@ def test_the_prepare_step_keys_only_a_pinned_build_under_the_install_key(
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == status and says in done.stdout, done.stdout + done.stderr
     assert "image-key" not in output.read_text()
+
+
+def test_the_prepare_step_stops_when_the_vm_assets_have_no_manifest(
+        runner: dict[str, str], tmp_path: Path) -> None:
+    """The vm-key was computed inside printf's argument, where a failing sha256sum does not
+    stop a set -e script: with no manifest the step exited 0 and wrote an empty vm-key, and
+    the VM assets were saved under the bare prefix. Now the step fails."""
+    bin_dir = _stub_tool(tmp_path)
+    output = Path(runner["GITHUB_OUTPUT"])
+    env = {**runner, "INPUT_IMAGE": IMAGE, "IMAGE_KEY": "c" * 32,
+           "ROTEIRO_HOME": str(tmp_path / "home"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(CI / "github" / "prepare.sh")], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "vm-key" not in output.read_text(), done.stdout + done.stderr
+    # control: with a manifest the same step writes its key
+    (tmp_path / "home" / "vm").mkdir(parents=True)
+    (tmp_path / "home" / "vm" / "manifest.json").write_text("{}")
+    output.write_text("")
+    done = subprocess.run(["bash", str(CI / "github" / "prepare.sh")], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^vm-key=[0-9a-f]{32}$", output.read_text(), re.M)
