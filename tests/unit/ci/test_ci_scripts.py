@@ -708,3 +708,31 @@ def test_the_prepare_step_keys_only_a_pinned_build_under_the_install_key(
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == status and says in done.stdout, done.stdout + done.stderr
     assert "image-key" not in output.read_text()
+
+
+# -- the image cache keeps only the image the lint used -------------------------------------
+
+
+def test_keep_image_leaves_only_the_image_the_lint_used(runner: dict[str, str]) -> None:
+    """keep-image.sh (before the image cache's save) runs the tool's `cache remove-image
+    --all-except` on the image the lint used: prepare's for `image: build`, else the pinned
+    input; a build that gave none removes nothing."""
+    from roteiro_py.store import Store
+    from tests.unit.store.store_images import make_image, provision
+
+    store = Store.default()  # the test's own $ROTEIRO_HOME, which the script inherits
+    old, new, pinned = (provision(store, make_image({name: name.encode() * 1000}), f"localhost/t/{name}")
+                        for name in ("old", "new", "pinned"))
+    script = CI / "github" / "keep-image.sh"
+    refused = run(script, {**runner, "INPUT_IMAGE": "build", "BUILT_IMAGE": ""})
+    assert refused.returncode == 2 and "the prepare step gave no image" in refused.stdout
+    assert len(store.references()) == 3
+    built = run(script, {**runner, "INPUT_IMAGE": "build", "BUILT_IMAGE": str(new)})
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert [ref.name for ref in store.references()] == [str(new)]
+    assert f"removed image {old}:" in built.stdout and f"removed image {pinned}:" in built.stdout
+    # a pinned input: that one is kept
+    provision(store, make_image({"pinned": b"pinned" * 1000}), "localhost/t/pinned")
+    kept = run(script, {**runner, "INPUT_IMAGE": str(pinned), "BUILT_IMAGE": ""})
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert [ref.name for ref in store.references()] == [str(pinned)]
