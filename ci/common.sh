@@ -20,6 +20,11 @@
 # so the same list installs on Debian and on Ubuntu (GitHub's runners).
 RUNTIME_PACKAGES=(qemu-system-x86 e2fsprogs zstd)
 
+# The file under ROTEIRO_HOME where the GitLab lint step records the image it lints with
+# (ci/gitlab/lint.sh), which `cache.sh save` keeps alone in the image cache.
+# shellcheck disable=SC2034  # read by the scripts that source this one
+LINT_IMAGE_RECORD=ci-lint-image
+
 # ci_error MESSAGE: an error the CI shows as such (a GitHub annotation; a plain line in GitLab).
 ci_error() {
   if [ "${CI_KIND:-}" = github ]; then

@@ -76,6 +76,30 @@ check_planted() {
   fi
 }
 
+# keep_image_used: before the image cache is archived, every provisioned image and image
+# build but the one the lint used (lint.sh's record) is removed (`cache remove-image
+# --all-except`, which never removes one a running lint holds). The cache's key is
+# roteiro.toml, and GitLab archives it after every job whatever was restored: without
+# this, each new image (`PYLINT_SANDBOX_IMAGE: build` after the toolchain moved, or
+# another pinned PYLINT_SANDBOX_IMAGE) was saved beside every earlier one, for ever.
+# No record (the lint stopped before its image was provisioned): nothing is removed.
+# after_script runs in a shell of its own, without the PATH before_script set.
+keep_image_used() {
+  local record="$home/$LINT_IMAGE_RECORD" image tool=pylint-sandbox
+  if [ ! -f "$record" ] || [ -L "$record" ]; then
+    return 0
+  fi
+  image="$(head -c 4096 -- "$record" | head -n 1)"
+  rm -f -- "$record"
+  if [ -n "${PYLINT_SANDBOX_DIR:-}" ] && [ -x "$PYLINT_SANDBOX_DIR/bin/pylint-sandbox" ]; then
+    tool="$PYLINT_SANDBOX_DIR/bin/pylint-sandbox"
+  fi
+  ci_note "keeping only the image the lint used in the image cache: $image"
+  if ! "$tool" cache remove-image --all-except "$image"; then
+    ci_note "the image cache is saved as it is: the tool said above why it removed nothing"
+  fi
+}
+
 case "${1:-}" in
   restore)
     check_planted || exit 3
@@ -108,6 +132,7 @@ case "${1:-}" in
       rm -rf -- "$cache"
       exit 0
     fi
+    keep_image_used
     for part in "${parts[@]}"; do
       to="$cache/${part%%|*}" from="${part#*|}"
       if [ ! -d "$from" ] || [ -L "$from" ]; then continue; fi

@@ -28,6 +28,11 @@ quality="$CI_PROJECT_DIR/gl-code-quality-report.json"
 report="$CI_PROJECT_DIR/clippy.json"
 rm -f -- "$quality" "$report"
 
+# The image this lint uses, written once it is provisioned, for `cache.sh save` to keep
+# only it in the image cache (an earlier job's record never stands for this one's).
+used="${ROTEIRO_HOME:-$HOME/.roteiro}/$LINT_IMAGE_RECORD"
+rm -f -- "$used"
+
 tool_env "${PYLINT_SANDBOX_IMAGE:-}" "${PYLINT_SANDBOX_ACCEL:-auto}"
 path="$(as_path "${PYLINT_SANDBOX_PATH:-.}")"
 if [ "${PYLINT_SANDBOX_IMAGE:-}" = build ]; then
@@ -35,6 +40,7 @@ if [ "${PYLINT_SANDBOX_IMAGE:-}" = build ]; then
   export ROTEIRO_LINT_IMAGE
 fi
 prepare "$path"
+pylint-sandbox config get lint.image --path="$path" >"$used" || rm -f -- "$used"
 
 args=(lint clippy "$path" --format=human "--format=gitlab=$quality" "--format=json=$report"
       "--fail-on=${PYLINT_SANDBOX_FAIL_ON:-warning}")

@@ -108,7 +108,7 @@ lint_app = typer.Typer(help="Lint a repository inside the sandbox.", cls=_Group,
 config_app = typer.Typer(help="Show and change configuration.", cls=_Group, no_args_is_help=True,
                          rich_markup_mode=None)
 cache_app = typer.Typer(help="List the caches lints keep and the provisioned images; prune the "
-                             "caches (each is rebuilt when missing); remove an image.",
+                             "caches (each is rebuilt when missing); remove an image, or all but one.",
                         cls=_Group, no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(lint_app, name="lint")
 app.add_typer(config_app, name="config")
@@ -585,14 +585,27 @@ def cache_prune(
 
 @cache_app.command("remove-image")
 def cache_remove_image(
-    reference: Annotated[str, typer.Argument(
-        metavar="IMAGE_REF", help="The image's reference as `cache list` shows it.")],
+    reference: Annotated[str | None, typer.Argument(
+        metavar="IMAGE_REF", help="The image's reference as `cache list` shows it.")] = None,
+    all_except: Annotated[str | None, typer.Option(
+        "--all-except", metavar="IMAGE_REF",
+        help="Keep this image and the image build that made it; remove every other "
+             "provisioned image and every other image build (what a CI job does before it "
+             "saves the image cache).")] = None,
 ) -> None:
     """Remove one provisioned image: its blobs no other image uses, and the root filesystems
-    built from it; never one a running lint holds."""
-    from roteiro_py.commands.cache import run_remove_image
+    built from it; never one a running lint holds. With --all-except IMAGE_REF, every
+    provisioned image but that one, and every image build (cache/images/clippy-<tag>) but
+    the one that built it; says what it removed and what a running lint kept."""
+    from roteiro_py.commands.cache import run_remove_all_except, run_remove_image
 
-    _guard(lambda: run_remove_image(reference=reference))
+    if (reference is None) == (all_except is None):
+        _guard(lambda: _usage("`cache remove-image` takes IMAGE_REF or --all-except IMAGE_REF, "
+                              "one of them."))
+    elif all_except is not None:
+        _guard(lambda: run_remove_all_except(reference=all_except))
+    else:
+        _guard(lambda: run_remove_image(reference=str(reference)))
 
 
 #: `docs`' help, from the topic table (shipped.DOCS): every topic named, with what it is.

@@ -15,7 +15,10 @@ and how one is deleted once that lock is taken:
 - a provisioned image is listed (kind `image`, store/layout.py `Store.usage`: its own
   blobs' bytes, the blobs it shares with another image counted once in a row of their
   own) but never pruned: it is not derived, only fetched again. `remove-image REF`
-  removes one (`Store.remove_image`), then the root filesystems built from it.
+  removes one (`Store.remove_image`), then the root filesystems built from it;
+  `remove-image --all-except REF` every other one, and every image-build layout but the
+  one that built REF (its record names REF's digest): what a CI cache saves is then what
+  the lint used, not every toolchain it ever saw.
 
 Last use is what a lint recorded (eviction.py `record_use`: `<entry>.used` beside a root
 filesystem, VM template or cargo view, `<key>.used` for a dependency cache,
@@ -56,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from roteiro_py import paths
-from roteiro_py.errors import UsageError
+from roteiro_py.errors import ImageInUse, ImageNotInStore, UsageError
 from roteiro_py.eviction import evict, last_use, used_record
 from roteiro_py.untrusted import guard, sanitise
 
@@ -632,6 +635,113 @@ def remove_text(done: ImageRemoved) -> str:
 def run_remove_image(*, reference: str) -> int:
     """`cache remove-image REF`: remove one provisioned image and what was built from it."""
     _write(remove_text(remove_image(reference)))
+    return 0
+
+
+#: The most bytes of an image-build layout's record (image/build.py INPUTS_FILE) read.
+RECORD_MAX_BYTES = 64 << 10
+_PINNED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def built_reference(layout: Path) -> str | None:
+    """The reference the image-build layout at `layout` built, as its record
+    (image/build.py INPUTS_FILE, written in the same rename as the layout) says; None when
+    the record is missing, larger than RECORD_MAX_BYTES, unreadable or names no pinned
+    reference (such a layout is never reused: a build with it builds again)."""
+    # lazy: see _DependencyCaches.entries
+    from roteiro_py.image.build import INPUTS_FILE
+
+    record = layout / INPUTS_FILE
+    try:
+        if not stat.S_ISREG(record.lstat().st_mode):
+            return None
+        with record.open("rb") as handle:
+            data = handle.read(RECORD_MAX_BYTES + 1)
+        document = json.loads(data) if len(data) <= RECORD_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    reference = document.get("reference") if isinstance(document, dict) else None
+    if not isinstance(reference, str) or not _PINNED_DIGEST.fullmatch(reference.rpartition("@")[2]):
+        return None
+    return reference
+
+
+@dataclass
+class KeptOnly:
+    """What `remove-image --all-except` did: the image kept (its stored reference), each
+    other image removed (with what went with it) or kept because a run holds it, and each
+    image-build layout removed or kept (the one that built the kept image; one a build holds)."""
+
+    kept: str
+    kept_layouts: list[Path]
+    images_removed: list[ImageRemoved]
+    images_in_use: list[str]
+    layouts_removed: list[Path]
+    layouts_in_use: list[Path]
+
+
+def remove_all_except(reference: str) -> KeptOnly:
+    """Keep the provisioned image `reference` (as remove_image names one) and the
+    image-build layout that built it; remove every other provisioned image (remove_image:
+    its blobs the kept image does not use, its root filesystems and VM templates) and every
+    other image-build layout. A layout is tied to the image it built by its record's
+    pinned reference (built_reference): the same manifest digest as the kept image's; a
+    layout whose record cannot be read is no image's and goes. Nothing a running lint (or
+    build) holds goes: it is reported. ImageNotInStore, before anything is removed, when
+    `reference` is not provisioned."""
+    # lazy: see _DependencyCaches.entries
+    from roteiro_py.locks import taken_if_free
+    from roteiro_py.store import Store
+
+    store = Store.default()
+    kept = store.named(reference)
+    digest = kept.descriptor.digest
+    removed: list[ImageRemoved] = []
+    in_use: list[str] = []
+    for other in store.references():
+        if other.name == kept.name and other.descriptor.digest == digest:
+            continue
+        try:
+            removed.append(remove_image(other.name))
+        except ImageInUse:
+            in_use.append(other.name)
+        except ImageNotInStore:
+            continue  # removed by another command meanwhile
+    builds = KINDS["image-build"]
+    kept_layouts: list[Path] = []
+    layouts_removed: list[Path] = []
+    layouts_in_use: list[Path] = []
+    for entry in builds.entries():
+        built = built_reference(entry.path)
+        if built is not None and built.rpartition("@")[2] == digest:
+            kept_layouts.append(entry.path)
+            continue
+        with taken_if_free(builds.lock_path(entry)) as free:
+            if free:
+                builds.delete(entry)
+                layouts_removed.append(entry.path)
+            else:
+                layouts_in_use.append(entry.path)
+    return KeptOnly(kept.name, kept_layouts, removed, in_use, layouts_removed, layouts_in_use)
+
+
+def kept_only_text(done: KeptOnly) -> str:
+    out = [remove_text(image).rstrip("\n") for image in done.images_removed]
+    out += [f"kept image {sanitise(name)}: in use by a running lint (its lock is held); "
+            "`pylint-sandbox cache remove-image` removes it once that has finished"
+            for name in done.images_in_use]
+    out += [f"removed image build {sanitise(str(path))}" for path in done.layouts_removed]
+    out += [f"kept image build {sanitise(str(path))}: in use (its lock is held); "
+            "`pylint-sandbox cache prune --kind image-build` removes it once that has finished"
+            for path in done.layouts_in_use]
+    out.append(f"kept image {sanitise(done.kept)}" + "".join(
+        f" and the image build {sanitise(str(path))}" for path in done.kept_layouts))
+    return "\n".join(out) + "\n"
+
+
+def run_remove_all_except(*, reference: str) -> int:
+    """`cache remove-image --all-except REF`: keep one provisioned image and its build."""
+    _write(kept_only_text(remove_all_except(reference)))
     return 0
 
 

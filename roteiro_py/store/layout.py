@@ -435,7 +435,7 @@ class Store:
         pinned reference naming it) and every blob no other reference reaches: see the
         module doc for the order and the locks. ImageNotInStore when none is provisioned
         as that, ImageInUse when a running lint holds it; nothing is removed then."""
-        stored = self._named(reference)
+        stored = self.named(reference)
         digest = stored.descriptor.digest
         lock = self.use_path(digest, ".lock")
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -473,7 +473,7 @@ class Store:
         return ImageRemoval(stored.name, removed, freed,
                             frozenset(gone - still) if reason is None else frozenset(), reason)
 
-    def _named(self, reference: str) -> StoredReference:
+    def named(self, reference: str) -> StoredReference:
         """The stored reference `reference` names: its exact text, else the pinned
         reference's (registry/repository, digest) entry; ImageNotInStore otherwise."""
         stored = self.references()[:MAX_LISTED]

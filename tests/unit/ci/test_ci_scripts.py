@@ -731,3 +731,81 @@ def test_the_prepare_step_stops_when_the_vm_assets_have_no_manifest(
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^vm-key=[0-9a-f]{32}$", output.read_text(), re.M)
+
+
+# -- the image cache keeps only the image the lint used -------------------------------------
+
+
+def test_keep_image_leaves_only_the_image_the_lint_used(runner: dict[str, str]) -> None:
+    """keep-image.sh (before the image cache's save) runs the tool's `cache remove-image
+    --all-except` on the image the lint used: prepare's for `image: build`, else the pinned
+    input; a build that gave none removes nothing."""
+    from roteiro_py.store import Store
+    from tests.unit.store.store_images import make_image, provision
+
+    store = Store.default()  # the test's own $ROTEIRO_HOME, which the script inherits
+    old, new, pinned = (provision(store, make_image({name: name.encode() * 1000}), f"localhost/t/{name}")
+                        for name in ("old", "new", "pinned"))
+    script = CI / "github" / "keep-image.sh"
+    refused = run(script, {**runner, "INPUT_IMAGE": "build", "BUILT_IMAGE": ""})
+    assert refused.returncode == 2 and "the prepare step gave no image" in refused.stdout
+    assert len(store.references()) == 3
+    built = run(script, {**runner, "INPUT_IMAGE": "build", "BUILT_IMAGE": str(new)})
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert [ref.name for ref in store.references()] == [str(new)]
+    assert f"removed image {old}:" in built.stdout and f"removed image {pinned}:" in built.stdout
+    # a pinned input: that one is kept
+    provision(store, make_image({"pinned": b"pinned" * 1000}), "localhost/t/pinned")
+    kept = run(script, {**runner, "INPUT_IMAGE": str(pinned), "BUILT_IMAGE": ""})
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert [ref.name for ref in store.references()] == [str(pinned)]
+
+
+def test_the_gitlab_image_cache_keeps_only_the_image_the_lint_recorded(
+        gitlab: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitLab saves the image cache under roteiro.toml's key after every job, whatever was
+    restored: `cache.sh save` keeps only the image lint.sh recorded, so an image built
+    before a toolchain moved (or another pinned one) is not archived again with each job."""
+    from roteiro_py.store import Store
+    from tests.unit.store.store_images import make_image, provision
+
+    monkeypatch.setenv("ROTEIRO_HOME", gitlab["ROTEIRO_HOME"])
+    store = Store.default()
+    old, new = (provision(store, make_image({name: name.encode() * 1000}), f"localhost/t/{name}")
+                for name in ("old", "new"))
+    cache = tmp_path / "project" / ".pylint-sandbox-cache"
+    # control: no record (the lint stopped before provisioning): nothing is removed
+    assert run(CI / "gitlab" / "cache.sh", gitlab, "restore").returncode == 0
+    unrecorded = run(CI / "gitlab" / "cache.sh", gitlab, "save")
+    assert unrecorded.returncode == 0, unrecorded.stderr
+    assert len(Store(cache / "roteiro" / "store").references()) == 2
+    assert run(CI / "gitlab" / "cache.sh", gitlab, "restore").returncode == 0
+    record = tmp_path / "home" / "ci-lint-image"
+    record.write_text(f"{new}\n")
+    saved = run(CI / "gitlab" / "cache.sh", gitlab, "save")
+    assert saved.returncode == 0, saved.stderr
+    assert f"removed image {old}:" in saved.stdout
+    assert [ref.name for ref in Store(cache / "roteiro" / "store").references()] == [str(new)]
+    assert not record.exists()
+
+
+def test_the_gitlab_lint_records_the_image_it_provisioned_and_never_an_earlier_jobs(
+        gitlab: dict[str, str], tmp_path: Path) -> None:
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir()
+    (bin_dir / "pylint-sandbox").write_text(  # config get answers as the tool: the env's image
+        '#!/bin/bash\ncase "$1" in\n  image) printf \'%s\\n\' "$STUB_BUILT" ;;\n'
+        '  config) printf \'%s\\n\' "${ROTEIRO_LINT_IMAGE:-(unset)}" ;;\n'
+        '  doctor) exit "${STUB_DOCTOR:-0}" ;;\nesac\nexit 0\n')
+    (bin_dir / "pylint-sandbox").chmod(0o755)
+    built = "localhost/roteiro/clippy:1.95.0@sha256:" + "2" * 64
+    env = {**gitlab, "PYLINT_SANDBOX_IMAGE": "build", "STUB_BUILT": built, "PYLINT_SANDBOX_DIFF": "none",
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    record = tmp_path / "home" / "ci-lint-image"
+    record.parent.mkdir(parents=True)
+    record.write_text("localhost/roteiro/clippy:1.94.0@sha256:" + "1" * 64 + "\n")  # an earlier job's
+    stopped = run(CI / "gitlab" / "lint.sh", {**env, "STUB_DOCTOR": "3"})
+    assert stopped.returncode == 3 and not record.exists()
+    done = run(CI / "gitlab" / "lint.sh", env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert record.read_text() == built + "\n"

@@ -169,8 +169,8 @@ def test_the_action_is_a_composite_whose_checks_pass() -> None:
     assert env_problems(action) == []
     assert uses_problems(action) == []
     assert accel_problems(action) == []
-    # install, unpack-deps, prepare, lint, pack-deps, sarif-skipped, review, finish
-    assert sum("run" in step for step in steps(action)) == 8
+    # install, unpack-deps, prepare, lint, keep-image, pack-deps, sarif-skipped, review, finish
+    assert sum("run" in step for step in steps(action)) == 9
 
 
 @pytest.mark.parametrize(("mutate", "check", "expected"), [
@@ -367,6 +367,55 @@ def test_the_image_and_dependency_caches_are_keyed_on_the_image_the_job_used() -
     for fault in ("the image save key", "the image save runs if", "does not name the image used",
                   "not restored and unpacked between"):
         assert fault in found, found
+
+
+KEEP_SCRIPT = 'bash "$GITHUB_ACTION_PATH/ci/github/keep-image.sh"'
+
+
+def keep_only_problems(action: dict[str, Any]) -> list[str]:
+    """Before the image cache is saved, and only when it is, every image and image build
+    but the one the lint used is removed: a step runs ci/github/keep-image.sh with the
+    save's `if:`, after the lint and before the save, given prepare's `image` (what
+    `image: build` made), and that script runs `cache remove-image --all-except`."""
+    problems = []
+    listed = steps(action)
+    save = next(s for s in listed if s.get("name") == "Save the image store and root filesystems")
+    keep = [s for s in listed if str(s.get("run", "")).strip() == KEEP_SCRIPT]
+    if len(keep) != 1:
+        return [f"{len(keep)} steps run keep-image.sh, not one"]
+    if keep[0].get("if") != save.get("if"):
+        problems.append(f"keep-image runs if {keep[0].get('if')!r}, the save if {save.get('if')!r}")
+    if not listed.index(step(action, "lint")) < listed.index(keep[0]) < listed.index(save):
+        problems.append("keep-image does not run between the lint and the image save")
+    if keep[0].get("env", {}).get("BUILT_IMAGE") != "${{ steps.prepare.outputs.image }}":
+        problems.append("keep-image is not given the image prepare built")
+    script = (ROOT / "ci" / "github" / "keep-image.sh").read_text()
+    if 'pylint-sandbox cache remove-image --all-except "$image"' not in script:
+        problems.append("keep-image.sh does not run `cache remove-image --all-except`")
+    return problems
+
+
+def test_only_the_image_the_lint_used_is_saved_in_the_image_cache() -> None:
+    """Restored by prefix, the previous toolchain's image (blobs, root filesystem, build
+    layout: ~2.5 GB) was saved again beside each new one, until GitHub's 10 GB per
+    repository evicted every cache; a step before the save keeps only the lint's image."""
+    action = load(ACTION)
+    assert keep_only_problems(action) == []
+    # control: each fault caught
+    gone = copy.deepcopy(action)
+    gone["runs"]["steps"] = [s for s in steps(gone) if str(s.get("run", "")).strip() != KEEP_SCRIPT]
+    assert keep_only_problems(gone) == ["0 steps run keep-image.sh, not one"]
+    always = copy.deepcopy(action)
+    next(s for s in steps(always) if str(s.get("run", "")).strip() == KEEP_SCRIPT)["if"] = "always()"
+    assert "keep-image runs if 'always()'" in " | ".join(keep_only_problems(always))
+    late = copy.deepcopy(action)
+    listed = steps(late)
+    keep = listed.pop(next(i for i, s in enumerate(listed) if str(s.get("run", "")).strip() == KEEP_SCRIPT))
+    listed.append(keep)
+    assert "between the lint and the image save" in " | ".join(keep_only_problems(late))
+    blind = copy.deepcopy(action)
+    next(s for s in steps(blind) if str(s.get("run", "")).strip() == KEEP_SCRIPT)["env"].pop("BUILT_IMAGE")
+    assert "not given the image prepare built" in " | ".join(keep_only_problems(blind))
 
 
 def test_the_diff_is_made_with_the_options_the_adopting_guide_gives() -> None:

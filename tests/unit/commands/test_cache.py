@@ -505,3 +505,136 @@ def test_list_counts_unreferenced_blobs_and_says_which_image_cannot_be_read() ->
     damaged = run("list")
     assert "its manifest cannot be read" in damaged.stdout
     assert "prefetch --prune" not in damaged.stdout and "unreadable image" in damaged.stdout
+
+
+# -- remove-image --all-except: what a CI job keeps before it saves the image cache -----
+
+
+def built_layout(tag: str, reference: str | None) -> Path:
+    """An image-build layout as image/build.py leaves one: its blobs, index and the record
+    naming the reference it built (none: a record that cannot be read)."""
+    layout = paths.cache_root() / "images" / f"clippy-{tag}"
+    (layout / "blobs" / "sha256").mkdir(parents=True)
+    (layout / "blobs" / "sha256" / ("9" * 64)).write_bytes(os.urandom(64 * KIB))
+    (layout / "index.json").write_text("{}")
+    (layout / "roteiro-build.json").write_text(
+        "not json" if reference is None else json.dumps({"inputs": "sha256:" + "0" * 64,
+                                                         "reference": reference,
+                                                         "packages": []}))
+    record_use(used_record(layout))
+    return layout
+
+
+def three_images_two_layouts() -> tuple[list[ImageReference], list[Path], list[Path]]:
+    """Three provisioned images sharing a base layer (two built here: old and new
+    toolchain; one pinned), a root filesystem of each, and two image-build layouts: the
+    old toolchain's and the new one's, each recording the reference it built."""
+    base = {"usr/lib/debian.so": os.urandom(256 * KIB)}
+    old = image_in_store("localhost/roteiro/clippy", base, {"rustc-old": os.urandom(128 * KIB)})
+    new = image_in_store("localhost/roteiro/clippy", base, {"rustc-new": os.urandom(128 * KIB)})
+    pinned = image_in_store("ghcr.io/team/clippy", {"other": os.urandom(64 * KIB)})
+    refs = [old, new, pinned]
+    roots = [rootfs(str(ref.digest).partition(":")[2], days_by_time=0, mib=1) for ref in refs]
+    layouts = [built_layout("1.94.0", str(old)), built_layout("1.95.0", str(new))]
+    return refs, roots, layouts
+
+
+def test_all_except_keeps_exactly_the_image_its_build_and_its_root_filesystem() -> None:
+    (old, new, pinned), (old_root, new_root, pinned_root), (old_layout, new_layout) = \
+        three_images_two_layouts()
+    store_ = Store.default()
+    result = run("remove-image", "--all-except", str(new))
+    assert result.returncode == 0, result.stderr
+    assert [ref.name for ref in store_.references()] == [str(new)]
+    assert store_.is_present(new)  # every blob it uses, re-hashed
+    # nothing but the kept image's blobs is left
+    assert {path.name for path in store_.blobs_dir.iterdir()} == {
+        digest.partition(":")[2] for digest in make_blobs_of(new)}
+    assert new_root.exists() and not old_root.exists() and not pinned_root.exists()
+    assert new_layout.exists() and not old_layout.exists()
+    for ref in (old, pinned):
+        assert f"removed image {ref}:" in result.stdout
+    assert f"removed image build {old_layout}" in result.stdout
+    assert f"kept image {new} and the image build {new_layout}" in result.stdout
+    # the same again removes nothing more
+    again = run("remove-image", "--all-except", str(new))
+    assert again.returncode == 0 and again.stdout == (
+        f"kept image {new} and the image build {new_layout}\n")
+
+
+def make_blobs_of(ref: ImageReference) -> set[str]:
+    """The digests the stored image `ref` reaches: its manifest, config and layers."""
+    store_ = Store.default()
+    manifest = json.loads(store_.blob_path(str(ref.digest)).read_bytes())
+    return {str(ref.digest), manifest["config"]["digest"],
+            *(layer["digest"] for layer in manifest["layers"])}
+
+
+def test_all_except_a_pinned_image_removes_every_build_and_an_unreadable_record_goes() -> None:
+    (old, new, pinned), _, layouts = three_images_two_layouts()
+    unreadable = built_layout("1.96.0", None)
+    result = run("remove-image", "--all-except", str(pinned))
+    assert result.returncode == 0, result.stderr
+    assert [ref.name for ref in Store.default().references()] == [str(pinned)]
+    assert not any(path.exists() for path in [*layouts, unreadable])
+    assert result.stdout.endswith(f"kept image {pinned}\n")
+
+
+def test_all_except_never_takes_an_image_a_running_lint_holds() -> None:
+    (old, new, pinned), (old_root, _, _), (old_layout, _) = three_images_two_layouts()
+    store_ = Store.default()
+    with subprocess.Popen(  # a lint holding the old image, in another process as a real one is
+            [sys.executable, "-c",
+             "import sys, time\n"
+             "from roteiro_py.store import Store\n"
+             "store = Store.default()\n"
+             "with store.in_use(store.resolve(sys.argv[1]), until=None, seconds=0.0):\n"
+             "    print('held', flush=True); time.sleep(60)\n", str(old)],
+            stdout=subprocess.PIPE, text=True) as lint:
+        try:
+            assert lint.stdout is not None and lint.stdout.readline() == "held\n"
+            result = run("remove-image", "--all-except", str(new))
+        finally:
+            lint.kill()
+    assert result.returncode == 0, result.stderr
+    assert sorted(ref.name for ref in store_.references()) == sorted([str(old), str(new)])
+    assert store_.is_present(old) and old_root.exists()
+    assert f"kept image {old}: in use by a running lint" in result.stdout
+    assert f"removed image {pinned}:" in result.stdout
+    assert not old_layout.exists()  # a layout is held by a build, not by a lint of its image
+    # control: once that lint is gone, the same command removes it
+    released = run("remove-image", "--all-except", str(new))
+    assert released.returncode == 0 and f"removed image {old}:" in released.stdout
+    assert [ref.name for ref in store_.references()] == [str(new)] and not old_root.exists()
+
+
+def test_all_except_never_takes_a_layout_a_build_holds() -> None:
+    (_, new, _), _, (old_layout, _) = three_images_two_layouts()
+    with FileLock(str(paths.cache_root() / "images" / ".clippy-1.94.0.lock")):
+        held = run("remove-image", "--all-except", str(new))
+    assert held.returncode == 0, held.stderr
+    assert old_layout.exists() and f"kept image build {old_layout}: in use" in held.stdout
+    assert run("remove-image", "--all-except", str(new)).returncode == 0  # control: released
+    assert not old_layout.exists()
+
+
+def test_all_except_an_unknown_reference_refuses_naming_it_and_removes_nothing() -> None:
+    refs, roots, layouts = three_images_two_layouts()
+    blobs = sorted(Store.default().blobs_dir.iterdir())
+    unknown = "localhost/roteiro/clippy:1.97.0@sha256:" + "e" * 64
+    result = run("remove-image", "--all-except", unknown)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"No image provisioned as {unknown}: nothing was removed." in result.stderr
+    assert result.stdout == ""
+    assert len(Store.default().references()) == 3
+    assert sorted(Store.default().blobs_dir.iterdir()) == blobs
+    assert all(path.exists() for path in [*roots, *layouts])
+
+
+def test_remove_image_takes_one_reference_or_all_except_not_both_nor_neither() -> None:
+    refs, _, _ = three_images_two_layouts()
+    for args in ([], [str(refs[0]), "--all-except", str(refs[1])]):
+        result = run("remove-image", *args)
+        assert result.returncode == 2 and "--all-except" in result.stderr, args
+    assert len(Store.default().references()) == 3
+    assert "--all-except" in run("remove-image", "--help").stdout
