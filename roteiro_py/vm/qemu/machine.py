@@ -105,14 +105,16 @@ _LONGEST_CHANNEL = "stderr99"
 #: 0.94x at 1024 (within its noise). The lint's peak RSS (qemu's) on the compile-heavy
 #: tree: 571 MiB at 64, 783 at 256, 1092 at 512; on the demo 350, 560, 707, 708 at 1024.
 TCG_TB_SIZE_MIB = 256
-#: Kernel command-line words added under TCG only. TCG does not emulate speculative
+#: Kernel command-line words added under TCG only; none. `mitigations=off` was measured
+#: and not taken (bench/vm_tcg.py, docs/PERFORMANCE.md). TCG does not emulate speculative
 #: execution, so the guest's Spectre mitigations (under `-cpu max` this kernel turns on
 #: retpolines with RSB filling for v2, usercopy/swapgs barriers for v1; it reports no PTI:
-#: Meltdown "Not affected") guard against nothing there and only cost: with them off the
-#: compile-heavy lint above took 0.91x the CPU seconds (3 of 3 rounds 0.90-0.94x). Under
-#: KVM the guest runs on the host's own CPU, which does speculate: kernel_cmdline leaves
-#: the kernel's defaults there.
-TCG_KERNEL_WORDS: tuple[str, ...] = ("mitigations=off",)
+#: Meltdown "Not affected") guard against nothing there, but turning them off did not
+#: pay at this cache size: the compile-heavy lint's CPU seconds 0.91x with a 64 MiB cache,
+#: 1.08x with 256 MiB (rounds 0.91-1.11x), the demo's 0.97x. Were a word added here: under
+#: KVM the guest runs on the host's own CPU, which does speculate, and kernel_cmdline
+#: leaves the kernel's defaults there.
+TCG_KERNEL_WORDS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

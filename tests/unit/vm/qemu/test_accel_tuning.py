@@ -1,9 +1,10 @@
 """What machine.qemu_argv gives each accelerator for TCG's own tuning (issue 25, lever 3):
-the translation cache's size and the guest kernel's speculative-execution mitigations.
+the translation cache's size, and kernel words for TCG only (none are shipped:
+`mitigations=off` was measured and did not pay; the tests set it to see where it goes).
 
 Under TCG qemu does not emulate speculative execution, so the guest's mitigations only
-cost; under KVM the guest runs on the host's CPU, which speculates, and the kernel's
-defaults must stay. The same argv shapes a template (its key covers it:
+guard against nothing; under KVM the guest runs on the host's CPU, which speculates, and
+the kernel's defaults must stay whatever TCG gets. The same argv shapes a template (its key covers it:
 test_template_key.py)."""
 
 from __future__ import annotations
@@ -40,15 +41,19 @@ def test_kvm_gets_no_tcg_option() -> None:
     assert option(argv, "-accel") == "kvm"
 
 
-def test_tcg_turns_the_guest_mitigations_off() -> None:
-    argv = machine.qemu_argv(spec("tcg"), Path("/initrd"), Path("/sockets"))
-    assert "mitigations=off" in option(argv, "-append").split()
+def test_tcg_words_reach_the_tcg_command_line_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "TCG_KERNEL_WORDS", ("mitigations=off",))
+    tcg = machine.qemu_argv(spec("tcg"), Path("/initrd"), Path("/sockets"))
+    kvm = machine.qemu_argv(spec("kvm"), Path("/initrd"), Path("/sockets"))
+    assert "mitigations=off" in option(tcg, "-append").split()
+    assert "mitigations=off" not in option(kvm, "-append").split()
 
 
 @pytest.mark.parametrize("khz", [None, 2596124])
 def test_kvm_keeps_the_kernels_default_mitigations(
         monkeypatch: pytest.MonkeyPatch, khz: int | None) -> None:
     monkeypatch.setattr(machine, "tsc_khz", lambda: khz)
+    monkeypatch.setattr(machine, "TCG_KERNEL_WORDS", ("mitigations=off",))
     argv = machine.qemu_argv(spec("kvm"), Path("/initrd"), Path("/sockets"))
     words = option(argv, "-append").split()
     assert "rdinit=/init" in words  # control: this is the kernel's command line
@@ -60,6 +65,7 @@ def test_kvm_keeps_the_kernels_default_mitigations(
 def test_the_tcg_command_line_is_the_kvm_one_and_the_tcg_words(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "tsc_khz", lambda: 2596124)
+    monkeypatch.setattr(machine, "TCG_KERNEL_WORDS", ("mitigations=off",))
     tcg, kvm = machine.kernel_cmdline("tcg").split(), machine.kernel_cmdline("kvm").split()
     assert [word for word in tcg if word not in machine.TCG_KERNEL_WORDS] == kvm
     assert set(machine.TCG_KERNEL_WORDS) <= set(tcg)
