@@ -35,7 +35,7 @@ from roteiro_py.vm.disks import share_image
 from roteiro_py.vm.mounts import GUEST_CARGO_HOME, GUEST_SCRATCH, MountTable, Share, derive_mounts
 from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import job, probe, template
-from roteiro_py.vm.qemu.machine import QEMU, Disk, MachineResult, MachineSpec, boot, kernel_cmdline
+from roteiro_py.vm.qemu.machine import QEMU, Disk, MachineResult, MachineSpec, boot
 from roteiro_py.vm.qemu.status import StepRecord, read_status
 from roteiro_py.vm.qemu.watch import JobWatch
 from roteiro_py.vm.stamps import StampBook
@@ -242,8 +242,7 @@ class QemuBackend:
         as it always did). The template is held shared from its check until the clone is
         done (template.in_use). A template that fails to restore is rebuilt once, when no
         other run holds it (else this run boots cold); a second failure is the run's."""
-        key = template.template_key(spec, steps[:first], self.options.rootfs_identity,
-                                    kernel_cmdline())
+        key = template.template_key(spec, steps[:first], self.options.rootfs_identity)
         archive = job.template_archive(steps[:first], template.reseed_program())
         for disk in spec.disks:  # share images, padded (sparse) to their slot's size
             if disk.serial not in (job.ROOT_SERIAL, *job.SIZED_SERIALS):

@@ -95,6 +95,26 @@ QEMU_VERSION_TIMEOUT_S = 30.0
 SUN_PATH_MAX = 108
 #: The longest channel name: "stderr" and a two-digit step index.
 _LONGEST_CHANNEL = "stderr99"
+#: MiB of TCG's translation cache (`-accel tcg,tb-size=`). When it fills, TCG throws every
+#: translation away and translates again; rustc's and LLVM's code is large. It is host
+#: memory in qemu's own process, not guest RAM, and only what TCG fills counts in its RSS.
+#: bench/vm_tcg.py (issue 25, lever 3; docs/PERFORMANCE.md), qemu's CPU seconds, arms
+#: interleaved in one run, median of 3 per-round ratios to 64 MiB: a lint that compiles
+#: proc-macro2, quote and a proc macro to machine code 0.68x at 256 MiB, 0.69x at 512 (its
+#: clippy stage 0.57x and 0.63x); the demo workspace's check 0.92x at 256, 0.98x at 512,
+#: 0.94x at 1024 (within its noise). The lint's peak RSS (qemu's) on the compile-heavy
+#: tree: 571 MiB at 64, 783 at 256, 1092 at 512; on the demo 350, 560, 707, 708 at 1024.
+TCG_TB_SIZE_MIB = 256
+#: Kernel command-line words added under TCG only; none. `mitigations=off` was measured
+#: and not taken (bench/vm_tcg.py, docs/PERFORMANCE.md). TCG does not emulate speculative
+#: execution, so the guest's Spectre mitigations (under `-cpu max` this kernel turns on
+#: retpolines with RSB filling for v2, usercopy/swapgs barriers for v1; it reports no PTI:
+#: Meltdown "Not affected") guard against nothing there, but turning them off did not
+#: pay at this cache size: the compile-heavy lint's CPU seconds 0.91x with a 64 MiB cache,
+#: 1.08x with 256 MiB (rounds 0.91-1.11x), the demo's 0.97x. Were a word added here: under
+#: KVM the guest runs on the host's own CPU, which does speculate, and kernel_cmdline
+#: leaves the kernel's defaults there.
+TCG_KERNEL_WORDS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -245,9 +265,14 @@ def tsc_khz() -> int | None:
     return None
 
 
-def kernel_cmdline() -> str:
+def kernel_cmdline(accel: str) -> str:
+    """The guest kernel's command line under `accel`. TCG_KERNEL_WORDS are added under TCG
+    only; under KVM the guest runs on the host's real CPU, which speculates, so the
+    kernel's default mitigations stay."""
     words = ["console=ttyS0", "quiet", "loglevel=3", "panic=-1", "rdinit=/init",
              "8250.nr_uarts=1", "random.trust_cpu=on"]
+    if accel == "tcg":
+        words += TCG_KERNEL_WORDS
     khz = tsc_khz()
     if khz:
         words.append(f"tsc_early_khz={khz}")
@@ -307,7 +332,7 @@ def tied_to_caller(argv: list[str]) -> list[str]:
 
 
 def qemu_argv(spec: MachineSpec, initrd: Path, sockets: Path) -> list[str]:
-    accel = f"{spec.accel},tb-size=64" if spec.accel == "tcg" else spec.accel
+    accel = f"tcg,tb-size={TCG_TB_SIZE_MIB}" if spec.accel == "tcg" else spec.accel
     machine = "microvm,x-option-roms=off,isa-serial=on"
     memory: list[str] = []
     if spec.memory is not None:
@@ -322,7 +347,7 @@ def qemu_argv(spec: MachineSpec, initrd: Path, sockets: Path) -> list[str]:
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
         "-global", "virtio-mmio.force-legacy=false",
         "-kernel", str(spec.assets.kernel), "-initrd", str(initrd),
-        "-append", kernel_cmdline(),
+        "-append", kernel_cmdline(spec.accel),
         "-chardev", f"socket,id=console,path={sockets / 'console'}",
         "-serial", "chardev:console",
     ]

@@ -49,10 +49,11 @@ key, 14.3 s). The design is Kata's VM templating / Firecracker's snapshots:
 - Key (template_key): everything that shapes the saved machine: qemu's binary and
   version, kernel and initramfs digests, the root filesystem's identity (what the caller
   verified, and the file's own identity), accelerator, CPU model and count, memory, the
-  qemu arguments (tb-size, device slots and their order), slot sizes, the guest init,
-  the reseed program, the kernel command line without `tsc_early_khz` (a per-host
-  reading that changes from one read of /proc/cpuinfo to the next), the template steps
-  (argv, env, cwd, timeout) and FORMAT.
+  qemu arguments (TCG's tb-size, device slots and their order; the kernel command line
+  is the `-append` value among them, so TCG's `mitigations=off` is covered too, less
+  `tsc_early_khz`: a per-host reading that changes from one read of /proc/cpuinfo to
+  the next), slot sizes, the guest init, the reseed program, the template steps (argv,
+  env, cwd, timeout) and FORMAT.
 - Trust: a template whose files are missing or of the wrong size, whose state file's
   digest differs from the one recorded, or whose restore fails (qemu rejects the state,
   or the guest never reports ready), is deleted and built again, once; a second failure
@@ -224,13 +225,16 @@ def fits(spec: MachineSpec) -> bool:
                if disk.serial not in (job.ROOT_SERIAL, *job.SIZED_SERIALS))
 
 
-def template_key(spec: MachineSpec, template_steps: Sequence[Command], rootfs_identity: str,
-                 cmdline: str) -> str:
+def template_key(spec: MachineSpec, template_steps: Sequence[Command],
+                 rootfs_identity: str) -> str:
     shaped = slot_spec(spec, Path("/slot"))
     argv = qemu_argv(dataclasses.replace(shaped, memory=(Path("/memory"), True), control=True,
                                          job=b""),
                      Path("/initrd"), Path("/sockets"))
-    argv = [word for word in argv if "tsc_early_khz" not in word]  # the -append value
+    # The kernel command line is the -append value qemu_argv gives this accelerator (the
+    # one the template boots with), less `tsc_early_khz`: dropping the whole word, as
+    # this once did, left the command line out of the key on every host with a reading.
+    argv = [re.sub(r"\s*tsc_early_khz=\S+", "", word) for word in argv]
     material = {
         "format": FORMAT,
         "qemu": qemu_identity(spec.qemu),
@@ -239,7 +243,6 @@ def template_key(spec: MachineSpec, template_steps: Sequence[Command], rootfs_id
             d.path for d in spec.disks if d.serial == job.ROOT_SERIAL))],
         "accel": spec.accel, "cpu": spec.cpu, "cpus": spec.cpus, "memory": spec.memory_mib,
         "argv": argv[1:],
-        "cmdline": re.sub(r"\s*tsc_early_khz=\S+", "", cmdline),
         "slots": slot_sizes(spec),
         "init": hashlib.sha256(job.guest_init()).hexdigest(),
         "reseed": hashlib.sha256(reseed_program()).hexdigest(),

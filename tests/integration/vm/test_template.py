@@ -15,7 +15,7 @@ from roteiro_py.vm.api import JobOutcome
 from roteiro_py.vm.disks import scratch
 from roteiro_py.vm.mounts import GUEST_SCRATCH
 from roteiro_py.vm.options import VmOptions
-from roteiro_py.vm.qemu import template
+from roteiro_py.vm.qemu import machine, template
 from roteiro_py.vm.qemu.backend import QemuBackend
 
 CPUS = 2
@@ -128,6 +128,30 @@ def test_key_covers_its_inputs(tmp_path: Path, rootfs_image: Path, templates: Pa
     keys = {base.template, other_probe.template, other_scratch.template}
     assert None not in keys and len(keys) == 3
     assert other_probe.template_built_seconds > 0 and other_scratch.template_built_seconds > 0
+
+
+#: The template step that shows the guest kernel's command line and what it says of
+#: Spectre v2 (retpolines when its mitigations are on).
+KERNEL = "cat /proc/cmdline /sys/devices/system/cpu/vulnerabilities/spectre_v2"
+
+
+def test_tcg_tuning_reaches_the_guest_and_makes_its_own_template(
+        tmp_path: Path, rootfs_image: Path, templates: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "TCG_KERNEL_WORDS", ("mitigations=off",))  # measured, not shipped
+    tuned = Run(tmp_path, "tuned", rootfs_image, templates).run(probe=KERNEL)
+    cmdline, spectre_v2 = lines(tuned, 0)
+    assert tuned.template is not None and tuned.template_built_seconds > 0
+    monkeypatch.setattr(machine, "TCG_KERNEL_WORDS", ())
+    monkeypatch.setattr(machine, "TCG_TB_SIZE_MIB", 64)  # the value before issue 25
+    default = Run(tmp_path, "default", rootfs_image, templates).run(probe=KERNEL)
+    default_cmdline, default_spectre_v2 = lines(default, 0)
+    # a template made with the other values is never restored with these
+    assert default.template not in (None, tuned.template) and default.template_built_seconds > 0
+    assert "mitigations=off" not in default_cmdline.split()
+    assert default_spectre_v2.startswith("Mitigation:"), default_spectre_v2  # the control arm
+    assert "mitigations=off" in cmdline.split()
+    assert spectre_v2.startswith("Vulnerable"), spectre_v2  # what the kernel did with it
 
 
 def test_a_job_that_does_not_fit_boots_cold(tmp_path: Path, rootfs_image: Path,

@@ -26,7 +26,7 @@ from roteiro_py.vm.assets.assets import Assets
 from roteiro_py.vm.mounts import GUEST_SCRATCH, cargo_views_root
 from roteiro_py.vm.options import VmOptions
 from roteiro_py.vm.qemu import backend as qemu_backend
-from roteiro_py.vm.qemu import job, probe, template
+from roteiro_py.vm.qemu import job, machine, probe, template
 
 #: The only devices machine.qemu_argv attaches: the serial ports' bus and ports, drives,
 #: 9p shares. Anything else is a finding, so a NIC under a name not listed here is too.
@@ -209,7 +209,7 @@ def test_no_machine_the_backend_builds_has_a_network(
     wanted = {job.ROOT_SERIAL} | ({job.SCRATCH_SERIAL} if DISKS[disks] else set()) \
         | ({job.DEPS_SERIAL} if "deps" in DISKS[disks] else set())
     for argv in argvs:
-        assert (f"{accel},tb-size=64" if accel == "tcg" else accel) in argv
+        assert (f"tcg,tb-size={machine.TCG_TB_SIZE_MIB}" if accel == "tcg" else accel) in argv
         serials = {d["serial"] for d in devices(argv, "virtio-blk-device")}
         assert wanted <= serials and len(serials - wanted) == ("tree" in SHARES[shares]), serials
         assert len(devices(argv, "virtio-9p-device")) == ("registry" in SHARES[shares])

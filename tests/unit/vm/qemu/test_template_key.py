@@ -11,10 +11,8 @@ import pytest
 
 from roteiro_py.process.sandbox import Command
 from roteiro_py.vm.assets.assets import Assets
-from roteiro_py.vm.qemu import job, template
+from roteiro_py.vm.qemu import job, machine, template
 from roteiro_py.vm.qemu.machine import Disk, MachineSpec
-
-CMDLINE = "console=ttyS0 quiet rdinit=/init tsc_early_khz=2400000"
 
 
 def spec_in(tmp_path: Path) -> MachineSpec:
@@ -39,9 +37,15 @@ def probe(cwd: str = "/tmp", **env: str) -> Command:
                    timeout=60)
 
 
-def key(spec: MachineSpec, steps: list[Command] | None = None, rootfs: str = "sha256:aa",
-        cmdline: str = CMDLINE) -> str:
-    return template.template_key(spec, steps or [probe()], rootfs, cmdline)
+def key(spec: MachineSpec, steps: list[Command] | None = None, rootfs: str = "sha256:aa") -> str:
+    return template.template_key(spec, steps or [probe()], rootfs)
+
+
+@pytest.fixture(autouse=True)
+def host_tsc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose /proc/cpuinfo gives a TSC reading (the command line gets
+    `tsc_early_khz=`), as on every x86 host this runs on."""
+    monkeypatch.setattr(machine, "tsc_khz", lambda: 2400000)
 
 
 CHANGES: dict[str, Callable[[MachineSpec, Path], str]] = {
@@ -63,8 +67,35 @@ CHANGES: dict[str, Callable[[MachineSpec, Path], str]] = {
     "probe env": lambda s, _: key(s, [probe(RUSTUP_TOOLCHAIN="1.95")]),
     "probe cwd": lambda s, _: key(s, [probe("/")]),
     "probe count": lambda s, _: key(s, [probe(), probe()]),
-    "kernel command line": lambda s, _: key(s, cmdline=CMDLINE + " cryptomgr.notests"),
 }
+
+#: The knobs of TCG's tuning (machine.py), each with another value; the key must cover
+#: them: a template built with one is never restored with another.
+TUNING: dict[str, object] = {
+    "TCG_TB_SIZE_MIB": 128,
+    "TCG_KERNEL_WORDS": ("cryptomgr.notests",),
+}
+
+
+@pytest.mark.parametrize("knob", sorted(TUNING))
+def test_tcg_tuning_changes_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    knob: str) -> None:
+    spec = spec_in(tmp_path)
+    before = key(spec)
+    kvm = key(dataclasses.replace(spec, accel="kvm"))
+    monkeypatch.setattr(machine, knob, TUNING[knob])
+    assert key(spec) != before
+    # under KVM neither knob is used, and the key stays
+    assert key(dataclasses.replace(spec, accel="kvm")) == kvm
+
+
+def test_the_kernel_command_line_qemu_gets_is_in_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = spec_in(tmp_path)
+    before = key(spec)
+    monkeypatch.setattr(machine, "kernel_cmdline", lambda accel: f"console=ttyS0 {accel} "
+                        "cryptomgr.notests tsc_early_khz=2400000")
+    assert key(spec) != before
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
@@ -75,14 +106,16 @@ def test_every_input_changes_the_key(tmp_path: Path, change: str) -> None:
     assert CHANGES[change](spec, tmp_path) != before
 
 
-def test_per_run_values_do_not_change_the_key(tmp_path: Path) -> None:
+def test_per_run_values_do_not_change_the_key(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     spec = spec_in(tmp_path)
     before = key(spec)
     (tmp_path / "share.img").write_bytes(b"another worktree")  # per-run: its slot is fixed
     other = tmp_path / "other"
     other.mkdir()
     moved = dataclasses.replace(spec, shares=(("share1", other),), job=b"another job")
-    assert key(moved, cmdline=CMDLINE.replace("2400000", "2399998")) == before
+    monkeypatch.setattr(machine, "tsc_khz", lambda: 2399998)  # the next /proc/cpuinfo read
+    assert key(moved) == before
 
 
 def test_reseed_program_is_a_static_x86_64_executable() -> None:
