@@ -101,9 +101,50 @@ _SYSROOT = (
     "else export RUSTC_WRAPPER=; fi\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
 )
+#: The guest variable naming where the clippy probe keeps cargo's rustc info cache
+#: (RUSTC_INFO_DIR; lint/run.py guest_env sets it for every step). Unset (a host run of
+#: these scripts), nothing is warmed or copied.
+RUSTC_INFO_VARIABLE = "ROTEIRO_RUSTC_INFO"
+#: Under PROBE_CWD: the tmpfs every boot provides, so in a VM template it is the
+#: template's RAM, saved with it and restored privately into each clone.
+RUSTC_INFO_DIR = f"{PROBE_CWD}/.roteiro-rustc-info"
+#: The file the warm-up leaves there: cargo's own `.rustc_info.json`.
+RUSTC_INFO_FILE = "rustc_info.json"
+#: Run by the clippy probe (a template step) before it asks the version: cargo-clippy,
+#: as the lint runs it (same environment, same pinned programs), on a crate made here in
+#: RUSTC_INFO_DIR, away from any tree, with its own target directory and cargo home (the
+#: template has neither the scratch disk nor the cargo home mounted). Cargo probes rustc
+#: (`-vV`, the target info) and writes the answers to `.rustc_info.json`, which is kept
+#: and the rest removed (guest RAM). Its output is dropped and its status ignored: a
+#: toolchain that cannot build this crate only leaves no file (the lint then probes as
+#: before), and the probe's own answer decides the step.
+_WARM = (
+    f'w=${{{RUSTC_INFO_VARIABLE}:-}}\n'
+    'if [ "$0" = cargo-clippy ] && [ -n "$w" ] && mkdir "$w" 2>/dev/null; then\n'
+    '  mkdir -p "$w/crate/src" && : > "$w/crate/src/lib.rs" && printf \'[package]\\nname = '
+    '"w"\\nversion = "0.0.0"\\nedition = "2021"\\n\' > "$w/crate/Cargo.toml" &&\n'
+    '  (cd "$w/crate" && CARGO_TARGET_DIR="$w/target" CARGO_HOME="$w/home" '
+    '"$s/bin/cargo-clippy" clippy --offline) </dev/null >/dev/null 2>&1\n'
+    f'  [ -f "$w/target/.rustc_info.json" ] && mv "$w/target/.rustc_info.json" "$w/{RUSTC_INFO_FILE}"\n'
+    '  rm -rf "$w/crate" "$w/target" "$w/home"\n'
+    'fi\n'
+)
+#: Run by every pinned step before its program: the warm-up's file copied into
+#: CARGO_TARGET_DIR when that has no `.rustc_info.json` (nor a link by that name): a
+#: kept scratch or a dependency cache may carry one, which is never replaced. Cargo then
+#: finds its rustc answers there instead of running rustc (3 runs, ~2 s of an empty
+#: crate's lint under TCG). Making the directory is what cargo would do; it then writes
+#: no CACHEDIR.TAG there (a backup marker; nothing reads it on a scratch disk).
+_PREFILL = (
+    f'i=${{{RUSTC_INFO_VARIABLE}:-}}/{RUSTC_INFO_FILE} t=${{CARGO_TARGET_DIR:-}}\n'
+    f'if [ -n "${{{RUSTC_INFO_VARIABLE}:-}}" ] && [ -n "$t" ] && [ -f "$i" ] && '
+    '[ ! -e "$t/.rustc_info.json" ] && [ ! -L "$t/.rustc_info.json" ]; then\n'
+    '  mkdir -p "$t" && cp "$i" "$t/.rustc_info.json"\n'
+    'fi 2>/dev/null\n'
+)
 #: Run as `sh -c PIN_SCRIPT <program> <args>...`: `<program>` of the image's toolchain,
 #: by absolute path.
-PIN_SCRIPT = _SYSROOT + 'exec "$s/bin/$0" "$@"\n'
+PIN_SCRIPT = _SYSROOT + _PREFILL + 'exec "$s/bin/$0" "$@"\n'
 #: The words before the program name in every step's argv but the probes'.
 PIN_PREFIX: tuple[str, ...] = ("/bin/sh", "-c", PIN_SCRIPT)
 
@@ -119,7 +160,7 @@ SILENT_PROBE_STATUS = 125
 #: hundred bytes from a real toolchain, bounded for any other by the probe's deadline
 #: (lint/run.py PROBE_TIMEOUT_S) and the VM's memory, and refused by the host past
 #: toolchain.PROBE_LIMIT_BYTES. `$(...)` drops trailing newlines: one is printed back.
-PROBE_SCRIPT = _SYSROOT + (
+PROBE_SCRIPT = _SYSROOT + _WARM + (
     'o=$("$s/bin/$0" "$@"); st=$?\n'
     '[ -z "$o" ] || printf \'%s\\n\' "$o"\n'
     '[ "$st" -eq 0 ] || exit "$st"\n'
