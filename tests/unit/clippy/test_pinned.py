@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import lint
-from roteiro_py.clippy.command import PIN_PREFIX, PINNED_ENV, PROBE_CWD, PROBE_PREFIX, unpinned
+from roteiro_py.clippy.command import (
+    PIN_PREFIX,
+    PINNED_ENV,
+    PROBE_CWD,
+    PROBE_PREFIX,
+    RUSTC_INFO_VARIABLE,
+    unpinned,
+)
 from roteiro_py.config import Settings
 from roteiro_py.errors import Unenforceable, UsageError
 from roteiro_py.lint import judgement
@@ -58,6 +65,8 @@ def run(argv: list[str] | tuple[str, ...], tree: Path, env: dict[str, str],
         tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {**env, "HOME": str(tmp_path / "home"), "CARGO_HOME": str(tmp_path / "cargo-home"),
            "CARGO_TARGET_DIR": str(tmp_path / "target")}
+    if RUSTC_INFO_VARIABLE in env:  # the guest's /tmp: never the host's, shared by every test
+        env[RUSTC_INFO_VARIABLE] = str(tmp_path / "rustc-info")
     return subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False,
                           timeout=240)
 
@@ -404,7 +413,7 @@ def test_the_clippy_probe_leaves_cargos_rustc_answers_for_the_lint(tmp_path: Pat
     assert clippy_probe.env == lint_step_.env
     assert clippy_probe.env[RUSTC_INFO_VARIABLE] == RUSTC_INFO_DIR
     assert Path(RUSTC_INFO_DIR).parent == Path(PROBE_CWD)
-    info = tmp_path / "info"
+    info = tmp_path / "rustc-info"  # where run() moves the guest's RUSTC_INFO_DIR
     (tmp_path / "probe-cwd").mkdir()
     moved = {**clippy_probe.env, RUSTC_INFO_VARIABLE: str(info), "HOME": str(tmp_path / "home"),
              "CARGO_HOME": str(tmp_path / "cargo-home")}
