@@ -12,7 +12,10 @@ round, every revision runs each case once, in an order rotated from round to rou
 - pr: bench/pr_lint.py's serde workspace after a one-line edit, default settings, its
   dependency cache built by one unmeasured lint per revision first.
 
-Printed per case and revision: the median wall time and clippy stage, and each run's.
+Printed per case and revision: the median wall time and clippy stage, and each run's;
+then the median CPU seconds (user + system) of the lint's processes, qemu's included
+(less sensitive to the machine's load than wall time, though not immune to it), and the
+median of each round's after/before wall ratio (paired within a round).
 Not a test: reported, never asserted.
 
     .venv/bin/python bench/revisions.py NAME=DIR [NAME=DIR ...] [--runs 3] [--cases empty,warm,pr]
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -64,10 +68,20 @@ def main() -> None:
             base["CARGO_HOME"] = str(cargo_home(work, trees["pr"]))
             fetch_deps(trees["pr"], base)
 
+        cpu: dict[tuple[str, str], list[float]] = {}  # per measured lint, as results
+        last = [0.0]  # the CPU seconds of the latest lint
+
+        def children_cpu() -> float:
+            used = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return used.ru_utime + used.ru_stime
+
         def lint(name: str, case: str, *extra: str) -> tuple[float, str, str]:
             env = {**base, "PYTHONPATH": revisions[name]}
-            return run([EXE, "lint", "clippy", str(trees[case]), "--image", reference, "--accel",
+            before = children_cpu()
+            done = run([EXE, "lint", "clippy", str(trees[case]), "--image", reference, "--accel",
                         args.accel, "--format", "json", *extra], env)
+            last[0] = children_cpu() - before
+            return done
 
         for name in revisions:  # root filesystem, templates, dependency caches: unmeasured
             lint(name, "empty")
@@ -87,6 +101,7 @@ def main() -> None:
                     else:
                         wall, _, err = lint(name, case)
                     results.setdefault((case, name), []).append((wall, stages(err).get("clippy", 0.0)))
+                    cpu.setdefault((case, name), []).append(last[0])
 
     med = statistics.median
     print(f"accel {args.accel}, runs {args.runs}, interleaved (medians, host clock)")
@@ -98,6 +113,10 @@ def main() -> None:
             print(f"{case:5} {name:10} lint {wall:6.2f} s  clippy stage {med([c for _, c in runs]):5.1f} s"
                   f"  fixed {med([w - c for w, c in runs]):5.2f} s  vs {names[0]} {wall / first:4.2f}x"
                   f"  (each: {', '.join(f'{w:.2f}/{c:.1f}' for w, c in runs)})")
+            used = cpu[(case, name)]
+            paired = [w / f for (w, _), (f, _) in zip(runs, results[(case, names[0])], strict=True)]
+            print(f"{'':16} cpu {med(used):6.2f} s  (each: {', '.join(f'{c:.1f}' for c in used)})"
+                  f"  paired wall ratio vs {names[0]} {med(paired):4.2f}x")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ DEFAULT_GUEST_PATH = "/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/s
 def guest_env(image: ResolvedImage) -> dict[str, str]:
     """The guest command's whole environment: set here, from the image's config and constants."""
     # lazy: the conductor imports this stage before the first refusals (bench/cli_startup.py)
-    from roteiro_py.clippy.command import PINNED_ENV
+    from roteiro_py.clippy.command import PINNED_ENV, RUSTC_INFO_DIR, RUSTC_INFO_VARIABLE
     from roteiro_py.vm.mounts import GUEST_CARGO_HOME
 
     env: dict[str, str] = {"PATH": DEFAULT_GUEST_PATH}
@@ -89,6 +89,9 @@ def guest_env(image: ResolvedImage) -> dict[str, str]:
         "CARGO_TERM_COLOR": "never",
         "LANG": "C.UTF-8",
         "TMPDIR": "/tmp",
+        # where the clippy probe (a VM template step) keeps cargo's rustc info cache for
+        # every pinned step to copy into an empty target directory (clippy/command.py)
+        RUSTC_INFO_VARIABLE: RUSTC_INFO_DIR,
     })
     return env
 

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from roteiro_py import lint
-from roteiro_py.clippy.command import PIN_PREFIX, PINNED_ENV, PROBE_CWD, PROBE_PREFIX, unpinned
+from roteiro_py.clippy.command import (
+    PIN_PREFIX,
+    PINNED_ENV,
+    PROBE_CWD,
+    PROBE_PREFIX,
+    RUSTC_INFO_VARIABLE,
+    unpinned,
+)
 from roteiro_py.config import Settings
 from roteiro_py.errors import Unenforceable, UsageError
 from roteiro_py.lint import judgement
@@ -58,6 +65,8 @@ def run(argv: list[str] | tuple[str, ...], tree: Path, env: dict[str, str],
         tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {**env, "HOME": str(tmp_path / "home"), "CARGO_HOME": str(tmp_path / "cargo-home"),
            "CARGO_TARGET_DIR": str(tmp_path / "target")}
+    if RUSTC_INFO_VARIABLE in env:  # the guest's /tmp: never the host's, shared by every test
+        env[RUSTC_INFO_VARIABLE] = str(tmp_path / "rustc-info")
     return subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False,
                           timeout=240)
 
@@ -376,3 +385,84 @@ def test_control_a_probe_that_answers_passes_its_answer_through(tmp_path: Path, 
     asked = run(rustc.argv, tmp_path, env, tmp_path)
     assert (asked.returncode, asked.stdout) == (
         0, "rustc 1.95.0\nrelease: 1.95.0\nhost: x86_64-unknown-linux-gnu\n"), asked
+
+
+def empty_crate(where: Path) -> Path:
+    (where / "src").mkdir(parents=True)
+    (where / "Cargo.toml").write_text('[package]\nname = "empty"\nversion = "0.1.0"\nedition = "2021"\n')
+    (where / "Cargo.lock").write_text('version = 4\n\n[[package]]\nname = "empty"\nversion = "0.1.0"\n')
+    (where / "src" / "lib.rs").write_text("")
+    return where
+
+
+def test_the_clippy_probe_leaves_cargos_rustc_answers_for_the_lint(tmp_path: Path) -> None:
+    """The clippy probe (a VM template step) runs cargo-clippy once on a crate of its own,
+    with the lint's environment, and keeps cargo's `.rustc_info.json`; the lint step copies
+    it into its empty target directory and cargo runs rustc no more (issue 25). Real cargo
+    1.95 on the host, the steps' argv and environment as lint/run.py builds them; only the
+    guest's places are moved under tmp_path. The answer the probe prints is unchanged."""
+    from roteiro_py.clippy.command import RUSTC_INFO_DIR, RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE
+
+    tree = empty_crate(tmp_path / "tree")
+    settings = Settings()
+    steps = lint.steps_for(lint.Tree(tree, tree, tree), settings, lint.guest_env(Image()),  # type: ignore[arg-type]
+                           lint.clippy_command(settings))
+    clippy_probe, lint_step_ = steps[0], steps[2]
+    # the template's key covers the probes' argv and environment (vm/qemu/template.py):
+    # the warm-up's environment is the lint's, the variable included
+    assert clippy_probe.env == lint_step_.env
+    assert clippy_probe.env[RUSTC_INFO_VARIABLE] == RUSTC_INFO_DIR
+    assert Path(RUSTC_INFO_DIR).parent == Path(PROBE_CWD)
+    info = tmp_path / "rustc-info"  # where run() moves the guest's RUSTC_INFO_DIR
+    (tmp_path / "probe-cwd").mkdir()
+    moved = {**clippy_probe.env, RUSTC_INFO_VARIABLE: str(info), "HOME": str(tmp_path / "home"),
+             "CARGO_HOME": str(tmp_path / "cargo-home")}
+    probed_ = subprocess.run(clippy_probe.argv, cwd=tmp_path / "probe-cwd", env=moved,
+                             capture_output=True, text=True, timeout=240, check=False)
+    assert probed_.returncode == 0 and probed_.stdout.startswith("clippy 0.1."), probed_
+    assert probed_.stderr == ""
+    assert sorted(p.name for p in info.iterdir()) == [RUSTC_INFO_FILE]  # the rest removed
+    argv, env = lint_step_.argv, {**lint_step_.env, RUSTC_INFO_VARIABLE: str(info),
+                                  "CARGO_LOG": "cargo::util::rustc=debug"}
+    prefilled = run(argv, tree, env, tmp_path)
+    assert prefilled.returncode == 0 and rustc_runs(prefilled) == 0, prefilled.stderr[-3000:]
+    assert "rustc info cache hit" in prefilled.stderr
+    # control: the same lint with no file to copy probes rustc
+    shutil.rmtree(tmp_path / "target")
+    (info / RUSTC_INFO_FILE).unlink()
+    cold = run(argv, tree, env, tmp_path)
+    assert cold.returncode == 0 and rustc_runs(cold) > 0, cold.stderr[-3000:]
+    assert [m for m in prefilled.stdout.splitlines() if '"compiler-message"' in m] == \
+        [m for m in cold.stdout.splitlines() if '"compiler-message"' in m]
+
+
+@pytest.mark.parametrize("present", ["none", "own", "link", "no-variable", "no-warm-file"])
+def test_the_lint_step_copies_the_warm_file_only_into_a_target_directory_without_one(
+        tmp_path: Path, present: str) -> None:
+    """A kept scratch or a dependency cache carries its own `.rustc_info.json`: never
+    replaced (nor a link of that name followed); nothing is copied without the variable
+    or without the warm-up's file."""
+    from roteiro_py.clippy.command import RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE, pinned
+
+    env = stub_toolchain(tmp_path, "x\\n")
+    sysroot_bin = Path(env["PATH"].split(":")[0])
+    (sysroot_bin / "cargo-clippy").write_text(
+        '#!/bin/sh\ncat "$CARGO_TARGET_DIR/.rustc_info.json" 2>/dev/null || echo absent\n')
+    info, target = tmp_path / "info", tmp_path / "scratch" / "target"
+    info.mkdir()
+    if present != "no-warm-file":
+        (info / RUSTC_INFO_FILE).write_text("warm\n")
+    if present == "own":
+        target.mkdir(parents=True)
+        (target / ".rustc_info.json").write_text("own\n")
+    if present == "link":
+        target.mkdir(parents=True)
+        (target / ".rustc_info.json").symlink_to(tmp_path / "elsewhere")
+    env = {**env, "CARGO_TARGET_DIR": str(target)}
+    if present != "no-variable":
+        env[RUSTC_INFO_VARIABLE] = str(info)
+    done = subprocess.run(list(pinned(("cargo-clippy", "clippy"))), env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30, check=False)
+    expected = {"none": "warm\n", "own": "own\n"}.get(present, "absent\n")
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, ""), done
+    assert not (tmp_path / "elsewhere").exists()

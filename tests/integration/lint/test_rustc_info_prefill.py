@@ -1,0 +1,113 @@
+"""An empty crate's lint runs no rustc probe: the VM template's clippy probe left cargo's
+rustc info cache in guest RAM and the lint step copied it into the new target directory
+(clippy/command.py `_WARM`, `_PREFILL`; issue 25). Real VM (TCG), real image, real cargo.
+
+The observation is test-only and leaves every pin in place: the guest environment gets
+CARGO_LOG=cargo::util::rustc=debug beside the variables lint/run.py sets (guest_env is
+wrapped in this process), so the clippy step's stderr carries cargo's own account of its
+rustc info cache: `running` for every rustc it ran to learn about the compiler. The
+changed environment is a template key of its own (its probes' environment is in the key).
+The control arm removes the warm-up's variable: the same lint then probes rustc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import roteiro_py.lint
+from roteiro_py.clippy.command import RUSTC_INFO_VARIABLE
+from roteiro_py.vm.api import JobOutcome
+from tests.integration.lint.lint_support import Image
+
+
+def empty_crate(where: Path) -> Path:
+    (where / "src").mkdir(parents=True)
+    (where / "Cargo.toml").write_text('[package]\nname = "empty"\nversion = "0.1.0"\nedition = "2021"\n')
+    (where / "Cargo.lock").write_text('version = 4\n\n[[package]]\nname = "empty"\nversion = "0.1.0"\n')
+    (where / "src" / "lib.rs").write_text("")
+    return where
+
+
+def rustc_runs(stderr: bytes) -> list[str]:
+    return [line for line in stderr.decode(errors="replace").splitlines()
+            if "cargo::util::rustc" in line and "running `" in line]
+
+
+@pytest.fixture
+def lint_logged(clippy_image: Image, monkeypatch: pytest.MonkeyPatch) -> Callable[[Path, bool], JobOutcome]:
+    jobs: list[JobOutcome] = []
+    real_run_job, real_guest_env = roteiro_py.lint.run_job, roteiro_py.lint.guest_env
+    warm = [True]
+
+    def spy(*args: Any, **kwargs: Any) -> JobOutcome:
+        job = real_run_job(*args, **kwargs)
+        jobs.append(job)
+        return job
+
+    def logged_env(image: Any) -> dict[str, str]:
+        env = {**real_guest_env(image), "CARGO_LOG": "cargo::util::rustc=debug"}
+        if not warm[0]:
+            del env[RUSTC_INFO_VARIABLE]
+        return env
+
+    monkeypatch.setattr(roteiro_py.lint, "run_job", spy)
+    monkeypatch.setattr(roteiro_py.lint, "guest_env", logged_env)
+
+    def run(tree: Path, prefill: bool) -> JobOutcome:
+        warm[0] = prefill
+        flags: dict[str, tuple[Any, str]] = {
+            "lint.image": (clippy_image.reference, "--image"), "vm.accel": ("tcg", "--accel")}
+        report, _ = roteiro_py.lint.lint(roteiro_py.lint.LintRequest(path=tree, flags=flags))
+        job = jobs[-1]
+        assert job.completed and job.steps[-1].exit == 0, job.steps[-1].stderr[-3000:]
+        assert job.template is not None  # a clone: the probes ran in the template
+        assert not report.findings
+        return job
+
+    return run
+
+
+def test_an_empty_crates_lint_runs_no_rustc_probe(tmp_path: Path,
+                                                  lint_logged: Callable[[Path, bool], JobOutcome]) -> None:
+    tree = empty_crate(tmp_path / "empty")
+    prefilled = lint_logged(tree, True)
+    stderr = prefilled.steps[-1].stderr
+    assert rustc_runs(stderr) == [], stderr.decode(errors="replace")[-3000:]
+    assert b"rustc info cache hit" in stderr
+    again = lint_logged(tree, True)  # a second clone of the same template: the file is there again
+    assert rustc_runs(again.steps[-1].stderr) == []
+    # control: without the warm-up's variable the same lint probes rustc
+    control = lint_logged(tree, False)
+    assert control.template != prefilled.template
+    probes = rustc_runs(control.steps[-1].stderr)
+    assert len(probes) >= 2 and any("-vV" in line for line in probes), probes
+
+
+def test_a_tree_that_poisons_the_warm_file_reaches_no_later_lint(
+        tmp_path: Path, lint_logged: Callable[[Path, bool], JobOutcome]) -> None:
+    """The warm file is the guest user's, in the clone's RAM: a tree's build script can
+    replace it (as it can write the target directory's own file), but only in its own
+    clone. Each lint restores the template's memory privately (copy-on-write, share=off),
+    so the next lint finds the template's file again: a garbage file would be a cache miss
+    there (cargo ignores a file it cannot read, and probes)."""
+    hostile = empty_crate(tmp_path / "hostile")
+    (hostile / "Cargo.toml").write_text('[package]\nname = "empty"\nversion = "0.1.0"\n'
+                                        'edition = "2021"\nbuild = "build.rs"\n')
+    (hostile / "build.rs").write_text(
+        'fn main() {\n'
+        f'    let dir = std::env::var("{RUSTC_INFO_VARIABLE}").unwrap();\n'
+        '    let file = format!("{dir}/rustc_info.json");\n'
+        '    assert!(std::fs::read(&file).unwrap().starts_with(b"{"));\n'
+        '    std::fs::write(&file, "poisoned").unwrap();\n'
+        '    assert_eq!(std::fs::read(&file).unwrap(), b"poisoned");\n'
+        '}\n')
+    poisoner = lint_logged(hostile, True)  # the build script ran (it panics if it cannot write)
+    assert rustc_runs(poisoner.steps[-1].stderr) == []
+    after = lint_logged(empty_crate(tmp_path / "empty"), True)
+    assert after.template == poisoner.template
+    assert rustc_runs(after.steps[-1].stderr) == [], after.steps[-1].stderr.decode(errors="replace")[-3000:]
+    assert b"rustc info cache hit" in after.steps[-1].stderr
