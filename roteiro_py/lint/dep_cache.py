@@ -71,10 +71,16 @@ if TYPE_CHECKING:
 #: tree's packages are therefore always compiled by the lint itself, never taken fresh from
 #: a stub compiled at the same relative path; incremental directories hold only path
 #: packages' sessions, which rustc renames (an overlay cannot rename a lower directory).
-#: No target directory at all (cargo stopped before building anything) says so.
+#: No target directory at all (cargo stopped before building anything) says so, as does
+#: one holding nothing but `.rustc_info.json`: the pinned build step makes the directory
+#: to copy the clippy probe's file into it (clippy/command.py `_PREFILL`) before cargo
+#: runs, and cargo itself writes that file only into a directory it has made its layout
+#: in, so the directory alone no longer says that cargo built anything.
 BUILD_CLEANUP = (
     'set -eu; [ -d "$CARGO_TARGET_DIR" ] || { echo "no target"; exit 0; }; '
-    'cd "$CARGO_TARGET_DIR"; rm -rf -- */incremental */*/incremental; '
+    'cd "$CARGO_TARGET_DIR"; made=; for e in * .[!.]* ..?*; do '
+    'if { [ -e "$e" ] || [ -L "$e" ]; } && [ "$e" != .rustc_info.json ]; then made=1; fi; done; '
+    '[ -n "$made" ] || { echo "no target"; exit 0; }; rm -rf -- */incremental */*/incremental; '
     'for name in "$@"; do '
     'for d in */.fingerprint/"$name"-* */*/.fingerprint/"$name"-* */build/"$name"-* */*/build/"$name"-*; do '
     'hash=${d##*/"$name"-}; case $hash in ""|*[!0-9a-f]*) continue;; esac; rm -rf -- "$d"; '

@@ -247,3 +247,60 @@ def test_two_selections_are_judged_each() -> None:
     assert cut == Verdict(False, "the build did not finish: killed")
     # control: the same job read as one selection takes the second cargo for the cleanup
     assert not judge_build(whole, probes=2, builds=1).publish
+
+
+def test_a_skeleton_cargo_refuses_is_still_no_target_after_the_warm_file_is_copied(
+        tmp_path: Path) -> None:
+    """The build step as dep_cache._build makes it (lint/run.py steps_for, the lint's
+    environment, clippy/command.py PIN_SCRIPT), run by the host's real cargo on a skeleton
+    whose manifest cargo refuses, with the clippy probe's warm file present (as in every
+    clone of a template): cargo creates no target directory, but the pinned step copies
+    the warm file into one it makes. The cleanup must still say "no target", so that the
+    build is remembered as failed with cargo's own error, not published as a cache that
+    holds nothing (judge_build: a 101 with "cleaned" is published)."""
+    import shutil
+    import subprocess
+
+    from roteiro_py import lint
+    from roteiro_py.clippy.command import RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE
+    from roteiro_py.config import Settings
+    from roteiro_py.lint.dep_cache import BUILD_ARGS
+
+    if shutil.which("cargo") is None or shutil.which("rustc") is None:
+        pytest.skip("no host cargo")
+    sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True, text=True,
+                             check=True, timeout=60).stdout.strip()
+    image = type("Image", (), {"config": {"config": {"Env": [f"PATH={sysroot}/bin:/usr/bin:/bin"]}}})()
+    skeleton = tmp_path / "skeleton"
+    (skeleton / "src").mkdir(parents=True)
+    (skeleton / "src" / "lib.rs").write_text("")
+    (skeleton / "Cargo.toml").write_text('[package]\nname = "ws"\nversion = "0.1.0"\nedition = 1\n')
+    settings = Settings()
+    steps = lint.steps_for(lint.Tree(skeleton, skeleton, skeleton), settings, lint.guest_env(image),  # type: ignore[arg-type]
+                           [*lint.clippy_command(settings), *BUILD_ARGS])
+    info, target = tmp_path / "rustc-info", tmp_path / "scratch" / "target"
+    info.mkdir()
+    (info / RUSTC_INFO_FILE).write_text("{}\n")  # what the template's warm-up left
+    env = {**steps[-1].env, RUSTC_INFO_VARIABLE: str(info), "HOME": str(tmp_path / "home"),
+           "CARGO_HOME": str(tmp_path / "cargo-home"), "CARGO_TARGET_DIR": str(target)}
+    built = subprocess.run(list(steps[-1].argv), cwd=skeleton, env=env, capture_output=True,
+                           timeout=240, check=False)
+    assert built.returncode == 101 and b"edition" in built.stderr, built
+    shells = [["/bin/sh"], *([[shutil.which("busybox") or "", "sh"]] if shutil.which("busybox") else [])]
+
+    def clean() -> subprocess.CompletedProcess[bytes]:
+        said = [subprocess.run([*shell, "-c", BUILD_CLEANUP, "sh", "ws"], env=env,
+                               capture_output=True, timeout=30, check=False) for shell in shells]
+        assert len({(done.returncode, done.stdout) for done in said}) == 1, said
+        return said[0]
+
+    cleanup = clean()
+    assert (cleanup.returncode, cleanup.stdout) == (0, b"no target\n"), cleanup
+    judged = judge_build(outcome(step(0), step(0), step(101, stderr=built.stderr),
+                                 step(0, cleanup.stdout)), probes=2, builds=1)
+    assert not judged.publish and judged.lasting and "built nothing" in (judged.note or "")
+    # control: a build that made its layout is cleaned (and published), the file kept
+    (target / "debug" / "deps").mkdir(parents=True)
+    cleanup = clean()
+    assert (cleanup.returncode, cleanup.stdout) == (0, b"cleaned\n"), cleanup
+    assert (target / ".rustc_info.json").read_text() == "{}\n"
