@@ -9,7 +9,8 @@ Shared by the image registry client (store/registry.py), the crate fetcher
 (cargo/registry.py), Rust's distribution (image/rust_dist.py), the Debian archive
 (vm/assets/debian_archive.py) and the GitHub API
 (commands/github_api.py); `armed_connection` is the one connection class that arms its
-socket as it is made. Imports nothing of ours.
+socket as it is made, and `armed_opener` the one opener the five build on. Imports
+nothing of ours.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import http.client
 import socket
 import threading
+import urllib.request
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -85,3 +87,34 @@ def armed_connection(base: type[http.client.HTTPConnection],
             self._create_connection = armed
 
     return cast(type[http.client.HTTPConnection], Armed)
+
+
+def armed_opener(arm: Callable[[socket.socket], None], redirects: urllib.request.BaseHandler, *,
+                 proxies: dict[str, str] | None = None,
+                 check_plain: Callable[[str], object] | None = None) -> urllib.request.OpenerDirector:
+    """An opener that speaks HTTP and HTTPS only (build_opener would add ftp:, file: and
+    data: handlers), each connection's socket given to `arm` the moment it exists
+    (armed_connection: the TLS handshake and every read under the deadline), redirects
+    handled by the caller's `redirects` (each new connection armed too). `proxies` as
+    urllib.request.ProxyHandler takes them: None, the environment's; {}, none.
+    `check_plain` is called with the URL of every plain-http request, redirects
+    included, before it is opened (it raises to refuse)."""
+    plain = armed_connection(http.client.HTTPConnection, arm)
+    tls = armed_connection(http.client.HTTPSConnection, arm)
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            if check_plain is not None:
+                check_plain(req.full_url)
+            return self.do_open(plain, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(tls, req)
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(proxies), urllib.request.UnknownHandler(),
+                    Http(), Https(), urllib.request.HTTPDefaultErrorHandler(), redirects,
+                    urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener

@@ -31,7 +31,7 @@ import urllib.request
 from typing import IO, Any
 
 from roteiro_py.redirects import UnreadRedirectHandler
-from roteiro_py.socket_deadline import SocketDeadline, armed_connection
+from roteiro_py.socket_deadline import SocketDeadline, armed_opener
 from roteiro_py.untrusted import sanitise
 
 #: Seconds one request may take, connection to last byte.
@@ -126,26 +126,9 @@ class Api:
             watch.close()
 
     def _opener(self, watch: SocketDeadline) -> urllib.request.OpenerDirector:
-        # each socket armed the moment it exists (socket_deadline.armed_connection)
-        https = armed_connection(http.client.HTTPSConnection, watch.arm)
-        plain = armed_connection(http.client.HTTPConnection, watch.arm)
-
-        class Tls(urllib.request.HTTPSHandler):
-            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-                return self.do_open(https, req)
-
-        class Plain(urllib.request.HTTPHandler):
-            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-                origin(req.full_url)  # loopback only, redirects included
-                return self.do_open(plain, req)
-
-        opener = urllib.request.OpenerDirector()
-        # no ProxyHandler: the token goes to the API's origin and to no proxy in between
-        for handler in (urllib.request.UnknownHandler(), Tls(), Plain(),
-                        urllib.request.HTTPDefaultErrorHandler(), _Redirects(),
-                        urllib.request.HTTPErrorProcessor()):
-            opener.add_handler(handler)
-        return opener
+        # each socket armed the moment it exists; plain http to loopback only, redirects
+        # included; no proxy: the token goes to the API's origin and to no proxy in between
+        return armed_opener(watch.arm, _Redirects(), proxies={}, check_plain=origin)
 
     def _request(self, method: str, path: str, body: Any, watch: SocketDeadline) -> Any:
         url = self.base + path

@@ -74,7 +74,7 @@ from roteiro_py.image.channel import parse_spec as parse_spec
 from roteiro_py.paths import cache_root
 from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.reference import is_loopback_host
-from roteiro_py.socket_deadline import SocketDeadline, armed_connection
+from roteiro_py.socket_deadline import SocketDeadline, armed_opener
 from roteiro_py.untrusted import FileRefused, parse_toml
 from roteiro_py.vm.assets import openpgp
 
@@ -173,29 +173,11 @@ class _Redirects(UnreadRedirectHandler):
 
 
 def _opener(watch: SocketDeadline, *, direct: bool) -> urllib.request.OpenerDirector:
-    """HTTP and HTTPS only (build_opener adds ftp:, file:, data:), each connection's socket
-    armed with `watch` the moment it exists; the environment's proxies kept, except for a
-    loopback server (`direct`), which no proxy can reach (urllib would send
-    http://127.0.0.1/ to `http_proxy` unless `no_proxy` named it)."""
-
-    plain = armed_connection(http.client.HTTPConnection, watch.arm)
-    tls = armed_connection(http.client.HTTPSConnection, watch.arm)
-
-    class Http(urllib.request.HTTPHandler):
-        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(plain, req)
-
-    class Https(urllib.request.HTTPSHandler):
-        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(tls, req)
-
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler({} if direct else None), urllib.request.UnknownHandler(),
-                    Http(), Https(),
-                    urllib.request.HTTPDefaultErrorHandler(), _Redirects(),
-                    urllib.request.HTTPErrorProcessor()):
-        opener.add_handler(handler)
-    return opener
+    """HTTP and HTTPS only, each connection's socket armed with `watch` the moment it
+    exists; the environment's proxies kept, except for a loopback server (`direct`),
+    which no proxy can reach (urllib would send http://127.0.0.1/ to `http_proxy` unless
+    `no_proxy` named it)."""
+    return armed_opener(watch.arm, _Redirects(), proxies={} if direct else None)
 
 
 def _content_length(value: str | None) -> int | None:

@@ -47,7 +47,7 @@ from typing import IO, cast
 
 from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.reference import ImageReference, is_loopback_host
-from roteiro_py.socket_deadline import SocketDeadline
+from roteiro_py.socket_deadline import SocketDeadline, armed_opener
 from roteiro_py.store.auth import Credentials, credentials_for, parse_www_authenticate
 from roteiro_py.store.manifest import ACCEPT, MAX_DOCUMENT, Descriptor, ManifestError, load_json
 from roteiro_py.store.transfer import SourceError
@@ -149,7 +149,8 @@ class _RedirectHandler(UnreadRedirectHandler):
 
 def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
     """An opener that speaks HTTP(S) only, each connection's socket registered with
-    `watch` once connected.
+    `watch` the moment it exists (socket_deadline.armed_opener: the TLS handshake under
+    the deadline too; it was armed only once connected).
 
     Built by hand rather than with build_opener, which adds FTP, file: and data: handlers
     (see the module docstring). No proxies from the environment: an HTTP(S)_PROXY would
@@ -157,30 +158,7 @@ def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
     followed (blobs) through `_RedirectHandler`; each new connection is watched too.
     """
 
-    class Plain(http.client.HTTPConnection):
-        def connect(self) -> None:
-            super().connect()
-            watch.arm(self.sock)
-
-    class Tls(http.client.HTTPSConnection):
-        def connect(self) -> None:
-            super().connect()
-            watch.arm(self.sock)
-
-    class PlainHandler(urllib.request.HTTPHandler):
-        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(Plain, req)
-
-    class TlsHandler(urllib.request.HTTPSHandler):
-        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(Tls, req)
-
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler({}), urllib.request.UnknownHandler(),
-                    PlainHandler(), TlsHandler(), urllib.request.HTTPDefaultErrorHandler(),
-                    _RedirectHandler(), urllib.request.HTTPErrorProcessor()):
-        opener.add_handler(handler)
-    return opener
+    return armed_opener(watch.arm, _RedirectHandler(), proxies={})
 
 
 class _Watched:

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO
 
 from roteiro_py.redirects import UnreadRedirectHandler
-from roteiro_py.socket_deadline import SocketDeadline, armed_connection
+from roteiro_py.socket_deadline import SocketDeadline, armed_opener
 from roteiro_py.vocabulary import DEFAULT_DEBIAN_ARCHIVE, DEFAULT_DEBIAN_SECURITY_ARCHIVE, DEFAULT_DEBIAN_SUITE
 
 if TYPE_CHECKING:
@@ -212,28 +212,11 @@ class _HttpRedirectsOnly(UnreadRedirectHandler):
 
 
 def _opener(watch: SocketDeadline) -> urllib.request.OpenerDirector:
-    """HTTP and HTTPS only (build_opener would add ftp:, file: and data:), the proxies of
-    the environment kept (a host behind one reaches no mirror otherwise), each connection's
-    socket armed with `watch` the moment it exists: the deadline ends the request in any
-    phase (a status line and headers trickled a byte at a time held it for ever)."""
-    plain = armed_connection(http.client.HTTPConnection, watch.arm)
-    tls = armed_connection(http.client.HTTPSConnection, watch.arm)
-
-    class Http(urllib.request.HTTPHandler):
-        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(plain, req)
-
-    class Https(urllib.request.HTTPSHandler):
-        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(tls, req)
-
-    opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
-                    Http(), Https(),
-                    urllib.request.HTTPDefaultErrorHandler(), _HttpRedirectsOnly(),
-                    urllib.request.HTTPErrorProcessor()):
-        opener.add_handler(handler)
-    return opener
+    """HTTP and HTTPS only, the proxies of the environment kept (a host behind one reaches
+    no mirror otherwise), each connection's socket armed with `watch` the moment it
+    exists: the deadline ends the request in any phase (a status line and headers
+    trickled a byte at a time held it for ever)."""
+    return armed_opener(watch.arm, _HttpRedirectsOnly())
 
 
 def _open_local(file: Path, path: str) -> BinaryIO:
