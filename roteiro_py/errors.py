@@ -1157,6 +1157,61 @@ class ToolchainRefused(Refusal):
         )
 
 
+class ToolchainStale(ToolchainRefused):
+    """An undated channel's manifest, validly signed, dated before the floor this host
+    holds it to (image/rust_dist.py `check_floor`): the newest date already accepted for
+    the channel (`recorded_from` the server that served it, `record` the file that says
+    so), or `max_age_days` before `today` by this host's clock. A signature says Rust made
+    a manifest, not that it is the newest: an older one replayed is a downgrade."""
+
+    code = "toolchain-stale"
+
+    def __init__(self, channel: str, server: str, date: str, floor: str, *, today: str, max_age_days: int,
+                 recorded_from: str | None = None, record: Path | None = None) -> None:
+        super().__init__(channel, server, f"its signed manifest is of {date}, older than {floor}")
+        self.channel = channel
+        self.date = date
+        self.floor = floor
+        self.today = today
+        self.max_age_days = max_age_days
+        self.recorded_from = recorded_from
+        self.record = record
+
+    def guidance(self) -> Guidance:
+        if self.recorded_from is not None:
+            source = (f"the newest {_p(self.channel)} manifest this host already accepted (from "
+                      f"{_p(self.recorded_from)}, recorded in {_p(str(self.record))})")
+            cause = (f"{_p(self.server)} is behind the server that served {_p(self.floor)}, or replays an "
+                     "old manifest" if self.recorded_from != self.server else
+                     f"{_p(self.server)} served {_p(self.floor)} before and an older one now: an old "
+                     "manifest replayed, or a mirror restored from an old copy")
+            pin = self.floor
+        else:
+            source = (f"{self.max_age_days} days before today ({_p(self.today)} by this host's clock), more "
+                      f"than the {self.max_age_days} days an undated {_p(self.channel)} manifest may lag")
+            cause = (f"{_p(self.server)} has stopped syncing or replays an old manifest, or this host's "
+                     f"clock is ahead (it says today is {_p(self.today)})")
+            pin = self.date
+        pinned = f"{self.channel}-{pin}"
+        way = (f"To build the {_p(pin)} toolchain this host already accepted" if self.recorded_from is not None
+               else f"To build from this manifest of {_p(pin)} anyway")
+        way += (f", name it by its date: `--from-dist {_p(pinned)}`, or `channel = \"{_p(pinned)}\"` in "
+                "rust-toolchain.toml (or name a release, `1.95.0`)")
+        if self.recorded_from is not None and self.recorded_from != self.server:
+            way += (f"; or fetch from the server that served it: `RUSTUP_DIST_SERVER={_q(self.recorded_from)} "
+                    f"pylint-sandbox image build --from-dist {_q(self.channel)}`")
+        return Guidance(
+            summary=f"Refused the Rust toolchain {_p(self.channel)} from {_p(self.server)}: its signed "
+                    f"manifest is of {_p(self.date)}, older than {_p(self.floor)}, {source}.",
+            notes=(f"A signature says Rust made a manifest, not that it is the newest: {cause}. "
+                   "An undated channel (stable, beta, nightly) is taken only if its manifest is "
+                   "no older than the newest this host accepted for it, nor than the channel's "
+                   "maximum age; a dated channel or a release is taken as named, however old.",
+                   way + ".", RUST_DIST_CHECKED),
+            commands=(f"pylint-sandbox image build --from-dist {_q(pinned)}",),
+        )
+
+
 class VcsUnreadable(Refusal):
     """A git repository holding the tree whose state could not be read as data (an index
     past its bound, a format or object the reader does not know): lint/vcs.py never

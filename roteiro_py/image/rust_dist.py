@@ -13,7 +13,21 @@ Guarantees:
   parser (untrusted.parse_toml), its v2 shape checked; nothing in it is trusted but the
   hashes and URLs the signature covers.
 - A signed manifest that is not the one asked for is refused (`replayed`): a release's
-  must be of that rustc version, a dated channel's of that date.
+  must be of that rustc version, a dated channel's of that date. Its `date` must be a
+  calendar date written YYYY-MM-DD (2026-02-30 is refused, not compared).
+- An undated channel (`stable`, `beta`, `nightly`) names no date to compare with, so a
+  mirror or the network could replay an older manifest, validly signed, and the image
+  would silently be an old toolchain (a freeze attack). Its manifest is refused
+  (`errors.ToolchainStale`, before any package is fetched) if dated before the higher of
+  two floors (`check_floor`): the newest date this host already accepted for the channel,
+  dated or not, from any server (`FLOOR_RECORD` in the download cache, written once a
+  toolchain is stored: a replay), and `MAX_AGE_DAYS[channel]` days before today by this
+  host's clock (a first fetch, or a record that was lost). The clock is read once per
+  fetch (`now`), as debian_archive.py reads it for an InRelease: a clock that is ahead
+  refuses a current manifest, and the refusal says what the clock said; one that is
+  behind lets an older manifest past the age (the record still holds it back), and past
+  `openpgp.MAX_CLOCK_SKEW_S` refuses a current manifest's signature as made in the
+  future. A dated spec or a release is taken as named, however old: the user chose it.
 - Every package (rustc, cargo, rust-std for the host and each requested target, clippy by
   its `[renames]` name, plus requested components) is downloaded bounded
   (`MAX_PACKAGE_BYTES`, `NETWORK_TIMEOUT_S` + an average of `MIN_BYTES_PER_S`, a
@@ -44,8 +58,10 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import http.client
+import json
 import lzma
 import os
 import re
@@ -64,6 +80,8 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, cast
 
+from filelock import FileLock
+
 from roteiro_py import errors
 from roteiro_py.image.channel import MAX_REQUESTED as MAX_REQUESTED
 from roteiro_py.image.channel import NAME as NAME
@@ -71,11 +89,11 @@ from roteiro_py.image.channel import VERSION as _VERSION
 from roteiro_py.image.channel import ChannelSpec as ChannelSpec
 from roteiro_py.image.channel import check_name as check_name
 from roteiro_py.image.channel import parse_spec as parse_spec
-from roteiro_py.paths import cache_root
+from roteiro_py.paths import cache_root, replace_file
 from roteiro_py.redirects import UnreadRedirectHandler
 from roteiro_py.reference import is_loopback_host
 from roteiro_py.socket_deadline import SocketDeadline, armed_opener
-from roteiro_py.untrusted import FileRefused, parse_toml
+from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 from roteiro_py.vm.assets import openpgp
 
 DEFAULT_SERVER = "https://static.rust-lang.org"
@@ -99,6 +117,20 @@ PINNED_KEYS: dict[str, str] = {
 #: channel-rust-stable.toml is ~1 MB (every target's URLs and hashes).
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_SIGNATURE_BYTES = 64 << 10
+#: How many days before today (this host's clock) an undated channel's manifest may be
+#: dated when nothing newer was accepted. Rust publishes stable every six weeks (42 days;
+#: a point release re-dates it in between), and beta only when its version changes
+#: (rust-lang/promote-release skips a beta whose version is the live one), so the one date
+#: either is sure to move by is the six-weekly promotion: 56 days leaves two weeks for a
+#: late release or a mirror syncing behind, and a replay holds a host back one release at
+#: most, for two weeks at most. Nightly is published daily: 7 days rides out an outage of
+#: several days (and a mirror synced weekly, as Debian's security index is valid a week),
+#: and past it the way forward is a dated nightly, as rustup users pin one anyway.
+MAX_AGE_DAYS: dict[str, int] = {"stable": 56, "beta": 56, "nightly": 7}
+#: In the download cache: per channel, the newest manifest date accepted and the server
+#: that served it (`check_floor`). Losing it (the cache removed) leaves MAX_AGE_DAYS.
+FLOOR_RECORD = "channels.json"
+MAX_FLOOR_RECORD_BYTES = 64 << 10
 #: rustc's .tar.xz is ~80 MB; a package larger than this is refused whatever the manifest says.
 MAX_PACKAGE_BYTES = 1 << 30
 #: Bounds over one toolchain's unpacking (rustc unpacks to ~600 MB in ~100 files).
@@ -303,8 +335,8 @@ def parse_manifest(data: bytes) -> Manifest:
     if document.get("manifest-version") != "2":
         raise _Malformed(f"manifest-version is {str(document.get('manifest-version'))[:20]!r}, not '2'")
     date = document.get("date")
-    if not isinstance(date, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
-        raise _Malformed("its date is not YYYY-MM-DD")
+    if not isinstance(date, str) or _day(date) is None:
+        raise _Malformed(f"its date is not a date as YYYY-MM-DD ({str(date)[:20]!r})")
     packages: dict[str, dict[str, Package | None]] = {}
     versions: dict[str, str] = {}
     for name, pkg in _table(document.get("pkg", {}), "[pkg]").items():
@@ -333,6 +365,17 @@ def parse_manifest(data: bytes) -> Manifest:
     return Manifest(date, packages, renames, versions)
 
 
+def _day(text: str) -> datetime.date | None:
+    """`text` as a calendar date if it is one written YYYY-MM-DD, else None: the pattern
+    alone let 2026-02-30 through, and fromisoformat alone takes 20261101 (Python 3.11)."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        return None
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
     """Why `manifest` is not the one `spec` asked for, or None. A signature says Rust made
     the manifest, not which one it is: a mirror could serve 1.38.0's, validly signed, as
@@ -347,6 +390,65 @@ def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
         if rustc != spec.channel and not wanted:
             return f"it is the manifest of rustc {rustc or '(no version)'}, not {spec.channel} (replayed?)"
     return None
+
+
+# -- the date floor of an undated channel -----------------------------------------------------
+
+
+def recorded_floors(store: Path) -> dict[str, dict[str, str]]:
+    """FLOOR_RECORD in `store`: channel -> {"date", "server"}, only entries that are what
+    `record_floor` writes. A record that cannot be read (absent, a link, larger than
+    MAX_FLOOR_RECORD_BYTES, not JSON) is no record, as an unreadable manifest is for the
+    VM assets (vm/assets/assets.py): MAX_AGE_DAYS still holds, and the next accepted
+    manifest writes it whole again."""
+    try:
+        document = json.loads(read_bounded(store / FLOOR_RECORD, MAX_FLOOR_RECORD_BYTES))
+    except (FileNotFoundError, FileRefused, ValueError):
+        return {}
+    channels = document.get("channels") if isinstance(document, dict) else None
+    found: dict[str, dict[str, str]] = {}
+    for name, entry in (channels.items() if isinstance(channels, dict) else ()):
+        date = entry.get("date") if isinstance(entry, dict) else None
+        server = entry.get("server") if isinstance(entry, dict) else None
+        if name in MAX_AGE_DAYS and isinstance(date, str) and _day(date) is not None \
+                and isinstance(server, str) and len(server) <= 2048:
+            found[name] = {"date": date, "server": server}
+    return found
+
+
+def check_floor(spec: ChannelSpec, manifest: Manifest, server: str, store: Path, now: float) -> None:
+    """errors.ToolchainStale if `spec` is an undated channel and `manifest` is dated before
+    the newest date recorded for it in `store`, or before MAX_AGE_DAYS[channel] days before
+    `now` (UTC), whichever floor is higher; the refusal names that floor and where it came
+    from. A dated spec or a release returns: `replayed` holds it to exactly what it names."""
+    if spec.date is not None or spec.channel not in MAX_AGE_DAYS:
+        return
+    most = MAX_AGE_DAYS[spec.channel]
+    today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
+    floor, recorded_from = (today - datetime.timedelta(days=most)).isoformat(), None
+    recorded = recorded_floors(store).get(spec.channel)
+    if recorded is not None and recorded["date"] >= floor:  # ISO dates sort as they are written
+        floor, recorded_from = recorded["date"], recorded["server"]
+    if manifest.date >= floor:
+        return
+    raise errors.ToolchainStale(spec.channel, server, manifest.date, floor, today=today.isoformat(),
+                                max_age_days=most, recorded_from=recorded_from,
+                                record=store / FLOOR_RECORD if recorded_from is not None else None)
+
+
+def record_floor(store: Path, channel: str, date: str, server: str) -> None:
+    """Raise the floor of `channel` (stable, beta, nightly; anything else is not recorded)
+    to `date`, served by `server`, if it is newer than the one recorded. Under a lock: two
+    builds at once must not write back each other's older record."""
+    if channel not in MAX_AGE_DAYS:
+        return
+    with FileLock(str(store / (FLOOR_RECORD + ".lock"))):
+        floors = recorded_floors(store)
+        if channel in floors and floors[channel]["date"] >= date:
+            return
+        floors[channel] = {"date": date, "server": server}
+        text = json.dumps({"channels": floors}, indent=2, sort_keys=True) + "\n"
+        replace_file(store / FLOOR_RECORD, text.encode(), 0o644)
 
 
 # -- the toolchain ----------------------------------------------------------------------------
@@ -375,9 +477,11 @@ def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None =
                     progress: Progress | None = None, now: float | None = None,
                     cache: Path | None = None) -> Path:
     """The toolchain `spec` from Rust's distribution, verified, at `dest` (which must not
-    exist); errors.ToolchainRefused / ToolchainIncomplete / ToolchainUnreachable otherwise,
-    with nothing at `dest`. `cache`: where downloads are kept by sha256 (default
-    $ROTEIRO_HOME/cache/rust-dist)."""
+    exist); errors.ToolchainRefused (ToolchainStale: an undated channel's manifest older
+    than its floor) / ToolchainIncomplete / ToolchainUnreachable otherwise, with nothing at
+    `dest`. `cache`: where downloads are kept by sha256, and FLOOR_RECORD (default
+    $ROTEIRO_HOME/cache/rust-dist). `now`: this host's clock, read once for the signature's
+    time and the channel's maximum age."""
     parsed = spec if isinstance(spec, ChannelSpec) else parse_spec(spec)
     for value in (host, *targets):
         check_name(value, "target", "--target")
@@ -394,14 +498,16 @@ def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None =
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
-        _build(request, base, work, store, progress, time.time() if now is None else now)
+        manifest = _build(request, base, work, store, progress, time.time() if now is None else now)
         os.rename(work / "root", dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    record_floor(store, parsed.channel, manifest.date, base)
     return dest
 
 
-def _build(request: Request, base: str, work: Path, store: Path, progress: Progress | None, now: float) -> None:
+def _build(request: Request, base: str, work: Path, store: Path, progress: Progress | None,
+           now: float) -> Manifest:
     label = str(request.spec)
 
     def fetch(url: str, limit: int, what: str) -> bytes:
@@ -428,6 +534,7 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
     why = replayed(request.spec, manifest)
     if why:
         raise errors.ToolchainRefused(label, base, f"{request.spec.manifest_path} is signed, but {why}")
+    check_floor(request.spec, manifest, base, store, now)
     chosen: list[Package] = []
     for name, target in request.wanted():
         package = manifest.find(name, target)
@@ -450,6 +557,7 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
     record = root / "lib" / "rustlib" / "multirust-channel-manifest.toml"
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_bytes(manifest_bytes)
+    return manifest
 
 
 def _package_url(url: str, base: str) -> str:

@@ -77,3 +77,13 @@ def test_the_adopting_guides_commands_use_options_that_exist() -> None:
     assert {"--baseline", "--diff", "--format", "--output", "--fail-on"} <= used
     assert used <= options, used - options
     assert "docs/ADOPTING.md" in (ROOT / "README.md").read_text()
+
+
+def test_the_readme_states_the_maximum_age_of_an_undated_channel_the_code_has() -> None:
+    from roteiro_py.image import rust_dist
+
+    readme = " ".join(line.lstrip("# ").strip() for line in (ROOT / "README.md").read_text().splitlines())
+    ages = rust_dist.MAX_AGE_DAYS
+    assert ages["stable"] == ages["beta"]  # the README says them once for both
+    assert (f"(stable and beta {ages['stable']} days, nightly {ages['nightly']}, by this host's clock)"
+            in " ".join(readme.split()))

@@ -154,6 +154,16 @@ FACTORIES: dict[type[errors.RoteiroError], Callable[[], tuple[errors.RoteiroErro
                                        "clippy has sha256 0f, not 1e.",
                                        "108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE", "nothing was stored",
                                        "RUSTUP_DIST_SERVER"]),
+    errors.ToolchainStale: lambda: (errors.ToolchainStale(
+        "stable", "https://mirror-3.example", "2026-09-03", "2026-11-12", today="2026-12-02", max_age_days=56,
+        recorded_from="https://static-4.example", record=Path("/h/cache-5/channels.json")),
+        ["Refused the Rust toolchain stable from https://mirror-3.example: its signed manifest is of "
+         "2026-09-03, older than 2026-11-12, the newest stable manifest this host already accepted (from "
+         "https://static-4.example, recorded in /h/cache-5/channels.json).",
+         "https://mirror-3.example is behind the server that served 2026-11-12",
+         "pylint-sandbox image build --from-dist stable-2026-11-12",
+         "RUSTUP_DIST_SERVER=https://static-4.example pylint-sandbox image build --from-dist stable",
+         "108F66205EAEB0AAA8DD5E1C85AB96E6FA1BE5FE"]),
     errors.ToolchainIncomplete: lambda: (errors.ToolchainIncomplete("nightly-2026-11-08", "clippy-8",
                                                                     "riscv64gc-unknown-linux-gnu"),
                                          ["The Rust toolchain nightly-2026-11-08 has no clippy-8 for "

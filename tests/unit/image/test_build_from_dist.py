@@ -5,11 +5,14 @@ for the test); the Debian root comes from the local signed archive of test_build
 Proves: the command builds and provisions from the verified toolchain; a second build
 of the same manifest is the same pin and comes from the cache; the pin a tree's
 rust-toolchain.toml names is what is fetched (its targets too); a tampered manifest is
-refused with nothing provisioned; and the three ways of naming a toolchain exclude one
-another."""
+refused with nothing provisioned; an undated channel's stale manifest is refused with
+nothing provisioned while the same manifest named by its date builds; and the three ways of
+naming a toolchain exclude one another."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +121,29 @@ def test_a_fetched_toolchain_that_cannot_make_a_layer_is_not_called_a_rustup_too
     assert "rust-analyzer" in refused.value.reason
     assert "rustup" not in refused.value.what and not any("rustup" in c for c in refused.value.commands)
     assert "Rust's distribution" in refused.value.what
+
+
+def test_an_undated_toolchain_file_served_a_stale_manifest_provisions_nothing_and_a_dated_one_builds(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg, tmp_path: Path,
+        roteiro_home: Path) -> None:
+    """`channel = "stable"` served a stable manifest older than stable's maximum age: refused
+    before any package, nothing provisioned, the way forward naming the dated pin; that pin
+    in the file builds, and the date it accepted is recorded where the command keeps the
+    floor ($ROTEIRO_HOME/cache/rust-dist)."""
+    now = time.time()
+    old = rustdist.day(now, rust_dist.MAX_AGE_DAYS["stable"] + 30)
+    served.publish(release, date=old, at="dist/channel-rust-stable.toml")
+    rustdist.serve_as(served, f"dist/{old}/channel-rust-stable.toml", "dist/channel-rust-stable.toml")
+    pin = tmp_path / "tree" / "rust-toolchain.toml"
+    pin.parent.mkdir()
+    pin.write_text('[toolchain]\nchannel = "stable"\n')
+    with pytest.raises(errors.ToolchainStale) as refused:
+        run_image_build(**options, toolchain_file_path=pin)  # type: ignore[arg-type]
+    assert f'`channel = "stable-{old}"` in rust-toolchain.toml' in refused.value.guidance().render_text()
+    assert Store.default().references() == []
+    record = roteiro_home / "cache" / "rust-dist" / rust_dist.FLOOR_RECORD
+    assert not record.exists()
+    pin.write_text(f'[toolchain]\nchannel = "stable-{old}"\n')
+    assert run_image_build(**options, toolchain_file_path=pin) == 0  # type: ignore[arg-type]
+    assert len(Store.default().references()) == 1
+    assert json.loads(record.read_text())["channels"]["stable"]["date"] == old

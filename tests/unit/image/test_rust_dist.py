@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import json
 import lzma
 import os
+import shutil
 import tarfile
 import threading
 import time
@@ -110,12 +112,13 @@ class Dist:
     def publish(self, gpg: Gpg, *, signer: str = RELEASE, drop: tuple[tuple[str, str], ...] = (),
                 unavailable: tuple[tuple[str, str], ...] = (),
                 replace: dict[tuple[str, str], bytes] | None = None,
-                tamper: bool = False) -> None:
+                tamper: bool = False, date: str = DATE, at: str = f"dist/channel-rust-{VERSION}.toml") -> None:
         """The manifest for `packages()` (less `drop`, `unavailable` marked so), each
         package under the default server's URL (as Rust's manifests name them), signed by
         `signer`; `replace` serves other bytes than the manifest's hash describes;
-        `tamper` alters the manifest after signing."""
-        lines = ['manifest-version = "2"', f'date = "{DATE}"']
+        `tamper` alters the manifest after signing; `date` is its date field, `at` the
+        path it is served at."""
+        lines = ['manifest-version = "2"', f'date = "{date}"']
         for (name, target), (_component, tarball, xz) in packages().items():
             if (name, target) in drop:
                 continue
@@ -133,9 +136,8 @@ class Dist:
                       f'{key}hash = "{hashlib.sha256(tarball).hexdigest()}"']
         lines += ["[renames.clippy]", 'to = "clippy-preview"', "[renames.rls]", 'to = "rls-preview"']
         manifest = ("\n".join(lines) + "\n").encode()
-        path = f"dist/channel-rust-{VERSION}.toml"
-        self.files[path + ".asc"] = gpg.detach_sign(signer, manifest)
-        self.files[path] = manifest.replace(b"available = true", b"available = true ", 1) if tamper else manifest
+        self.files[at + ".asc"] = gpg.detach_sign(signer, manifest)
+        self.files[at] = manifest.replace(b"available = true", b"available = true ", 1) if tamper else manifest
 
 
 @pytest.fixture
@@ -181,8 +183,9 @@ def trust_test_key(gpg: Gpg, monkeypatch: pytest.MonkeyPatch) -> None:
 def nothing_stored(dest: Path, cache: Path) -> None:
     assert not os.path.lexists(dest)
     assert sorted(p.name for p in dest.parent.iterdir()) == ["cache"], "a temporary directory was left"
-    for kept in cache.iterdir():  # only what verified, named by its sha256
-        assert kept.name == hashlib.sha256(kept.read_bytes()).hexdigest()
+    for kept in cache.iterdir():  # only what verified, named by its sha256 (and the floors' record)
+        if kept.name not in (rust_dist.FLOOR_RECORD, rust_dist.FLOOR_RECORD + ".lock"):
+            assert kept.name == hashlib.sha256(kept.read_bytes()).hexdigest()
 
 
 def fetch(dist: Dist, tmp_path: Path, **kwargs: object) -> Path:
@@ -492,7 +495,155 @@ def test_a_signed_manifest_of_another_release_or_date_is_refused(
     serve_as(dist, "dist/2026-11-01/channel-rust-nightly.toml", ours)
     assert (get("1.95", "a") / "bin/clippy-driver").exists()
     assert (get("nightly-2026-11-01", "b") / "bin/clippy-driver").exists()
-    assert (get("nightly", "c") / "bin/clippy-driver").exists()  # undated: nothing to compare with
+    # undated: no date to compare with; but this manifest is older than an undated nightly
+    # may be (the date floor's tests below take it further)
+    with pytest.raises(errors.ToolchainStale, match=f"more than the {rust_dist.MAX_AGE_DAYS['nightly']} days"):
+        get("nightly", "c")
+
+
+# -- undated channels: the date floor ----------------------------------------------------------
+
+
+def day(now: float, days_before: int) -> str:
+    """The UTC date `days_before` days before `now`, as a manifest's date field spells it."""
+    return time.strftime("%Y-%m-%d", time.gmtime(now - days_before * 86400))
+
+
+def test_an_older_signed_manifest_after_a_newer_was_accepted_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """The freeze attack: a mirror (or the network) serves `channel-rust-stable.toml` of a
+    date before one this host already took. Validly signed, and within the channel's
+    maximum age, so only the record of what was accepted tells it is a replay. Red before
+    the record: the older manifest was built."""
+    now = time.time()
+    newer, older = day(now, 3), day(now, 10)
+    stable = "dist/channel-rust-stable.toml"
+
+    def get(name: str) -> Path:
+        return rust_dist.fetch_toolchain("stable", tmp_path / name, server=dist.url, cache=tmp_path / "cache",
+                                         now=now)
+
+    dist.publish(gpg, date=newer, at=stable)
+    assert (get("first") / "bin/clippy-driver").exists()
+    dist.publish(gpg, date=older, at=stable)
+    dist.asked.clear()
+    with pytest.raises(errors.ToolchainRefused) as refused:
+        get("replayed")
+    assert dist.asked == [stable, stable + ".asc"]  # refused before any package was asked for
+    record = tmp_path / "cache" / rust_dist.FLOOR_RECORD
+    assert isinstance(refused.value, errors.ToolchainStale)
+    assert refused.value.exit_code == errors.EXIT_REFUSED
+    text = refused.value.guidance().render_text()
+    assert (f"Refused the Rust toolchain stable from {dist.url}: its signed manifest is of {older}, older than "
+            f"{newer}, the newest stable manifest this host already accepted (from {dist.url}, recorded in "
+            f"{record})") in text
+    assert f"pylint-sandbox image build --from-dist stable-{newer}" in text
+    assert f'channel = "stable-{newer}"' in text
+    assert "served 20" in text and "an old manifest replayed" in text  # the same server went back
+    shutil.rmtree(tmp_path / "first")
+    nothing_stored(tmp_path / "replayed", tmp_path / "cache")
+    # control: the same date again is taken, and a newer one raises the floor
+    dist.publish(gpg, date=newer, at=stable)
+    assert (get("again") / "bin/clippy-driver").exists()
+    newest = day(now, 1)
+    dist.publish(gpg, date=newest, at=stable)
+    assert (get("newest") / "bin/clippy-driver").exists()
+    assert json.loads(record.read_text())["channels"]["stable"]["date"] == newest
+    dist.publish(gpg, date=newer, at=stable)
+    with pytest.raises(errors.ToolchainStale, match=f"older than {newest}, the newest stable manifest"):
+        get("replayed")
+    # a dated spec is not held to the floor: what it names is exactly what it gets
+    dist.publish(gpg, date=older, at=f"dist/{older}/channel-rust-stable.toml")
+    dated = rust_dist.fetch_toolchain(f"stable-{older}", tmp_path / "dated", server=dist.url,
+                                      cache=tmp_path / "cache", now=now)
+    assert (dated / "bin/clippy-driver").exists()
+    assert json.loads(record.read_text())["channels"]["stable"]["date"] == newest  # and lowers nothing
+
+
+def test_a_newer_dated_manifest_raises_the_floor_of_its_channel(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """`nightly-D` verified proves a nightly of D exists: an undated nightly older than it
+    is a stale one, whichever way this host learned of D."""
+    now = time.time()
+    dist.publish(gpg, date=day(now, 1), at=f"dist/{day(now, 1)}/channel-rust-nightly.toml")
+    rust_dist.fetch_toolchain(f"nightly-{day(now, 1)}", tmp_path / "dated", server=dist.url,
+                              cache=tmp_path / "cache", now=now)
+    dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-nightly.toml")
+    with pytest.raises(errors.ToolchainStale, match=f"of {day(now, 2)}, older than {day(now, 1)}"):
+        rust_dist.fetch_toolchain("nightly", tmp_path / "undated", server=dist.url, cache=tmp_path / "cache", now=now)
+    # control: with no record (another cache) the same manifest is within nightly's age
+    assert (rust_dist.fetch_toolchain("nightly", tmp_path / "undated", server=dist.url, cache=tmp_path / "other",
+                                      now=now) / "bin/cargo").exists()
+
+
+@pytest.mark.parametrize("channel", ["stable", "beta", "nightly"])
+def test_an_undated_manifest_older_than_its_channels_age_is_refused_and_a_dated_one_is_not(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, channel: str) -> None:
+    """The first fetch on a host has no record to compare with: an undated channel's
+    manifest more than MAX_AGE_DAYS[channel] days old by this host's clock is refused;
+    the boundary itself is taken; and the old manifest asked for by its date builds."""
+    now = time.time()
+    most = rust_dist.MAX_AGE_DAYS[channel]
+    undated = f"dist/channel-rust-{channel}.toml"
+    dist.publish(gpg, date=day(now, most + 1), at=undated)
+    with pytest.raises(errors.ToolchainStale) as refused:
+        rust_dist.fetch_toolchain(channel, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache", now=now)
+    assert refused.value.guidance().summary == (
+        f"Refused the Rust toolchain {channel} from {dist.url}: its signed manifest is of {day(now, most + 1)}, "
+        f"older than {day(now, most)}, {most} days before today ({day(now, 0)} by this host's clock), more "
+        f"than the {most} days an undated {channel} manifest may lag.")
+    assert f"--from-dist {channel}-{day(now, most + 1)}" in refused.value.guidance().render_text()
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    assert not (tmp_path / "cache" / rust_dist.FLOOR_RECORD).exists()  # a refusal records nothing
+    old = f"dist/{day(now, most + 1)}/channel-rust-{channel}.toml"
+    serve_as(dist, old, undated)
+    dated = rust_dist.fetch_toolchain(f"{channel}-{day(now, most + 1)}", tmp_path / "dated", server=dist.url,
+                                      cache=tmp_path / "cache", now=now)
+    assert (dated / "bin/clippy-driver").exists()
+    dist.publish(gpg, date=day(now, most), at=undated)  # control: the boundary is taken
+    assert (rust_dist.fetch_toolchain(channel, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache",
+                                      now=now) / "bin/clippy-driver").exists()
+
+
+def test_rusts_own_old_stable_manifest_served_as_stable_is_refused(dist: Dist, tmp_path: Path) -> None:
+    """Rust 1.38.0's manifest (2019-09-26), signed by Rust and verified with the shipped key,
+    nothing patched: served as `channel-rust-stable.toml` it is the freeze attack itself.
+    Red before the floor: it was taken, and only the mirror's missing package stopped it
+    (HTTP 404 for rustc 1.38.0)."""
+    manifest, signature = real_manifest()
+    dist.files["dist/channel-rust-stable.toml"] = manifest
+    dist.files["dist/channel-rust-stable.toml.asc"] = signature
+    with pytest.raises(errors.ToolchainStale, match="its signed manifest is of 2019-09-26"):
+        rust_dist.fetch_toolchain("stable", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache")
+    assert dist.asked == ["dist/channel-rust-stable.toml", "dist/channel-rust-stable.toml.asc"]
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("date", ["2026-02-30", "2026-13-01", "0000-01-01", "2026-1-01", "2026-11-01T00:00:00"])
+def test_a_signed_manifest_whose_date_is_not_a_date_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, date: str) -> None:
+    """The date is what the floor compares: one that only looks like YYYY-MM-DD (a 30th of
+    February passed the pattern) is refused, dated spec or not."""
+    dist.publish(gpg, date=date, at="dist/channel-rust-stable.toml")
+    with pytest.raises(errors.ToolchainRefused, match="its date is not a date as YYYY-MM-DD"):
+        rust_dist.fetch_toolchain("stable", tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache")
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+
+
+def test_a_floor_record_that_is_not_one_is_no_floor_and_is_rewritten(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """The record is the tool's own state, read bounded; one it cannot read (truncated,
+    altered, a link) is as no record: the maximum age still holds, and the next accepted
+    manifest writes it whole again."""
+    now = time.time()
+    record = tmp_path / "cache" / rust_dist.FLOOR_RECORD
+    record.parent.mkdir()
+    dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-beta.toml")
+    for text in ("{", '{"channels": {"beta": {"date": "2026-02-30", "server": "x"}}}', "[]", "x" * (1 << 20)):
+        record.write_text(text)
+        got = rust_dist.fetch_toolchain("beta", tmp_path / "t", server=dist.url, cache=tmp_path / "cache", now=now)
+        shutil.rmtree(got)
+        assert json.loads(record.read_text())["channels"]["beta"] == {"date": day(now, 2), "server": dist.url}
 
 
 def test_a_loopback_server_is_reached_past_the_environments_proxy(
