@@ -4,6 +4,10 @@
 and its `.asc`, and leaves at `dest` a directory laid out as rustup installs a toolchain
 (`bin/cargo`, `bin/rustc`, `bin/cargo-clippy`, `bin/clippy-driver`, `lib/`,
 `lib/rustlib/<triple>/lib/`), which the image builder's toolchain layer takes as it is.
+It is two steps, which the image builder takes apart (`FromDist`): `read_manifest` (the
+manifest and its signature only, verified: a `Pinned`, whose `key` says what the
+toolchain will hold) and `install` (the packages), so a build whose image is cached for
+that key downloads no package (image/build.py).
 
 Guarantees:
 - The manifest's detached signature is checked BEFORE a byte of it is parsed, by
@@ -65,6 +69,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO, cast
 
 from roteiro_py import errors
+from roteiro_py.image import toolchain
 from roteiro_py.image.channel import MAX_REQUESTED as MAX_REQUESTED
 from roteiro_py.image.channel import NAME as NAME
 from roteiro_py.image.channel import VERSION as _VERSION
@@ -370,14 +375,34 @@ class Request:
         return list(dict.fromkeys(pairs))
 
 
-def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None = None,
-                    host: str = DEFAULT_HOST, targets: Sequence[str] = (), components: Sequence[str] = (),
-                    progress: Progress | None = None, now: float | None = None,
-                    cache: Path | None = None) -> Path:
-    """The toolchain `spec` from Rust's distribution, verified, at `dest` (which must not
-    exist); errors.ToolchainRefused / ToolchainIncomplete / ToolchainUnreachable otherwise,
-    with nothing at `dest`. `cache`: where downloads are kept by sha256 (default
-    $ROTEIRO_HOME/cache/rust-dist)."""
+@dataclass(frozen=True)
+class Pinned:
+    """A toolchain as its verified channel manifest pins it, before any package is fetched:
+    the manifest's bytes (what the signature covered), the packages chosen from it for the
+    request, in the order they are unpacked, and the server they come from."""
+
+    label: str
+    server: str
+    manifest: bytes
+    packages: tuple[Package, ...]
+
+    def key(self) -> list[str]:
+        """What the toolchain `install` makes of this holds, known without it: its files
+        are the chosen packages' (each named by its sha256, and the URL that says how it
+        is compressed) unpacked by this code, and the manifest's bytes. The server is not
+        in it: a package from a mirror is the same bytes, or refused."""
+        lines = [f"rust-dist manifest\0{hashlib.sha256(self.manifest).hexdigest()}"]
+        lines += [f"rust-dist package\0{p.name}\0{p.target}\0{p.url}\0{p.sha256}" for p in self.packages]
+        return lines
+
+
+def read_manifest(spec: str | ChannelSpec, *, server: str | None = None, host: str = DEFAULT_HOST,
+                  targets: Sequence[str] = (), components: Sequence[str] = (), progress: Progress | None = None,
+                  now: float | None = None) -> Pinned:
+    """The toolchain `spec` as the channel manifest, fetched and verified, pins it:
+    errors.ToolchainRefused / ToolchainIncomplete / ToolchainUnreachable otherwise. Only
+    the manifest and its signature are downloaded (a build whose image is cached needs no
+    more: image/build.py)."""
     parsed = spec if isinstance(spec, ChannelSpec) else parse_spec(spec)
     for value in (host, *targets):
         check_name(value, "target", "--target")
@@ -387,6 +412,14 @@ def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None =
         raise errors.ToolchainSpecInvalid(str(parsed), f"more than {MAX_REQUESTED} targets and components")
     base = resolve_server(server)
     request = Request(parsed, host, tuple(targets), tuple(components))
+    return _pinned(request, base, progress, time.time() if now is None else now)
+
+
+def install(pinned: Pinned, dest: Path, *, progress: Progress | None = None, cache: Path | None = None) -> Path:
+    """The toolchain `pinned` names, its packages downloaded (or taken from `cache`) and
+    checked against the manifest's sha256s, at `dest` (which must not exist); with nothing
+    at `dest` on a refusal. `cache`: where downloads are kept by sha256 (default
+    $ROTEIRO_HOME/cache/rust-dist)."""
     if os.path.lexists(dest):
         raise FileExistsError(dest)  # the caller chooses a new directory; never merged into
     store = cache if cache is not None else cache_root() / "rust-dist"
@@ -394,14 +427,51 @@ def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None =
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
-        _build(request, base, work, store, progress, time.time() if now is None else now)
+        _install_all(pinned, work / "root", work / "staging", store, progress)
         os.rename(work / "root", dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return dest
 
 
-def _build(request: Request, base: str, work: Path, store: Path, progress: Progress | None, now: float) -> None:
+def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None = None,
+                    host: str = DEFAULT_HOST, targets: Sequence[str] = (), components: Sequence[str] = (),
+                    progress: Progress | None = None, now: float | None = None,
+                    cache: Path | None = None) -> Path:
+    """`read_manifest` then `install`: the toolchain `spec` from Rust's distribution,
+    verified, at `dest` (which must not exist); errors.ToolchainRefused /
+    ToolchainIncomplete / ToolchainUnreachable otherwise, with nothing at `dest`."""
+    if os.path.lexists(dest):
+        raise FileExistsError(dest)  # before the network: a caller's mistake is not worth a download
+    pinned = read_manifest(spec, server=server, host=host, targets=targets, components=components,
+                           progress=progress, now=now)
+    return install(pinned, dest, progress=progress, cache=cache)
+
+
+@dataclass(frozen=True)
+class FromDist:
+    """A toolchain from Rust's distribution as image/build.py takes one: its version and
+    cache key from the verified manifest, its directory made (downloaded, checked,
+    unpacked, under `work_root`) only when the build needs its files, and removed after."""
+
+    pinned: Pinned
+    work_root: Path
+    progress: Progress | None = None
+
+    def version(self) -> str:
+        return toolchain.manifest_version(self.pinned.manifest, self.pinned.label)
+
+    def key(self, with_clippy: bool) -> list[str]:  # clippy is fetched either way; the build's options say
+        return self.pinned.key()  # whether its binaries are in the layer
+
+    @contextlib.contextmanager
+    def directory(self) -> Iterator[Path]:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="toolchain-", dir=self.work_root) as work:
+            yield install(self.pinned, Path(work) / "toolchain", progress=self.progress)
+
+
+def _pinned(request: Request, base: str, progress: Progress | None, now: float) -> Pinned:
     label = str(request.spec)
 
     def fetch(url: str, limit: int, what: str) -> bytes:
@@ -435,21 +505,25 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
             raise errors.ToolchainIncomplete(f"{label} ({manifest.date})", name, target)
         if package not in chosen:  # `clippy-preview` asked for beside REQUIRED's `clippy`: one package
             chosen.append(package)
-    root = work / "root"
+    return Pinned(label, base, manifest_bytes, tuple(chosen))
+
+
+def _install_all(pinned: Pinned, root: Path, staging: Path, store: Path, progress: Progress | None) -> None:
     root.mkdir()
     budget = _Budget()
-    for package in chosen:
+    for package in pinned.packages:
         try:
-            with _verified(package, base, store, label, progress) as handle:
-                _install(handle, package, work / "staging", root, budget)
+            with _verified(package, pinned.server, store, pinned.label, progress) as handle:
+                _install(handle, package, staging, root, budget)
         except _Unsafe as exc:
-            raise errors.ToolchainRefused(label, base, f"{package.name} ({package.target}): {exc}") from None
+            raise errors.ToolchainRefused(pinned.label, pinned.server,
+                                          f"{package.name} ({package.target}): {exc}") from None
     # Where rustup keeps the channel manifest a toolchain came from (image/toolchain.py
     # toolchain_version reads the rustc version there): the verified bytes, not a copy
     # of anything a package carried.
     record = root / "lib" / "rustlib" / "multirust-channel-manifest.toml"
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_bytes(manifest_bytes)
+    record.write_bytes(pinned.manifest)
 
 
 def _package_url(url: str, base: str) -> str:

@@ -3,13 +3,15 @@ Rust's distribution, end to end on this host. The distribution is the loopback s
 of test_rust_dist.py (its packages, its manifest signed by the test's release key, pinned
 for the test); the Debian root comes from the local signed archive of test_build.py.
 Proves: the command builds and provisions from the verified toolchain; a second build
-of the same manifest is the same pin and comes from the cache; the pin a tree's
+of the same manifest is the same pin and comes from the cache, with nothing downloaded
+but the manifest and its signature (a changed package hash is a new build); the pin a tree's
 rust-toolchain.toml names is what is fetched (its targets too); a tampered manifest is
-refused with nothing provisioned; and the three ways of naming a toolchain exclude one
-another."""
+refused with nothing provisioned, even with the image of the good one cached; and the
+three ways of naming a toolchain exclude one another."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from roteiro_py import errors
 from roteiro_py.commands.image import run_image_build
 from roteiro_py.errors import UsageError
 from roteiro_py.image import rust_dist, toolchain
+from roteiro_py.paths import cache_root, store_root
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
 from roteiro_py.vm.assets import openpgp
@@ -70,6 +73,72 @@ def test_a_toolchain_from_rusts_distribution_is_built_provisioned_and_cached(
     assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
     again, err = capsys.readouterr()
     assert again.strip() == reference and "unchanged inputs" in err
+
+
+MANIFEST = f"dist/channel-rust-{rustdist.VERSION}.toml"
+
+
+def as_a_ci_job_restores_it() -> None:
+    """What a CI job has of an earlier job's ROTEIRO_HOME: the action and the GitLab
+    template cache the store, cache/rootfs and cache/images (action.yml, ci/gitlab/cache.sh),
+    never cache/rust-dist, the packages a build downloaded (hundreds of MB for a real
+    toolchain, the images cache's size again)."""
+    shutil.rmtree(cache_root() / "rust-dist")
+
+
+def test_a_second_build_of_the_same_manifest_downloads_only_the_manifest(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The image's cache key was read from the toolchain's unpacked files, so every build
+    downloaded and unpacked every package before it could look in the cache: each CI job
+    of `image: build` fetched the whole toolchain with its image cache restored. The key
+    is now what the verified manifest pins (its bytes, so each package's URL and sha256,
+    and which packages were chosen): a build of the same manifest asks the server for the
+    manifest and its signature, nothing else. Controls: a manifest pinning a new build of
+    clippy is another key, and its packages are downloaded; so is one more target."""
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    reference = capsys.readouterr().out.strip()
+    packages = sorted(served.asked[2:])  # rustc, cargo, rust-std and clippy for the host
+    assert len(packages) == 4
+    as_a_ci_job_restores_it()
+    served.asked.clear()
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    again, err = capsys.readouterr()
+    assert again.strip() == reference and "unchanged inputs" in err
+    assert served.asked == [MANIFEST, f"{MANIFEST}.asc"]
+    assert not (cache_root() / "rust-dist").exists()  # nothing downloaded, nothing unpacked
+    # control: one package's hash changed in the signed manifest: a miss, the packages downloaded
+    clippy = rustdist.installer("clippy", rustdist.HOST, {"clippy-preview": {
+        "bin/cargo-clippy": b"#!cargo-clippy 2\n", "bin/clippy-driver": b"#!clippy-driver 2\n"}})
+    served.publish(release, other={("clippy-preview", rustdist.HOST): clippy})
+    served.asked.clear()
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    changed, err = capsys.readouterr()
+    assert changed.strip() != reference and "unchanged inputs" not in err
+    assert served.asked[:2] == [MANIFEST, f"{MANIFEST}.asc"] and sorted(served.asked[2:]) == packages
+    # and the same manifest with one more target: a miss, its rust-std downloaded
+    assert run_image_build(**options, from_dist=rustdist.VERSION, targets=(rustdist.ARM,)) == 0  # type: ignore[arg-type]
+    target, err = capsys.readouterr()
+    assert target.strip() not in (reference, changed.strip()) and "unchanged inputs" not in err
+    assert f"dist/{rustdist.DATE}/rust-std-{rustdist.VERSION}-{rustdist.ARM}.tar.xz" in served.asked
+
+
+def test_a_tampered_manifest_provisions_nothing_with_the_image_cached(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg) -> None:
+    """The cache is looked in only after the manifest verified: a manifest altered after
+    signing is refused as on a first build, though the image of the bytes it was signed as
+    is built and cached. Control: the same build with the manifest intact provisions."""
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    shutil.rmtree(store_root())
+    served.publish(release, tamper=True)
+    with pytest.raises(errors.ToolchainRefused, match="does not verify"):
+        run_image_build(**options, from_dist=rustdist.VERSION)  # type: ignore[arg-type]
+    assert Store.default().references() == []
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    assert len(Store.default().references()) == 1
 
 
 def test_the_toolchain_file_of_a_tree_is_what_is_fetched(
