@@ -5,21 +5,18 @@ The image is a verified Debian root and a Rust toolchain (image/build.py says ho
 trusted and why the same inputs give the same pin). The toolchain is the host's installed
 rustup toolchain (`--toolchain`), or Rust's own signed distribution (`--from-dist SPEC`,
 or `--toolchain-file FILE`: what a repository's rust-toolchain.toml pins, read as data),
-fetched and verified by image/rust_dist.py into a directory of this run. The command prints the pinned
-reference on stdout, one line, and on stderr the exact `config set lint.image` line that
-pins it; with `--output DIR` the OCI layout is also written there (for another host's
-`prefetch --from oci:DIR`).
+verified by image/rust_dist.py: its signed channel manifest first (an undated channel's
+held to its date floor), which keys the build's cache, then, only when no image of that
+key is cached, its packages, downloaded into a directory of this run. The command prints
+the pinned reference on stdout, one line, and on stderr the exact `config set lint.image`
+line that pins it; with `--output DIR` the OCI layout is also written there (for another
+host's `prefetch --from oci:DIR`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import re
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from roteiro_py import config
@@ -43,29 +40,16 @@ def _say(message: str) -> None:
 DEFAULT_TOOLCHAIN = "1.95.0"
 
 
-def _settled(toolchain_dir: Path) -> None:
-    """Give every file of a toolchain fetched from Rust's distribution one mtime, derived
-    from the verified channel manifest it came from. The build's cache key reads names,
-    sizes and mtimes (image/toolchain.py `inputs`), and a fetch writes fresh mtimes each
-    time: without this every build from the same manifest would miss the cache. Two
-    fetches of one manifest, targets and components hold the same bytes (each package's
-    sha256 is the manifest's), so one mtime per manifest keys them exactly."""
-    manifest = toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml"
-    stamp = (1_000_000_000 + int(hashlib.sha256(manifest.read_bytes()).hexdigest()[:7], 16)) * 10**9
-    for directory, dirnames, filenames in os.walk(toolchain_dir):
-        for name in (*dirnames, *filenames):
-            os.utime(Path(directory) / name, ns=(stamp, stamp), follow_symlinks=False)
-
-
 def _dist_progress(what: str, done: int, total: int) -> None:
     if done == total:
         _say(f"fetched {what} ({done} bytes)")
 
 
-@contextlib.contextmanager
 def _toolchain(name: str | None, spec: str | None, pinned: Path | None, targets: tuple[str, ...],
-               components: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
-    """The toolchain directory and the name its tag falls back to, for the build's length."""
+               components: tuple[str, ...]) -> image_build.ToolchainSource:
+    """The toolchain the image is built from. One from Rust's distribution is its
+    verified manifest, nothing more: the build downloads its packages only when no layout
+    of what the manifest pins is cached (image/build.py)."""
     if sum(value is not None for value in (name, spec, pinned)) > 1:
         raise UsageError("--toolchain, --from-dist and --toolchain-file each choose the toolchain; "
                          "give one of them.", hint="--toolchain takes an installed rustup toolchain; "
@@ -74,23 +58,19 @@ def _toolchain(name: str | None, spec: str | None, pinned: Path | None, targets:
         if targets or components:
             raise UsageError("--target and --component go with --from-dist or --toolchain-file.",
                              hint="An installed rustup toolchain goes in whole, as rustup installed it.")
-        yield toolchain.host_toolchain(name or DEFAULT_TOOLCHAIN), name or DEFAULT_TOOLCHAIN
-        return
+        return toolchain.Installed(toolchain.host_toolchain(name or DEFAULT_TOOLCHAIN), name or DEFAULT_TOOLCHAIN)
     if pinned is not None:
         read = toolchain_file.read(pinned)
         chosen: rust_dist.ChannelSpec | str = read.spec
         targets, components = (*read.targets, *targets), (*read.components, *components)
     else:
         chosen = rust_dist.parse_spec(str(spec))
-    work_root = cache_root() / "rust-dist"
-    work_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="toolchain-", dir=work_root) as work:
-        fetched = rust_dist.fetch_toolchain(chosen, Path(work) / "toolchain",
-                                            targets=tuple(dict.fromkeys(targets)),
-                                            components=tuple(dict.fromkeys(components)),
-                                            progress=_dist_progress)
-        _settled(fetched)
-        yield fetched, str(chosen)
+    # the download cache holds the date floor's record too: made on a hit only to hold it
+    downloads = cache_root() / "rust-dist"
+    manifest = rust_dist.read_manifest(chosen, targets=tuple(dict.fromkeys(targets)),
+                                       components=tuple(dict.fromkeys(components)), progress=_dist_progress,
+                                       cache=downloads)
+    return rust_dist.FromDist(manifest, downloads, _dist_progress)
 
 
 def run_image_build(*, toolchain_name: str | None, output: Path | None, with_clippy: bool, with_gcc: bool,
@@ -108,12 +88,10 @@ def run_image_build(*, toolchain_name: str | None, output: Path | None, with_cli
     if not _SUITE.fullmatch(suite):
         raise UsageError(f"{suite[:80]!r} is not a Debian suite name.", hint="Pass --suite bookworm, for example.")
     try:
-        with _toolchain(toolchain_name, from_dist, toolchain_file_path, targets, components) as (
-                toolchain_dir, name):
-            request = image_build.BuildRequest(toolchain_dir, name, with_clippy=with_clippy,
-                                               with_gcc=with_gcc, archive=archive, suite=suite,
-                                               security_archive=security_archive)
-            built = image_build.build(request, force=force, progress=_say)
+        source = _toolchain(toolchain_name, from_dist, toolchain_file_path, targets, components)
+        request = image_build.BuildRequest(source, with_clippy=with_clippy, with_gcc=with_gcc, archive=archive,
+                                           suite=suite, security_archive=security_archive)
+        built = image_build.build(request, force=force, progress=_say)
     except toolchain.ToolchainError as exc:
         if from_dist is not None or toolchain_file_path is not None:  # fetched: rustup has no part in it
             raise ImageBuildRefused("the toolchain fetched from Rust's distribution", str(exc)) from None

@@ -6,9 +6,14 @@ Guarantees:
   same toolchain give the same manifest digest, so the same printed pin.
 - Cached by inputs: the layout under $ROTEIRO_HOME/cache/images/<tag> records a hash of
   what it was built from (this package's code, the archives and suite, the options, and
-  the toolchain's names, sizes, modes and mtimes); a build with the same inputs is that
-  layout, without reading an archive. The archive moving on (a security update) is not an
-  input, as it would take the network to check: `force` builds again.
+  the toolchain's key: an installed toolchain's names, sizes, modes and mtimes; for one
+  from Rust's distribution, its verified channel manifest's bytes and the packages chosen
+  from it, each by URL and sha256); a build with the same inputs is that layout, without
+  reading an archive or fetching a package (the toolchain's directory is made only on a
+  miss). The layout is still only a cache: the store takes it as it takes any OCI layout,
+  every blob checked against its digest (store/prefetch.py). The archive moving on (a
+  security update) is not an input, as it would take the network to check: `force`
+  builds again.
 - All or nothing: the layout is written in a temporary directory beside its place and
   renamed into it; a refusal (an index or .deb that does not verify, an unsatisfiable
   dependency, a missing binary) leaves the cache as it was.
@@ -23,8 +28,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from roteiro_py import eviction, locks, paths
 from roteiro_py.image import debian_root, layers, toolchain
@@ -36,11 +43,32 @@ INPUTS_FILE = "roteiro-build.json"
 LOCK_WAIT_S = 3600.0
 
 
+class ToolchainSource(Protocol):
+    """The image's toolchain as a build needs it: the tag's version and the cache key
+    before anything else, its directory only when the layout is not cached. An installed
+    toolchain (toolchain.Installed) is keyed by its files; one from Rust's distribution
+    (rust_dist.FromDist) by its verified manifest, and downloaded only on a miss: keyed by
+    its unpacked files, every `image: build` job downloaded the whole toolchain (hundreds
+    of MB) before it could find its image in the restored cache."""
+
+    def version(self) -> str: ...
+
+    def key(self, with_clippy: bool) -> list[str]:
+        """Lines that change whenever a byte of the toolchain layer would."""
+        ...
+
+    def directory(self) -> AbstractContextManager[Path]: ...
+
+    def used(self) -> None:
+        """The build's layout holds this toolchain, built or found cached: a hit never
+        asks for the directory, so this is how a source hears it was used (FromDist
+        raises its channel's date floor: rust_dist.Pinned.accept)."""
+        ...
+
+
 @dataclass(frozen=True)
 class BuildRequest:
-    toolchain_dir: Path
-    #: The toolchain's name as asked for (1.95.0): the tag, when its manifest says nothing.
-    toolchain_name: str
+    toolchain: ToolchainSource
     with_clippy: bool = True
     with_gcc: bool = True
     archive: str = debian_archive.DEFAULT_ARCHIVE
@@ -87,11 +115,11 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def inputs_digest(request: BuildRequest, tools: layers.Tree) -> str:
+def inputs_digest(request: BuildRequest) -> str:
     digest = hashlib.sha256(_code_digest().encode())
     digest.update(json.dumps([request.archive, request.suite, request.security_archive, request.with_clippy,
                               request.with_gcc, request.name, layers.EPOCH]).encode())
-    for line in toolchain.inputs(tools):
+    for line in request.toolchain.key(request.with_clippy):
         digest.update(line.encode("utf-8", "surrogateescape") + b"\n")  # a name need not be UTF-8
     return f"sha256:{digest.hexdigest()}"
 
@@ -123,13 +151,13 @@ def resolve_packages(request: BuildRequest, now: float) -> list[debian_root.Loca
 
 def build(request: BuildRequest, *, force: bool = False, progress: Callable[[str], None] | None = None,
           now: float | None = None) -> Built:
-    """The image's layout, from the cache when its inputs are unchanged; raises
-    debian_archive.ArchiveError or toolchain.ToolchainError, leaving the cache as it was."""
+    """The image's layout, from the cache when its inputs are unchanged (the toolchain's
+    directory is then never asked for); raises debian_archive.ArchiveError,
+    toolchain.ToolchainError or what the toolchain's source raises, leaving the cache as it was."""
     say = progress or (lambda _message: None)
-    version = toolchain.toolchain_version(request.toolchain_dir, request.toolchain_name)
+    version = request.toolchain.version()
     tag = tag_of(request, version)
-    tools = toolchain.toolchain_layer(request.toolchain_dir, with_clippy=request.with_clippy)
-    inputs = inputs_digest(request, tools)
+    inputs = inputs_digest(request)
     root = images_root()
     root.mkdir(parents=True, exist_ok=True)
     layout = root / f"clippy-{tag}"
@@ -139,43 +167,55 @@ def build(request: BuildRequest, *, force: bool = False, progress: Callable[[str
         recorded = None if force else _recorded(layout, inputs)
         if recorded is not None:
             eviction.record_use(eviction.used_record(layout))  # `cache prune` ranks by it
+            request.toolchain.used()
             return Built(recorded[0], layout, True, recorded[1])
-        packages = resolve_packages(request, time.time() if now is None else now)
-        say(f"{len(packages)} Debian packages: {debian_archive.names(p.package for p in packages)}")
-        debs = debian_root.fetch_debs(packages, debs_root(), say)
-        work = Path(tempfile.mkdtemp(prefix=f".clippy-{tag}.tmp-", dir=root))
-        try:
-            contents = work / "contents"
-            contents.mkdir()
-            tree = debian_root.unpack([(p.package.name, deb) for p, deb in zip(packages, debs, strict=True)],
-                                      contents)
-            new = work / "layout"
-            blobs = new / "blobs" / "sha256"
-            base = layers.write_layer(tree, blobs)
-            say(f"Debian root layer {base.digest} ({base.size} bytes)")
-            shutil.rmtree(contents)
-            tools_blob = layers.write_layer(tools, blobs)
-            say(f"toolchain layer {tools_blob.digest} ({tools_blob.size} bytes)")
-            names = tuple(f"{p.package.name}={p.package.version}" for p in packages)
-            suites = request.suite + (f" + {debian_archive.security_suite(request.suite)}"
-                                      if request.security_archive else "")
-            reference = layers.write_layout(new, [
-                layers.LayerRecord(base, f"pylint-sandbox image build: Debian {suites}: {' '.join(names)}"),
-                layers.LayerRecord(tools_blob, f"pylint-sandbox image build: rust toolchain {version}"
-                                   + ("" if request.with_clippy else " without clippy")),
-            ], request.name, tag, {"org.opencontainers.image.version": version,
-                                   "io.roteiro.clippy": "present" if request.with_clippy else "absent"})
-            (new / INPUTS_FILE).write_text(json.dumps(
-                {"inputs": inputs, "reference": reference, "packages": list(names)}, indent=2) + "\n")
-            if layout.exists():
-                os.replace(layout, work / "old")
-            os.replace(new, layout)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        with request.toolchain.directory() as toolchain_dir:
+            tools = toolchain.toolchain_layer(toolchain_dir, with_clippy=request.with_clippy)
+            reference, names = _write(request, tools, version, tag, inputs, layout, say,
+                                      time.time() if now is None else now)
         eviction.record_use(eviction.used_record(layout))
+        request.toolchain.used()
         return Built(reference, layout, False, names)
     finally:
         lock.release()
+
+
+def _write(request: BuildRequest, tools: layers.Tree, version: str, tag: str, inputs: str, layout: Path,
+           say: Callable[[str], None], now: float) -> tuple[str, tuple[str, ...]]:
+    """The layout built at `layout`, replacing what was there: its reference and packages."""
+    packages = resolve_packages(request, now)
+    say(f"{len(packages)} Debian packages: {debian_archive.names(p.package for p in packages)}")
+    debs = debian_root.fetch_debs(packages, debs_root(), say)
+    work = Path(tempfile.mkdtemp(prefix=f".clippy-{tag}.tmp-", dir=layout.parent))
+    try:
+        contents = work / "contents"
+        contents.mkdir()
+        tree = debian_root.unpack([(p.package.name, deb) for p, deb in zip(packages, debs, strict=True)],
+                                  contents)
+        new = work / "layout"
+        blobs = new / "blobs" / "sha256"
+        base = layers.write_layer(tree, blobs)
+        say(f"Debian root layer {base.digest} ({base.size} bytes)")
+        shutil.rmtree(contents)
+        tools_blob = layers.write_layer(tools, blobs)
+        say(f"toolchain layer {tools_blob.digest} ({tools_blob.size} bytes)")
+        names = tuple(f"{p.package.name}={p.package.version}" for p in packages)
+        suites = request.suite + (f" + {debian_archive.security_suite(request.suite)}"
+                                  if request.security_archive else "")
+        reference = layers.write_layout(new, [
+            layers.LayerRecord(base, f"pylint-sandbox image build: Debian {suites}: {' '.join(names)}"),
+            layers.LayerRecord(tools_blob, f"pylint-sandbox image build: rust toolchain {version}"
+                               + ("" if request.with_clippy else " without clippy")),
+        ], request.name, tag, {"org.opencontainers.image.version": version,
+                               "io.roteiro.clippy": "present" if request.with_clippy else "absent"})
+        (new / INPUTS_FILE).write_text(json.dumps(
+            {"inputs": inputs, "reference": reference, "packages": list(names)}, indent=2) + "\n")
+        if layout.exists():
+            os.replace(layout, work / "old")
+        os.replace(new, layout)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return reference, names
 
 
 def copy_layout(layout: Path, output: Path) -> None:

@@ -4,6 +4,10 @@
 and its `.asc`, and leaves at `dest` a directory laid out as rustup installs a toolchain
 (`bin/cargo`, `bin/rustc`, `bin/cargo-clippy`, `bin/clippy-driver`, `lib/`,
 `lib/rustlib/<triple>/lib/`), which the image builder's toolchain layer takes as it is.
+It is two steps, which the image builder takes apart (`FromDist`): `read_manifest` (the
+manifest and its signature only, verified and held to the date floor: a `Pinned`, whose
+`key` says what the toolchain will hold) and `install` (the packages), so a build whose
+image is cached for that key downloads no package (image/build.py).
 
 Guarantees:
 - The manifest's detached signature is checked BEFORE a byte of it is parsed, by
@@ -18,12 +22,14 @@ Guarantees:
 - An undated channel (`stable`, `beta`, `nightly`) names no date to compare with, so a
   mirror or the network could replay an older manifest, validly signed, and the image
   would silently be an old toolchain (a freeze attack). Its manifest is refused
-  (`errors.ToolchainStale`, before any package is fetched) if dated before the higher of
-  two floors (`check_floor`): the newest date this host already accepted for the channel,
-  dated or not, from any server (`FLOOR_RECORD` in the download cache, written once a
-  toolchain is stored: a replay), and `MAX_AGE_DAYS[channel]` days before today by this
-  host's clock (a first fetch, or a record that was lost). The clock is read once per
-  fetch (`now`), as debian_archive.py reads it for an InRelease: a clock that is ahead
+  (`errors.ToolchainStale`, by `read_manifest`: before any package is fetched or a cached
+  image looked for) if dated before the higher of two floors (`check_floor`): the newest
+  date this host already accepted for the channel, dated or not, from any server
+  (`FLOOR_RECORD` in the download cache, written once a toolchain is stored or an image
+  build uses its cached image: `Pinned.accept`; a replay), and `MAX_AGE_DAYS[channel]`
+  days before today by this host's clock (a first fetch, or a record that was lost, as on
+  a CI job, whose cache keeps no cache/rust-dist). The clock is read once per manifest
+  (`now`), as debian_archive.py reads it for an InRelease: a clock that is ahead
   refuses a current manifest, and the refusal says what the clock said; one that is
   behind lets an older manifest past the age (the record still holds it back), and past
   `openpgp.MAX_CLOCK_SKEW_S` refuses a current manifest's signature as made in the
@@ -83,6 +89,7 @@ from typing import IO, Any, BinaryIO, cast
 from filelock import FileLock
 
 from roteiro_py import errors
+from roteiro_py.image import toolchain
 from roteiro_py.image.channel import MAX_REQUESTED as MAX_REQUESTED
 from roteiro_py.image.channel import NAME as NAME
 from roteiro_py.image.channel import VERSION as _VERSION
@@ -439,9 +446,11 @@ def check_floor(spec: ChannelSpec, manifest: Manifest, server: str, store: Path,
 def record_floor(store: Path, channel: str, date: str, server: str) -> None:
     """Raise the floor of `channel` (stable, beta, nightly; anything else is not recorded)
     to `date`, served by `server`, if it is newer than the one recorded. Under a lock: two
-    builds at once must not write back each other's older record."""
+    builds at once must not write back each other's older record. `store` is made if it
+    is absent: a build whose image was cached downloaded nothing into it."""
     if channel not in MAX_AGE_DAYS:
         return
+    store.mkdir(parents=True, exist_ok=True)
     with FileLock(str(store / (FLOOR_RECORD + ".lock"))):
         floors = recorded_floors(store)
         if channel in floors and floors[channel]["date"] >= date:
@@ -472,16 +481,53 @@ class Request:
         return list(dict.fromkeys(pairs))
 
 
-def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None = None,
-                    host: str = DEFAULT_HOST, targets: Sequence[str] = (), components: Sequence[str] = (),
-                    progress: Progress | None = None, now: float | None = None,
-                    cache: Path | None = None) -> Path:
-    """The toolchain `spec` from Rust's distribution, verified, at `dest` (which must not
-    exist); errors.ToolchainRefused (ToolchainStale: an undated channel's manifest older
-    than its floor) / ToolchainIncomplete / ToolchainUnreachable otherwise, with nothing at
-    `dest`. `cache`: where downloads are kept by sha256, and FLOOR_RECORD (default
-    $ROTEIRO_HOME/cache/rust-dist). `now`: this host's clock, read once for the signature's
-    time and the channel's maximum age."""
+@dataclass(frozen=True)
+class Pinned:
+    """A toolchain as its verified channel manifest pins it, before any package is fetched:
+    the manifest's bytes (what the signature covered), the packages chosen from it for the
+    request, in the order they are unpacked, and the server they come from; and what
+    `accept` records once the toolchain is used: the channel asked for, the manifest's
+    date, and the directory whose FLOOR_RECORD the date floor was checked against."""
+
+    label: str
+    server: str
+    manifest: bytes
+    packages: tuple[Package, ...]
+    channel: str
+    date: str
+    floors: Path
+
+    def key(self) -> list[str]:
+        """What the toolchain `install` makes of this holds, known without it: its files
+        are the chosen packages' (each named by its sha256, and the URL that says how it
+        is compressed) unpacked by this code, and the manifest's bytes. The server is not
+        in it: a package from a mirror is the same bytes, or refused."""
+        lines = [f"rust-dist manifest\0{hashlib.sha256(self.manifest).hexdigest()}"]
+        lines += [f"rust-dist package\0{p.name}\0{p.target}\0{p.url}\0{p.sha256}" for p in self.packages]
+        return lines
+
+    def accept(self) -> None:
+        """Raise the channel's date floor to this manifest's date (`record_floor`, in the
+        directory it was checked against). Called once the toolchain is used: `install`
+        stored it, or an image build found the image of this key cached (FromDist.used).
+        Were it recorded by `install` alone, a host building from its cached images
+        would never learn a date it used, and an older manifest replayed to it within
+        the channel's maximum age would pass."""
+        record_floor(self.floors, self.channel, self.date, self.server)
+
+
+def read_manifest(spec: str | ChannelSpec, *, server: str | None = None, host: str = DEFAULT_HOST,
+                  targets: Sequence[str] = (), components: Sequence[str] = (), progress: Progress | None = None,
+                  now: float | None = None, cache: Path | None = None) -> Pinned:
+    """The toolchain `spec` as the channel manifest, fetched and verified, pins it:
+    errors.ToolchainRefused (ToolchainStale: an undated channel's manifest older than its
+    floor) / ToolchainIncomplete / ToolchainUnreachable otherwise. Only the manifest and
+    its signature are downloaded (a build whose image is cached needs no more:
+    image/build.py), and every check, the date floor included, is done here: a refused
+    manifest provisions nothing, even with an image of its key cached. `cache`: the
+    directory whose FLOOR_RECORD holds the floor (default $ROTEIRO_HOME/cache/rust-dist,
+    the download cache); `now`: this host's clock, read once for the signature's time and
+    the channel's maximum age."""
     parsed = spec if isinstance(spec, ChannelSpec) else parse_spec(spec)
     for value in (host, *targets):
         check_name(value, "target", "--target")
@@ -491,6 +537,16 @@ def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None =
         raise errors.ToolchainSpecInvalid(str(parsed), f"more than {MAX_REQUESTED} targets and components")
     base = resolve_server(server)
     request = Request(parsed, host, tuple(targets), tuple(components))
+    floors = cache if cache is not None else cache_root() / "rust-dist"
+    return _pinned(request, base, floors, progress, time.time() if now is None else now)
+
+
+def install(pinned: Pinned, dest: Path, *, progress: Progress | None = None, cache: Path | None = None) -> Path:
+    """The toolchain `pinned` names, its packages downloaded (or taken from `cache`) and
+    checked against the manifest's sha256s, at `dest` (which must not exist); with nothing
+    at `dest` on a refusal. `cache`: where downloads are kept by sha256 (default
+    $ROTEIRO_HOME/cache/rust-dist). Once stored, the manifest's date raises its channel's
+    floor (`Pinned.accept`)."""
     if os.path.lexists(dest):
         raise FileExistsError(dest)  # the caller chooses a new directory; never merged into
     store = cache if cache is not None else cache_root() / "rust-dist"
@@ -498,16 +554,59 @@ def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None =
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
-        manifest = _build(request, base, work, store, progress, time.time() if now is None else now)
+        _install_all(pinned, work / "root", work / "staging", store, progress)
         os.rename(work / "root", dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    record_floor(store, parsed.channel, manifest.date, base)
+    pinned.accept()
     return dest
 
 
-def _build(request: Request, base: str, work: Path, store: Path, progress: Progress | None,
-           now: float) -> Manifest:
+def fetch_toolchain(spec: str | ChannelSpec, dest: Path, *, server: str | None = None,
+                    host: str = DEFAULT_HOST, targets: Sequence[str] = (), components: Sequence[str] = (),
+                    progress: Progress | None = None, now: float | None = None,
+                    cache: Path | None = None) -> Path:
+    """`read_manifest` then `install`: the toolchain `spec` from Rust's distribution,
+    verified, at `dest` (which must not exist); errors.ToolchainRefused (ToolchainStale:
+    an undated channel's manifest older than its floor) / ToolchainIncomplete /
+    ToolchainUnreachable otherwise, with nothing at `dest`. `cache`: where downloads are
+    kept by sha256, and FLOOR_RECORD (default $ROTEIRO_HOME/cache/rust-dist). `now`: this
+    host's clock, read once for the signature's time and the channel's maximum age."""
+    if os.path.lexists(dest):
+        raise FileExistsError(dest)  # before the network: a caller's mistake is not worth a download
+    pinned = read_manifest(spec, server=server, host=host, targets=targets, components=components,
+                           progress=progress, now=now, cache=cache)
+    return install(pinned, dest, progress=progress, cache=cache)
+
+
+@dataclass(frozen=True)
+class FromDist:
+    """A toolchain from Rust's distribution as image/build.py takes one: its version and
+    cache key from the verified manifest, its directory made (downloaded, checked,
+    unpacked, under `work_root`) only when the build needs its files, and removed after.
+    Either way the build uses it, so its date raises the channel's floor (`used`)."""
+
+    pinned: Pinned
+    work_root: Path
+    progress: Progress | None = None
+
+    def version(self) -> str:
+        return toolchain.manifest_version(self.pinned.manifest, self.pinned.label)
+
+    def key(self, with_clippy: bool) -> list[str]:  # clippy is fetched either way; the build's options say
+        return self.pinned.key()  # whether its binaries are in the layer
+
+    @contextlib.contextmanager
+    def directory(self) -> Iterator[Path]:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="toolchain-", dir=self.work_root) as work:
+            yield install(self.pinned, Path(work) / "toolchain", progress=self.progress)
+
+    def used(self) -> None:
+        self.pinned.accept()
+
+
+def _pinned(request: Request, base: str, floors: Path, progress: Progress | None, now: float) -> Pinned:
     label = str(request.spec)
 
     def fetch(url: str, limit: int, what: str) -> bytes:
@@ -534,7 +633,7 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
     why = replayed(request.spec, manifest)
     if why:
         raise errors.ToolchainRefused(label, base, f"{request.spec.manifest_path} is signed, but {why}")
-    check_floor(request.spec, manifest, base, store, now)
+    check_floor(request.spec, manifest, base, floors, now)
     chosen: list[Package] = []
     for name, target in request.wanted():
         package = manifest.find(name, target)
@@ -542,22 +641,25 @@ def _build(request: Request, base: str, work: Path, store: Path, progress: Progr
             raise errors.ToolchainIncomplete(f"{label} ({manifest.date})", name, target)
         if package not in chosen:  # `clippy-preview` asked for beside REQUIRED's `clippy`: one package
             chosen.append(package)
-    root = work / "root"
+    return Pinned(label, base, manifest_bytes, tuple(chosen), request.spec.channel, manifest.date, floors)
+
+
+def _install_all(pinned: Pinned, root: Path, staging: Path, store: Path, progress: Progress | None) -> None:
     root.mkdir()
     budget = _Budget()
-    for package in chosen:
+    for package in pinned.packages:
         try:
-            with _verified(package, base, store, label, progress) as handle:
-                _install(handle, package, work / "staging", root, budget)
+            with _verified(package, pinned.server, store, pinned.label, progress) as handle:
+                _install(handle, package, staging, root, budget)
         except _Unsafe as exc:
-            raise errors.ToolchainRefused(label, base, f"{package.name} ({package.target}): {exc}") from None
+            raise errors.ToolchainRefused(pinned.label, pinned.server,
+                                          f"{package.name} ({package.target}): {exc}") from None
     # Where rustup keeps the channel manifest a toolchain came from (image/toolchain.py
     # toolchain_version reads the rustc version there): the verified bytes, not a copy
     # of anything a package carried.
     record = root / "lib" / "rustlib" / "multirust-channel-manifest.toml"
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_bytes(manifest_bytes)
-    return manifest
+    record.write_bytes(pinned.manifest)
 
 
 def _package_url(url: str, base: str) -> str:

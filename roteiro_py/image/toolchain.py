@@ -8,6 +8,8 @@ Guarantees:
   the host's umask made of it), set-id bits cleared; a missing binary is refused by
   name. Nothing of the toolchain runs on the host: its version is read from rustup's own
   manifest (lib/rustlib/multirust-channel-manifest.toml), else the toolchain's name.
+- `Installed` is such a directory as image/build.py takes a toolchain: keyed by its
+  files' names, sizes and mtimes (`inputs`: no byte of ~700 MB is read to key it).
 - `host_toolchain` finds an installed rustup toolchain by name under $RUSTUP_HOME
   (default ~/.rustup), as `rustup` names the directory: NAME-x86_64-unknown-linux-gnu, or
   NAME as given when it already carries the triple.
@@ -19,6 +21,8 @@ from __future__ import annotations
 import os
 import re
 import stat
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 from roteiro_py.image.layers import Entry, Tree
@@ -58,12 +62,23 @@ def host_toolchain(name: str) -> Path:
 def toolchain_version(toolchain_dir: Path, fallback: str) -> str:
     """rustc's version as rustup recorded it (`1.95.0`), else `fallback`."""
     manifest = toolchain_dir / "lib" / "rustlib" / "multirust-channel-manifest.toml"
-    try:  # through the project's bounded reader and TOML parser: tomllib alone raised
+    try:
+        data: bytes | None = read_bounded(manifest, MAX_MANIFEST_BYTES, follow_links=True)
+    except (OSError, FileRefused):
+        data = None
+    return manifest_version(data, fallback)
+
+
+def manifest_version(manifest: bytes | None, fallback: str) -> str:
+    """rustc's version in a channel manifest's bytes (`1.95.0`), else `fallback`: what
+    `toolchain_version` reads once the manifest is in the toolchain's directory, so a
+    build from Rust's distribution knows its tag before a package is fetched."""
+    try:  # through the project's bounded TOML parser: tomllib alone raised
         # RecursionError or ValueError on a hostile file (untrusted.parse_toml)
-        version = parse_toml(read_bounded(manifest, MAX_MANIFEST_BYTES, follow_links=True))["pkg"]["rustc"]["version"]
+        version = parse_toml(manifest)["pkg"]["rustc"]["version"] if manifest is not None else None
         if isinstance(version, str) and _NAME.fullmatch(version.split(" ")[0]):
             return version.split(" ")[0]
-    except (OSError, FileRefused, KeyError, TypeError):
+    except (FileRefused, KeyError, TypeError):
         pass
     return fallback.removesuffix(f"-{HOST_TRIPLE}")
 
@@ -117,6 +132,28 @@ def toolchain_layer(toolchain_dir: Path, *, with_clippy: bool = True) -> Tree:
                 raise ToolchainError(f"{lib} holds more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes")
             tree.add(f"usr/local/lib/{_utf8(path.relative_to(lib).as_posix())}", entry)
     return tree
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A toolchain already on this host (rustup's), as image/build.py takes one: its
+    directory is there, and the cache key is read from its files."""
+
+    path: Path
+    #: The toolchain's name as asked for (1.95.0): the tag, when its manifest says nothing.
+    name: str
+
+    def version(self) -> str:
+        return toolchain_version(self.path, self.name)
+
+    def key(self, with_clippy: bool) -> list[str]:
+        return inputs(toolchain_layer(self.path, with_clippy=with_clippy))
+
+    def directory(self) -> AbstractContextManager[Path]:
+        return nullcontext(self.path)
+
+    def used(self) -> None:  # rustup's toolchain: nothing of ours records it
+        pass
 
 
 def inputs(tree: Tree) -> list[str]:

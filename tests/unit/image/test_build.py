@@ -97,7 +97,8 @@ def make_toolchain(root: Path, version: str = "1.95.0") -> Path:
 
 
 def request(archive: str, toolchain_dir: Path, **options: bool) -> build.BuildRequest:
-    return build.BuildRequest(toolchain_dir, "1.95.0", archive=archive, suite=SUITE, security_archive="", **options)
+    return build.BuildRequest(toolchain.Installed(toolchain_dir, "1.95.0"), archive=archive, suite=SUITE,
+                              security_archive="", **options)
 
 
 def layer_names(layout: Path, reference: str, index: int) -> list[str]:
@@ -230,7 +231,7 @@ def test_a_toolchain_file_name_that_is_not_utf8_is_no_crash(tmp_path: Path, rote
     with open(os.fsencode(toolchain_dir / "lib") + b"/odd-\xff", "wb") as handle:
         handle.write(b"x")
     tools = toolchain.toolchain_layer(toolchain_dir)
-    assert build.inputs_digest(request("unused", toolchain_dir), tools).startswith("sha256:")
+    assert build.inputs_digest(request("unused", toolchain_dir)).startswith("sha256:")
     digest = layers.write_layer(tools, tmp_path / "blobs").digest.removeprefix("sha256:")
     with tarfile.open(tmp_path / "blobs" / digest, encoding="utf-8") as tar:
         assert "usr/local/lib/odd-\udcff" in tar.getnames()

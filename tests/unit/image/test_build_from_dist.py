@@ -3,15 +3,19 @@ Rust's distribution, end to end on this host. The distribution is the loopback s
 of test_rust_dist.py (its packages, its manifest signed by the test's release key, pinned
 for the test); the Debian root comes from the local signed archive of test_build.py.
 Proves: the command builds and provisions from the verified toolchain; a second build
-of the same manifest is the same pin and comes from the cache; the pin a tree's
+of the same manifest is the same pin and comes from the cache, with nothing downloaded
+but the manifest and its signature (a changed package hash is a new build); the pin a tree's
 rust-toolchain.toml names is what is fetched (its targets too); a tampered manifest is
-refused with nothing provisioned; an undated channel's stale manifest is refused with
-nothing provisioned while the same manifest named by its date builds; and the three ways of
+refused with nothing provisioned, even with the image of the good one cached; an undated
+channel's stale manifest is refused with nothing provisioned, even with its image cached,
+while the same manifest named by its date builds (or is the cached image); the date a build
+accepted is recorded whether it downloaded or was the cached image; and the three ways of
 naming a toolchain exclude one another."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +26,7 @@ from roteiro_py import errors
 from roteiro_py.commands.image import run_image_build
 from roteiro_py.errors import UsageError
 from roteiro_py.image import rust_dist, toolchain
+from roteiro_py.paths import cache_root, store_root
 from roteiro_py.reference import parse_pinned
 from roteiro_py.store import Store
 from roteiro_py.vm.assets import openpgp
@@ -73,6 +78,73 @@ def test_a_toolchain_from_rusts_distribution_is_built_provisioned_and_cached(
     assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
     again, err = capsys.readouterr()
     assert again.strip() == reference and "unchanged inputs" in err
+
+
+MANIFEST = f"dist/channel-rust-{rustdist.VERSION}.toml"
+
+
+def as_a_ci_job_restores_it() -> None:
+    """What a CI job has of an earlier job's ROTEIRO_HOME: the action and the GitLab
+    template cache the store, cache/rootfs and cache/images (action.yml, ci/gitlab/cache.sh),
+    never cache/rust-dist, the packages a build downloaded (hundreds of MB for a real
+    toolchain, the images cache's size again)."""
+    shutil.rmtree(cache_root() / "rust-dist")
+
+
+def test_a_second_build_of_the_same_manifest_downloads_only_the_manifest(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The image's cache key was read from the toolchain's unpacked files, so every build
+    downloaded and unpacked every package before it could look in the cache: each CI job
+    of `image: build` fetched the whole toolchain with its image cache restored. The key
+    is now what the verified manifest pins (its bytes, so each package's URL and sha256,
+    and which packages were chosen): a build of the same manifest asks the server for the
+    manifest and its signature, nothing else. Controls: a manifest pinning a new build of
+    clippy is another key, and its packages are downloaded; so is one more target."""
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    reference = capsys.readouterr().out.strip()
+    packages = sorted(served.asked[2:])  # rustc, cargo, rust-std and clippy for the host
+    assert len(packages) == 4
+    as_a_ci_job_restores_it()
+    served.asked.clear()
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    again, err = capsys.readouterr()
+    assert again.strip() == reference and "unchanged inputs" in err
+    assert served.asked == [MANIFEST, f"{MANIFEST}.asc"]
+    # nothing downloaded, nothing unpacked (and a release has no date floor to record)
+    assert not (cache_root() / "rust-dist").exists()
+    # control: one package's hash changed in the signed manifest: a miss, the packages downloaded
+    clippy = rustdist.installer("clippy", rustdist.HOST, {"clippy-preview": {
+        "bin/cargo-clippy": b"#!cargo-clippy 2\n", "bin/clippy-driver": b"#!clippy-driver 2\n"}})
+    served.publish(release, other={("clippy-preview", rustdist.HOST): clippy})
+    served.asked.clear()
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    changed, err = capsys.readouterr()
+    assert changed.strip() != reference and "unchanged inputs" not in err
+    assert served.asked[:2] == [MANIFEST, f"{MANIFEST}.asc"] and sorted(served.asked[2:]) == packages
+    # and the same manifest with one more target: a miss, its rust-std downloaded
+    assert run_image_build(**options, from_dist=rustdist.VERSION, targets=(rustdist.ARM,)) == 0  # type: ignore[arg-type]
+    target, err = capsys.readouterr()
+    assert target.strip() not in (reference, changed.strip()) and "unchanged inputs" not in err
+    assert f"dist/{rustdist.DATE}/rust-std-{rustdist.VERSION}-{rustdist.ARM}.tar.xz" in served.asked
+
+
+def test_a_tampered_manifest_provisions_nothing_with_the_image_cached(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg) -> None:
+    """The cache is looked in only after the manifest verified: a manifest altered after
+    signing is refused as on a first build, though the image of the bytes it was signed as
+    is built and cached. Control: the same build with the manifest intact provisions."""
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    shutil.rmtree(store_root())
+    served.publish(release, tamper=True)
+    with pytest.raises(errors.ToolchainRefused, match="does not verify"):
+        run_image_build(**options, from_dist=rustdist.VERSION)  # type: ignore[arg-type]
+    assert Store.default().references() == []
+    served.publish(release)
+    assert run_image_build(**options, from_dist=rustdist.VERSION) == 0  # type: ignore[arg-type]
+    assert len(Store.default().references()) == 1
 
 
 def test_the_toolchain_file_of_a_tree_is_what_is_fetched(
@@ -147,3 +219,65 @@ def test_an_undated_toolchain_file_served_a_stale_manifest_provisions_nothing_an
     assert run_image_build(**options, toolchain_file_path=pin) == 0  # type: ignore[arg-type]
     assert len(Store.default().references()) == 1
     assert json.loads(record.read_text())["channels"]["stable"]["date"] == old
+
+
+STABLE = "dist/channel-rust-stable.toml"
+
+
+def test_a_stale_manifest_provisions_nothing_with_its_own_image_cached(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The date floor is checked with the signature, before the cache of built images is
+    looked in: an undated stable manifest older than one this host accepted is refused
+    though the image of that very manifest is built and cached (a replay must not be
+    served from the cache any more than from the network). Control: the same manifest
+    named by its date is that cached image, with nothing downloaded but the manifest."""
+    now = time.time()
+    older, newer = rustdist.day(now, 10), rustdist.day(now, 3)
+    served.publish(release, date=older, at=STABLE)
+    assert run_image_build(**options, from_dist="stable") == 0  # type: ignore[arg-type]
+    reference = capsys.readouterr().out.strip()
+    first = dict(served.files)  # a publication's bytes are its own (a .gz names when it was made)
+    # a newer stable accepted by another build (without gcc: another tag, so another layout,
+    # and the first stays cached: the cache holds one layout per tag)
+    served.publish(release, date=newer, at=STABLE)
+    assert run_image_build(**{**options, "with_gcc": False}, from_dist="stable") == 0  # type: ignore[arg-type]
+    shutil.rmtree(store_root())
+    served.files.update(first)  # the first manifest (and its packages), replayed
+    served.asked.clear()
+    with pytest.raises(errors.ToolchainStale, match=f"of {older}, older than {newer}, the newest stable"):
+        run_image_build(**options, from_dist="stable")  # type: ignore[arg-type]
+    assert served.asked == [STABLE, f"{STABLE}.asc"]
+    assert Store.default().references() == []
+    dated = f"dist/{older}/channel-rust-stable.toml"
+    rustdist.serve_as(served, dated, STABLE)
+    served.asked.clear()
+    capsys.readouterr()
+    assert run_image_build(**options, from_dist=f"stable-{older}") == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert out.strip() == reference and "unchanged inputs" in err  # it was cached all along
+    assert served.asked == [dated, f"{dated}.asc"]
+
+
+def test_a_build_from_its_cached_image_records_the_date_it_accepted(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg, roteiro_home: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A build that finds its image cached downloads no package, but it did accept and use
+    the manifest: its date is the channel's floor as if the toolchain had been installed.
+    A CI job restores cache/images, never cache/rust-dist where the record lives: without
+    this, its next build took an older manifest within stable's maximum age. The record's
+    directory is made for it though nothing was downloaded."""
+    now = time.time()
+    served.publish(release, date=rustdist.day(now, 3), at=STABLE)
+    assert run_image_build(**options, from_dist="stable") == 0  # type: ignore[arg-type]
+    as_a_ci_job_restores_it()
+    served.asked.clear()
+    assert run_image_build(**options, from_dist="stable") == 0  # type: ignore[arg-type]
+    assert "unchanged inputs" in capsys.readouterr().err and served.asked == [STABLE, f"{STABLE}.asc"]
+    downloads = roteiro_home / "cache" / "rust-dist"
+    assert json.loads((downloads / rust_dist.FLOOR_RECORD).read_text())["channels"]["stable"] == {
+        "date": rustdist.day(now, 3), "server": served.url}
+    assert {p.name for p in downloads.iterdir()} <= {rust_dist.FLOOR_RECORD, rust_dist.FLOOR_RECORD + ".lock"}
+    served.publish(release, date=rustdist.day(now, 10), at=STABLE)
+    with pytest.raises(errors.ToolchainStale, match=f"older than {rustdist.day(now, 3)}, the newest stable"):
+        run_image_build(**options, from_dist="stable")  # type: ignore[arg-type]
