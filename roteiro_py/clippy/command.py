@@ -101,9 +101,32 @@ PROBE_CWD = FRESH_CWD
 #: The `build.rustc-wrapper` every step runs with (see above): a program of the image that
 #: execs its arguments, so cargo's rustc info cache can fingerprint it.
 NEUTRAL_WRAPPER = "/usr/bin/env"
-#: The image's toolchain, asked for in PROBE_CWD, with every proxy pinned to it (see above):
-#: the first lines of PIN_SCRIPT and PROBE_SCRIPT.
+#: The guest variable naming where the clippy probe keeps cargo's rustc info cache
+#: (RUSTC_INFO_DIR; lint/run.py guest_env sets it for every step). Unset (a host run of
+#: these scripts), nothing is warmed or copied.
+RUSTC_INFO_VARIABLE = "ROTEIRO_RUSTC_INFO"
+#: Under PROBE_CWD: the tmpfs every boot provides, so in a VM template it is the
+#: template's RAM, saved with it and restored privately into each clone.
+RUSTC_INFO_DIR = f"{PROBE_CWD}/.roteiro-rustc-info"
+#: The file the warm-up leaves there: cargo's own `.rustc_info.json`.
+RUSTC_INFO_FILE = "rustc_info.json"
+#: The name of the file, in RUSTC_INFO_DIR, holding the image's sysroot as the clippy probe
+#: found it (`_WARM`), one line.
+SYSROOT_FILE = "sysroot"
+#: The image's toolchain, with every proxy pinned to it (see above): the first lines of
+#: PIN_SCRIPT and PROBE_SCRIPT. The sysroot is the one SYSROOT_FILE holds when that file
+#: and its directory are not the guest user's and it cannot write them: what guest init
+#: sealed in a VM template (guest_init.sh: the template steps' /tmp becomes root's and
+#: read-only before the template is saved; /tmp's sticky bit keeps the user from renaming
+#: it), so no step of a clone, the tree's build scripts included, can choose it. Else
+#: (a cold boot, a host run, a file the user owns or can write) it is asked for in
+#: PROBE_CWD: one rustc start, ~0.4 s under TCG. Either answer is checked the same way.
 _SYSROOT = (
+    f'w=${{{RUSTC_INFO_VARIABLE}:-}} s=\n'
+    f'if [ -n "$w" ] && [ -f "$w/{SYSROOT_FILE}" ] && [ ! -O "$w" ] && [ ! -w "$w" ] && '
+    f'[ ! -O "$w/{SYSROOT_FILE}" ] && [ ! -w "$w/{SYSROOT_FILE}" ]; then '
+    f'IFS= read -r s < "$w/{SYSROOT_FILE}" || s=; fi 2>/dev/null\n'
+    '[ -n "$s" ] || '
     f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
     "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "
     # killed by a signal (SIGKILL: an OOM kill or any kill -9): keep 128+N, which
@@ -116,15 +139,6 @@ _SYSROOT = (
     "else export RUSTC_WRAPPER=; fi\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
 )
-#: The guest variable naming where the clippy probe keeps cargo's rustc info cache
-#: (RUSTC_INFO_DIR; lint/run.py guest_env sets it for every step). Unset (a host run of
-#: these scripts), nothing is warmed or copied.
-RUSTC_INFO_VARIABLE = "ROTEIRO_RUSTC_INFO"
-#: Under PROBE_CWD: the tmpfs every boot provides, so in a VM template it is the
-#: template's RAM, saved with it and restored privately into each clone.
-RUSTC_INFO_DIR = f"{PROBE_CWD}/.roteiro-rustc-info"
-#: The file the warm-up leaves there: cargo's own `.rustc_info.json`.
-RUSTC_INFO_FILE = "rustc_info.json"
 #: Run by the clippy probe (a template step) before it asks the version: cargo-clippy,
 #: as the lint runs it (same environment, same pinned programs), on a crate made here in
 #: RUSTC_INFO_DIR, away from any tree, with its own target directory and cargo home (the
@@ -136,10 +150,11 @@ RUSTC_INFO_FILE = "rustc_info.json"
 #: the template's probe step took 6.7 s under TCG before, 17.2 s with a whole build);
 #: the target directory is made first, else cargo has nowhere to write it. Its output is
 #: dropped and its status ignored: a cargo that stops elsewhere only leaves no file (the
-#: lint then probes as before), and the probe's own answer decides the step.
+#: lint then probes as before), and the probe's own answer decides the step. The sysroot
+#: this step pinned (`w` and `s` are _SYSROOT's) goes to SYSROOT_FILE beside it.
 _WARM = (
-    f'w=${{{RUSTC_INFO_VARIABLE}:-}}\n'
     'if [ "$0" = cargo-clippy ] && [ -n "$w" ] && mkdir "$w" 2>/dev/null; then\n'
+    f'  printf \'%s\\n\' "$s" > "$w/{SYSROOT_FILE}"\n'
     '  mkdir -p "$w/crate/src" "$w/target" && : > "$w/crate/src/main.rs" && printf \'[package]\\n'
     'name = "w"\\nversion = "0.0.0"\\nedition = "2021"\\n\' > "$w/crate/Cargo.toml" &&\n'
     '  (cd "$w/crate" && CARGO_TARGET_DIR="$w/target" CARGO_HOME="$w/home" '

@@ -401,7 +401,7 @@ def test_the_clippy_probe_leaves_cargos_rustc_answers_for_the_lint(tmp_path: Pat
     it into its empty target directory and cargo runs rustc no more (issue 25). Real cargo
     1.95 on the host, the steps' argv and environment as lint/run.py builds them; only the
     guest's places are moved under tmp_path. The answer the probe prints is unchanged."""
-    from roteiro_py.clippy.command import RUSTC_INFO_DIR, RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE
+    from roteiro_py.clippy.command import RUSTC_INFO_DIR, RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE, SYSROOT_FILE
 
     tree = empty_crate(tmp_path / "tree")
     settings = Settings()
@@ -421,7 +421,7 @@ def test_the_clippy_probe_leaves_cargos_rustc_answers_for_the_lint(tmp_path: Pat
                              capture_output=True, text=True, timeout=240, check=False)
     assert probed_.returncode == 0 and probed_.stdout.startswith("clippy 0.1."), probed_
     assert probed_.stderr == ""
-    assert sorted(p.name for p in info.iterdir()) == [RUSTC_INFO_FILE]  # the rest removed
+    assert sorted(p.name for p in info.iterdir()) == [RUSTC_INFO_FILE, SYSROOT_FILE]  # the rest removed
     argv, env = lint_step_.argv, {**lint_step_.env, RUSTC_INFO_VARIABLE: str(info),
                                   "CARGO_LOG": "cargo::util::rustc=debug"}
     prefilled = run(argv, tree, env, tmp_path)
@@ -466,3 +466,65 @@ def test_the_lint_step_copies_the_warm_file_only_into_a_target_directory_without
     expected = {"none": "warm\n", "own": "own\n"}.get(present, "absent\n")
     assert (done.returncode, done.stdout, done.stderr) == (0, expected, ""), done
     assert not (tmp_path / "elsewhere").exists()
+
+
+#: The uid the sealing test runs the pinned step as: not root, not the file owner.
+UNPRIVILEGED = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sealing is root's: the test gives files to root and runs as another uid")
+@pytest.mark.parametrize("state", ["sealed", "user-dir", "user-file", "writable-file", "writable-dir",
+                                   "no-variable", "empty", "relative"])
+def test_the_pin_reads_the_sysroot_only_from_a_sealed_file(state: str) -> None:
+    """The sysroot a template's clippy probe found is read back, with no rustc run, only from
+    a file and directory the step's user neither owns nor can write (what guest init seals in
+    a VM template); anything else is asked of `rustc --print sysroot` as before, and the
+    sealed answer is checked as that one is. The sealed file names one toolchain, the
+    image's PATH another: which cargo-clippy ran says which answer the pin took. The step
+    runs as an unprivileged uid under a real /bin/sh, as in the guest."""
+    import tempfile
+
+    from roteiro_py.clippy.command import SYSROOT_FILE, pinned
+
+    with tempfile.TemporaryDirectory() as name:
+        top = Path(name)
+        top.chmod(0o755)
+        log = top / "log"
+        log.mkdir(mode=0o777)
+        log.chmod(0o777)
+        for which in ("sealed", "asked"):
+            (top / which / "bin").mkdir(parents=True)
+            clippy = top / which / "bin" / "cargo-clippy"
+            clippy.write_text(f"#!/bin/sh\necho {which}\n")
+            clippy.chmod(0o755)
+        rustc = top / "asked" / "bin" / "rustc"
+        rustc.write_text(f'#!/bin/sh\necho "$*" >> {log}/rustc\necho {top / "asked"}\n')
+        rustc.chmod(0o755)
+        info = top / "info"
+        info.mkdir()
+        answer = {"empty": "", "relative": "sealed"}.get(state, str(top / "sealed"))
+        (info / SYSROOT_FILE).write_text(answer + "\n")
+        (info / SYSROOT_FILE).chmod(0o644)
+        if state == "user-dir":
+            os.chown(info, UNPRIVILEGED, UNPRIVILEGED)
+        if state == "user-file":
+            os.chown(info / SYSROOT_FILE, UNPRIVILEGED, UNPRIVILEGED)
+        if state == "writable-file":
+            (info / SYSROOT_FILE).chmod(0o666)
+        if state == "writable-dir":
+            info.chmod(0o777)
+        env = {"PATH": f"{top / 'asked' / 'bin'}:/usr/bin:/bin"}
+        if state != "no-variable":
+            env[RUSTC_INFO_VARIABLE] = str(info)
+        done = subprocess.run(["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
+                               "--clear-groups", *pinned(("cargo-clippy", "--version"))],
+                              env=env, cwd=top, capture_output=True, text=True, timeout=30, check=False)
+        asked = (log / "rustc").read_text() if (log / "rustc").exists() else ""
+        if state == "sealed":
+            assert (done.returncode, done.stdout, done.stderr, asked) == (0, "sealed\n", "", ""), done
+        elif state == "relative":  # sealed, but not an absolute path: refused as rustc's would be
+            assert done.returncode == 127 and "is not an absolute path" in done.stderr, done
+            assert asked == ""
+        else:  # control: the same step with the file not sealed asks rustc
+            assert (done.returncode, done.stdout, done.stderr) == (0, "asked\n", ""), done
+            assert asked == "--print sysroot\n"
