@@ -123,3 +123,55 @@ def test_a_trees_build_script_can_change_nothing_the_template_left(
     assert after.template == poisoner.template
     assert rustc_runs(after.steps[-1].stderr) == [], after.steps[-1].stderr.decode(errors="replace")[-3000:]
     assert b"rustc info cache hit" in after.steps[-1].stderr
+
+
+def test_a_clones_lint_step_asks_no_rustc_for_its_sysroot(
+        tmp_path: Path, clippy_image: Image, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lint step of a template's clone takes the image's sysroot from the file guest init
+    sealed (clippy/command.py `_SYSROOT`), not from `rustc --print sysroot`: with `rustc`
+    off the lint step's PATH (the probes keep theirs, so the template is the ordinary one)
+    the lint still runs, cargo-clippy, cargo and the compiler being named by absolute path
+    from that sysroot. Control: without the variable naming the sealed directory the same
+    step has to ask rustc, finds none, and fails with the pin's own words."""
+    import dataclasses
+
+    real_steps_for, real_guest_env = roteiro_py.lint.steps_for, roteiro_py.lint.guest_env
+    warm = [True]
+    outcomes: list[JobOutcome] = []
+    real_run_job = roteiro_py.lint.run_job
+
+    def steps_without_rustc(*args: Any, **kwargs: Any) -> list[Any]:
+        steps = real_steps_for(*args, **kwargs)
+        lint_step = steps[-1]
+        env = {**lint_step.env, "PATH": "/usr/bin:/bin"}
+        return [*steps[:-1], dataclasses.replace(lint_step, env=env)]
+
+    def env_of(image: Any) -> dict[str, str]:
+        env = real_guest_env(image)
+        if not warm[0]:
+            del env[RUSTC_INFO_VARIABLE]
+        return env
+
+    def spy(*args: Any, **kwargs: Any) -> JobOutcome:
+        outcomes.append(real_run_job(*args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(roteiro_py.lint, "steps_for", steps_without_rustc)
+    monkeypatch.setattr(roteiro_py.lint, "guest_env", env_of)
+    monkeypatch.setattr(roteiro_py.lint, "run_job", spy)
+    flags: dict[str, tuple[Any, str]] = {
+        "lint.image": (clippy_image.reference, "--image"), "vm.accel": ("tcg", "--accel")}
+    tree = empty_crate(tmp_path / "empty")
+    assert real_guest_env  # the image's PATH holds rustc (/usr/local/bin): the probes use it
+    report, _ = roteiro_py.lint.lint(roteiro_py.lint.LintRequest(path=tree, flags=flags))
+    job = outcomes[-1]
+    assert job.template is not None and job.completed
+    assert job.steps[-1].exit == 0, job.steps[-1].stderr[-3000:]
+    assert not report.findings
+    warm[0] = False
+    with pytest.raises(Exception):  # noqa: B017 - whichever refusal names the failed step
+        roteiro_py.lint.lint(roteiro_py.lint.LintRequest(path=tree, flags=flags))
+    control = outcomes[-1]
+    assert control.template is not None and control.template != job.template
+    assert control.steps[-1].exit == 127, (control.steps[-1].exit, control.steps[-1].stderr[-3000:])
+    assert b"`rustc --print sysroot` failed outside the tree" in control.steps[-1].stderr
