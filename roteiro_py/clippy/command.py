@@ -118,14 +118,21 @@ SYSROOT_FILE = "sysroot"
 #: and its directory are not the guest user's and it cannot write them: what guest init
 #: sealed in a VM template (guest_init.sh: the template steps' /tmp becomes root's and
 #: read-only before the template is saved; /tmp's sticky bit keeps the user from renaming
-#: it), so no step of a clone, the tree's build scripts included, can choose it. Else
-#: (a cold boot, a host run, a file the user owns or can write) it is asked for in
-#: PROBE_CWD: one rustc start, ~0.4 s under TCG. Either answer is checked the same way.
+#: it), so no step of a clone, the tree's build scripts included, can choose it. Neither
+#: may be a link, and the variable must be absolute: `-O` and `-w` follow a link, so in a
+#: VM where the directory is the user's (a cold boot, whose clippy probe made it: the
+#: dependency cache's build runs pinned steps after the dependencies' build scripts) a
+#: build script could put a link there to any directory it does not own holding a file
+#: of that name with the text it chose (a share's: every file there is the host user's,
+#: read-only, root's when the lint runs as root), and a relative name is read from the
+#: step's working directory, the tree. Else (a cold boot, a host run, a file the user
+#: owns or can write, a link) it is asked for in PROBE_CWD: one rustc start, ~0.4 s
+#: under TCG. Either answer is checked the same way.
 _SYSROOT = (
     f'w=${{{RUSTC_INFO_VARIABLE}:-}} s=\n'
-    f'if [ -n "$w" ] && [ -f "$w/{SYSROOT_FILE}" ] && [ ! -O "$w" ] && [ ! -w "$w" ] && '
-    f'[ ! -O "$w/{SYSROOT_FILE}" ] && [ ! -w "$w/{SYSROOT_FILE}" ]; then '
-    f'IFS= read -r s < "$w/{SYSROOT_FILE}" || s=; fi 2>/dev/null\n'
+    f'case $w in /*) if [ ! -L "$w" ] && [ ! -L "$w/{SYSROOT_FILE}" ] && [ -f "$w/{SYSROOT_FILE}" ] && '
+    f'[ ! -O "$w" ] && [ ! -w "$w" ] && [ ! -O "$w/{SYSROOT_FILE}" ] && [ ! -w "$w/{SYSROOT_FILE}" ]; then '
+    f'IFS= read -r s < "$w/{SYSROOT_FILE}" || s=; fi 2>/dev/null;; esac\n'
     '[ -n "$s" ] || '
     f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
     "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "

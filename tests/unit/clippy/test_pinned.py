@@ -474,14 +474,23 @@ UNPRIVILEGED = 65534
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sealing is root's: the test gives files to root and runs as another uid")
 @pytest.mark.parametrize("state", ["sealed", "user-dir", "user-file", "writable-file", "writable-dir",
-                                   "no-variable", "empty", "relative"])
+                                   "no-variable", "empty", "relative", "linked-dir", "linked-file",
+                                   "relative-variable"])
 def test_the_pin_reads_the_sysroot_only_from_a_sealed_file(state: str) -> None:
     """The sysroot a template's clippy probe found is read back, with no rustc run, only from
     a file and directory the step's user neither owns nor can write (what guest init seals in
     a VM template); anything else is asked of `rustc --print sysroot` as before, and the
     sealed answer is checked as that one is. The sealed file names one toolchain, the
     image's PATH another: which cargo-clippy ran says which answer the pin took. The step
-    runs as an unprivileged uid under a real /bin/sh, as in the guest."""
+    runs as an unprivileged uid under a real /bin/sh, as in the guest.
+
+    A link is never sealed, whatever it points at: where the directory is the user's (a
+    cold boot: the clippy probe made it) or absent, an earlier step's build script can
+    put a link in its place, to any directory it does not own holding a file named as
+    SYSROOT_FILE with the text it chooses (a share's, every file of which is the host
+    user's and read-only: root's when the lint runs as root), and `-O`/`-w` follow the
+    link (linked-dir). A relative variable would be read from the step's working
+    directory, the tree."""
     import tempfile
 
     from roteiro_py.clippy.command import SYSROOT_FILE, pinned
@@ -500,7 +509,7 @@ def test_the_pin_reads_the_sysroot_only_from_a_sealed_file(state: str) -> None:
         rustc = top / "asked" / "bin" / "rustc"
         rustc.write_text(f'#!/bin/sh\necho "$*" >> {log}/rustc\necho {top / "asked"}\n')
         rustc.chmod(0o755)
-        info = top / "info"
+        info = top / ("sealed-elsewhere" if state == "linked-dir" else "info")
         info.mkdir()
         answer = {"empty": "", "relative": "sealed"}.get(state, str(top / "sealed"))
         (info / SYSROOT_FILE).write_text(answer + "\n")
@@ -513,8 +522,17 @@ def test_the_pin_reads_the_sysroot_only_from_a_sealed_file(state: str) -> None:
             (info / SYSROOT_FILE).chmod(0o666)
         if state == "writable-dir":
             info.chmod(0o777)
+        if state == "linked-dir":  # the user's link where the directory was
+            (top / "info").symlink_to(info)
+            os.chown(top / "info", UNPRIVILEGED, UNPRIVILEGED, follow_symlinks=False)
+            info = top / "info"
+        if state == "linked-file":  # the sealed directory's file a link to a sealed file
+            (info / SYSROOT_FILE).rename(top / "sealed-file")
+            (info / SYSROOT_FILE).symlink_to(top / "sealed-file")
         env = {"PATH": f"{top / 'asked' / 'bin'}:/usr/bin:/bin"}
-        if state != "no-variable":
+        if state == "relative-variable":
+            env[RUSTC_INFO_VARIABLE] = info.name  # the cwd is `top`: ./info is the sealed one
+        elif state != "no-variable":
             env[RUSTC_INFO_VARIABLE] = str(info)
         done = subprocess.run(["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
                                "--clear-groups", *pinned(("cargo-clippy", "--version"))],
