@@ -11,6 +11,7 @@ is live (the forged version, or the tree's program leaving its marker).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,7 @@ from roteiro_py.clippy.command import (
     PROBE_CWD,
     PROBE_PREFIX,
     RUSTC_INFO_VARIABLE,
+    pinned,
     unpinned,
 )
 from roteiro_py.config import Settings
@@ -546,3 +548,36 @@ def test_the_pin_reads_the_sysroot_only_from_a_sealed_file(state: str) -> None:
         else:  # control: the same step with the file not sealed asks rustc
             assert (done.returncode, done.stdout, done.stderr) == (0, "asked\n", ""), done
             assert asked == "--print sysroot\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("rustup") is None,
+                    reason="needs root (a private /tmp in its own mount namespace) and rustup")
+def test_a_toolchain_file_an_earlier_step_left_in_tmp_chooses_no_sysroot(tmp_path: Path) -> None:
+    """/tmp is the guest's for a whole boot, not each step's: in a VM whose later steps are
+    pinned after a tree's build scripts ran (the dependency cache's build, its second
+    selection), one of them can leave `/tmp/rust-toolchain.toml` naming a toolchain of its
+    own. Where the sysroot is asked of rustc (a cold boot; a clone reads the sealed one)
+    and the environment names no RUSTUP_TOOLCHAIN (an image without RUST_VERSION), rustup
+    obeys a toolchain file in the working directory or above it. Real rustup, real /bin/sh,
+    a private tmpfs on /tmp as the guest's; the planting step runs as an unprivileged uid,
+    the pinned step as root here only because rustup's home is under /root (which
+    toolchain it picks does not depend on the uid). Control: the same file makes rustc in
+    /tmp answer the planted toolchain, so the attack is live."""
+    proxy = shutil.which("rustc")
+    assert proxy is not None
+    plant = ('mkdir -p /tmp/evil/bin && printf "#!/bin/sh\\necho /tmp/evil\\n" > /tmp/evil/bin/rustc && '
+             'printf "#!/bin/sh\\necho tree\\n" > /tmp/evil/bin/cargo-clippy && chmod 755 /tmp/evil/bin/* && '
+             'printf "[toolchain]\\npath = \\"/tmp/evil\\"\\n" > /tmp/rust-toolchain.toml')
+    inner = ('mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 3\n'
+             f'setpriv --reuid={UNPRIVILEGED} --regid={UNPRIVILEGED} --clear-groups '
+             f'sh -c {shlex.quote(plant)} || exit 4\n'
+             'echo "control: $(cd /tmp && rustc --print sysroot)"\n'
+             'exec "$@"\n')
+    env = {"PATH": f"{Path(proxy).parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+           **{k: v for k, v in os.environ.items() if k in ("RUSTUP_HOME", "CARGO_HOME")}}
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", inner, "sh",
+                           *pinned(("cargo-clippy", "--version"))],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    control, _, answer = done.stdout.partition("\n")
+    assert control == "control: /tmp/evil", done
+    assert done.returncode == 0 and answer.startswith("clippy 0.1.") and "tree" not in answer, done
