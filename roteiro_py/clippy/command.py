@@ -45,7 +45,8 @@ with `compile_error!`). What holds it:
   `[toolchain] path = "<a directory in the tree>"` puts the tree's own `cargo-clippy` in
   place of the image's: exit 0 for a tree with `compile_error!`, on any rustup image
   without RUST_VERSION. Every step runs through PIN_SCRIPT, which asks
-  `rustc --print sysroot` in PROBE_CWD (no tree file on the way up) and execs
+  `rustc --print sysroot` in SYSROOT_CWD (no tree file, and no file any step made, on the
+  way up) or reads the answer a VM template sealed (SYSROOT_FILE), and execs
   `<sysroot>/bin/<program>` by absolute path with RUSTUP_TOOLCHAIN, RUSTC and CARGO set to
   that toolchain (RUSTUP_TOOLCHAIN outranks every toolchain file, and rustup accepts a
   path there; measured with rustup 1.29). The probes run the same wrapper, so the clippy
@@ -98,6 +99,14 @@ GUEST_RENDERING: dict[str, str | None] = {
 #: and the scratch disk (which a kept cache carries from one run's build scripts to the
 #: next), so no tree or build-script file is on the way up from it.
 PROBE_CWD = FRESH_CWD
+#: Where PIN_SCRIPT asks `rustc --print sysroot`: the guest's root, which no step can write
+#: (guest_init.sh: the overlay's upper directory is root's, 0755), so rustup finds no
+#: toolchain file there or above that a step left. Not PROBE_CWD: /tmp is the guest's for
+#: the whole boot, not each step's, and in a VM whose later steps are pinned after the
+#: tree's build scripts ran (the dependency cache's build) one of them could leave
+#: `/tmp/rust-toolchain.toml` naming its own toolchain, which rustup obeyed wherever the
+#: environment names none (an image without RUST_VERSION).
+SYSROOT_CWD = "/"
 #: The `build.rustc-wrapper` every step runs with (see above): a program of the image that
 #: execs its arguments, so cargo's rustc info cache can fingerprint it.
 NEUTRAL_WRAPPER = "/usr/bin/env"
@@ -118,16 +127,23 @@ SYSROOT_FILE = "sysroot"
 #: and its directory are not the guest user's and it cannot write them: what guest init
 #: sealed in a VM template (guest_init.sh: the template steps' /tmp becomes root's and
 #: read-only before the template is saved; /tmp's sticky bit keeps the user from renaming
-#: it), so no step of a clone, the tree's build scripts included, can choose it. Else
-#: (a cold boot, a host run, a file the user owns or can write) it is asked for in
-#: PROBE_CWD: one rustc start, ~0.4 s under TCG. Either answer is checked the same way.
+#: it), so no step of a clone, the tree's build scripts included, can choose it. Neither
+#: may be a link, and the variable must be absolute: `-O` and `-w` follow a link, so in a
+#: VM where the directory is the user's (a cold boot, whose clippy probe made it: the
+#: dependency cache's build runs pinned steps after the dependencies' build scripts) a
+#: build script could put a link there to any directory it does not own holding a file
+#: of that name with the text it chose (a share's: every file there is the host user's,
+#: read-only, root's when the lint runs as root), and a relative name is read from the
+#: step's working directory, the tree. Else (a cold boot, a host run, a file the user
+#: owns or can write, a link) it is asked for in SYSROOT_CWD: one rustc start, ~0.4 s
+#: under TCG. Either answer is checked the same way.
 _SYSROOT = (
     f'w=${{{RUSTC_INFO_VARIABLE}:-}} s=\n'
-    f'if [ -n "$w" ] && [ -f "$w/{SYSROOT_FILE}" ] && [ ! -O "$w" ] && [ ! -w "$w" ] && '
-    f'[ ! -O "$w/{SYSROOT_FILE}" ] && [ ! -w "$w/{SYSROOT_FILE}" ]; then '
-    f'IFS= read -r s < "$w/{SYSROOT_FILE}" || s=; fi 2>/dev/null\n'
+    f'case $w in /*) if [ ! -L "$w" ] && [ ! -L "$w/{SYSROOT_FILE}" ] && [ -f "$w/{SYSROOT_FILE}" ] && '
+    f'[ ! -O "$w" ] && [ ! -w "$w" ] && [ ! -O "$w/{SYSROOT_FILE}" ] && [ ! -w "$w/{SYSROOT_FILE}" ]; then '
+    f'IFS= read -r s < "$w/{SYSROOT_FILE}" || s=; fi 2>/dev/null;; esac\n'
     '[ -n "$s" ] || '
-    f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
+    f"s=$(cd {shlex.quote(SYSROOT_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
     "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "
     # killed by a signal (SIGKILL: an OOM kill or any kill -9): keep 128+N, which
     # lint/judgement.py reads as that signal
