@@ -45,7 +45,8 @@ with `compile_error!`). What holds it:
   `[toolchain] path = "<a directory in the tree>"` puts the tree's own `cargo-clippy` in
   place of the image's: exit 0 for a tree with `compile_error!`, on any rustup image
   without RUST_VERSION. Every step runs through PIN_SCRIPT, which asks
-  `rustc --print sysroot` in PROBE_CWD (no tree file on the way up) and execs
+  `rustc --print sysroot` in SYSROOT_CWD (no tree file, and no file any step made, on the
+  way up) or reads the answer a VM template sealed (SYSROOT_FILE), and execs
   `<sysroot>/bin/<program>` by absolute path with RUSTUP_TOOLCHAIN, RUSTC and CARGO set to
   that toolchain (RUSTUP_TOOLCHAIN outranks every toolchain file, and rustup accepts a
   path there; measured with rustup 1.29). The probes run the same wrapper, so the clippy
@@ -98,13 +99,51 @@ GUEST_RENDERING: dict[str, str | None] = {
 #: and the scratch disk (which a kept cache carries from one run's build scripts to the
 #: next), so no tree or build-script file is on the way up from it.
 PROBE_CWD = FRESH_CWD
+#: Where PIN_SCRIPT asks `rustc --print sysroot`: the guest's root, which no step can write
+#: (guest_init.sh: the overlay's upper directory is root's, 0755), so rustup finds no
+#: toolchain file there or above that a step left. Not PROBE_CWD: /tmp is the guest's for
+#: the whole boot, not each step's, and in a VM whose later steps are pinned after the
+#: tree's build scripts ran (the dependency cache's build) one of them could leave
+#: `/tmp/rust-toolchain.toml` naming its own toolchain, which rustup obeyed wherever the
+#: environment names none (an image without RUST_VERSION).
+SYSROOT_CWD = "/"
 #: The `build.rustc-wrapper` every step runs with (see above): a program of the image that
 #: execs its arguments, so cargo's rustc info cache can fingerprint it.
 NEUTRAL_WRAPPER = "/usr/bin/env"
-#: The image's toolchain, asked for in PROBE_CWD, with every proxy pinned to it (see above):
-#: the first lines of PIN_SCRIPT and PROBE_SCRIPT.
+#: The guest variable naming where the clippy probe keeps cargo's rustc info cache
+#: (RUSTC_INFO_DIR; lint/run.py guest_env sets it for every step). Unset (a host run of
+#: these scripts), nothing is warmed or copied.
+RUSTC_INFO_VARIABLE = "ROTEIRO_RUSTC_INFO"
+#: Under PROBE_CWD: the tmpfs every boot provides, so in a VM template it is the
+#: template's RAM, saved with it and restored privately into each clone.
+RUSTC_INFO_DIR = f"{PROBE_CWD}/.roteiro-rustc-info"
+#: The file the warm-up leaves there: cargo's own `.rustc_info.json`.
+RUSTC_INFO_FILE = "rustc_info.json"
+#: The name of the file, in RUSTC_INFO_DIR, holding the image's sysroot as the clippy probe
+#: found it (`_WARM`), one line.
+SYSROOT_FILE = "sysroot"
+#: The image's toolchain, with every proxy pinned to it (see above): the first lines of
+#: PIN_SCRIPT and PROBE_SCRIPT. The sysroot is the one SYSROOT_FILE holds when that file
+#: and its directory are not the guest user's and it cannot write them: what guest init
+#: sealed in a VM template (guest_init.sh: the template steps' /tmp becomes root's and
+#: read-only before the template is saved; /tmp's sticky bit keeps the user from renaming
+#: it), so no step of a clone, the tree's build scripts included, can choose it. Neither
+#: may be a link, and the variable must be absolute: `-O` and `-w` follow a link, so in a
+#: VM where the directory is the user's (a cold boot, whose clippy probe made it: the
+#: dependency cache's build runs pinned steps after the dependencies' build scripts) a
+#: build script could put a link there to any directory it does not own holding a file
+#: of that name with the text it chose (a share's: every file there is the host user's,
+#: read-only, root's when the lint runs as root), and a relative name is read from the
+#: step's working directory, the tree. Else (a cold boot, a host run, a file the user
+#: owns or can write, a link) it is asked for in SYSROOT_CWD: one rustc start, ~0.4 s
+#: under TCG. Either answer is checked the same way.
 _SYSROOT = (
-    f"s=$(cd {shlex.quote(PROBE_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
+    f'w=${{{RUSTC_INFO_VARIABLE}:-}} s=\n'
+    f'case $w in /*) if [ ! -L "$w" ] && [ ! -L "$w/{SYSROOT_FILE}" ] && [ -f "$w/{SYSROOT_FILE}" ] && '
+    f'[ ! -O "$w" ] && [ ! -w "$w" ] && [ ! -O "$w/{SYSROOT_FILE}" ] && [ ! -w "$w/{SYSROOT_FILE}" ]; then '
+    f'IFS= read -r s < "$w/{SYSROOT_FILE}" || s=; fi 2>/dev/null;; esac\n'
+    '[ -n "$s" ] || '
+    f"s=$(cd {shlex.quote(SYSROOT_CWD)} && rustc --print sysroot) || {{ st=$?; echo "
     "'pylint-sandbox: `rustc --print sysroot` failed outside the tree' >&2; "
     # killed by a signal (SIGKILL: an OOM kill or any kill -9): keep 128+N, which
     # lint/judgement.py reads as that signal
@@ -116,34 +155,27 @@ _SYSROOT = (
     "else export RUSTC_WRAPPER=; fi\n"
     'export RUSTUP_TOOLCHAIN="$s" RUSTC="$s/bin/rustc" CARGO="$s/bin/cargo"\n'
 )
-#: The guest variable naming where the clippy probe keeps cargo's rustc info cache
-#: (RUSTC_INFO_DIR; lint/run.py guest_env sets it for every step). Unset (a host run of
-#: these scripts), nothing is warmed or copied.
-RUSTC_INFO_VARIABLE = "ROTEIRO_RUSTC_INFO"
-#: Under PROBE_CWD: the tmpfs every boot provides, so in a VM template it is the
-#: template's RAM, saved with it and restored privately into each clone.
-RUSTC_INFO_DIR = f"{PROBE_CWD}/.roteiro-rustc-info"
-#: The file the warm-up leaves there: cargo's own `.rustc_info.json`.
-RUSTC_INFO_FILE = "rustc_info.json"
 #: Run by the clippy probe (a template step) before it asks the version: cargo-clippy,
-#: as the lint runs it (same environment, same pinned programs), on a crate made here in
-#: RUSTC_INFO_DIR, away from any tree, with its own target directory and cargo home (the
-#: template has neither the scratch disk nor the cargo home mounted). Cargo probes rustc
-#: (`-vV`, the target info) and writes the answers to `.rustc_info.json`, which is kept
-#: and the rest removed (guest RAM). The crate has only a binary and `--lib` is asked:
-#: cargo stops with "no library targets found" after probing, before compiling anything
-#: (the file is the same as after a whole build of a library, measured with cargo 1.95;
-#: the template's probe step took 6.7 s under TCG before, 17.2 s with a whole build);
-#: the target directory is made first, else cargo has nowhere to write it. Its output is
-#: dropped and its status ignored: a cargo that stops elsewhere only leaves no file (the
-#: lint then probes as before), and the probe's own answer decides the step.
+#: as the lint runs it (same environment, same pinned programs), on an empty library
+#: crate made here in RUSTC_INFO_DIR, away from any tree, with its own target directory
+#: and cargo home (the template has neither the scratch disk nor the cargo home mounted).
+#: Cargo probes rustc (`-vV`, the target info) and writes the answers to
+#: `.rustc_info.json`, which is kept and the rest removed (guest RAM); clippy-driver then
+#: checks the crate, which leaves in the template's page cache what every lint's
+#: clippy-driver reads first (the standard library's metadata, the compiler's code):
+#: an empty crate's lint 0.87x (2.61 against 3.00 s, 9 rounds interleaved) for a
+#: template built ~1.5 s longer (docs/PERFORMANCE.md, issue 25 lever 1c). The target
+#: directory is made first, else cargo has nowhere to write the file. Its output is
+#: dropped and its status ignored: a cargo that stops early only leaves no file (the
+#: lint then probes as before), and the probe's own answer decides the step. The sysroot
+#: this step pinned (`w` and `s` are _SYSROOT's) goes to SYSROOT_FILE beside it.
 _WARM = (
-    f'w=${{{RUSTC_INFO_VARIABLE}:-}}\n'
     'if [ "$0" = cargo-clippy ] && [ -n "$w" ] && mkdir "$w" 2>/dev/null; then\n'
-    '  mkdir -p "$w/crate/src" "$w/target" && : > "$w/crate/src/main.rs" && printf \'[package]\\n'
+    f'  printf \'%s\\n\' "$s" > "$w/{SYSROOT_FILE}"\n'
+    '  mkdir -p "$w/crate/src" "$w/target" && : > "$w/crate/src/lib.rs" && printf \'[package]\\n'
     'name = "w"\\nversion = "0.0.0"\\nedition = "2021"\\n\' > "$w/crate/Cargo.toml" &&\n'
     '  (cd "$w/crate" && CARGO_TARGET_DIR="$w/target" CARGO_HOME="$w/home" '
-    '"$s/bin/cargo-clippy" clippy --offline --lib) </dev/null >/dev/null 2>&1\n'
+    '"$s/bin/cargo-clippy" clippy --offline) </dev/null >/dev/null 2>&1\n'
     f'  [ -f "$w/target/.rustc_info.json" ] && mv "$w/target/.rustc_info.json" "$w/{RUSTC_INFO_FILE}"\n'
     '  rm -rf "$w/crate" "$w/target" "$w/home"\n'
     'fi\n'

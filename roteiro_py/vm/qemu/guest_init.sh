@@ -218,6 +218,17 @@ if [ -e /job/template ]; then
     rm -f /job/template
     run_steps 0 || fail "a template step failed"
     sweep
+    # What the template steps left in /tmp (clippy/command.py: cargo's rustc info cache
+    # and the image's sysroot, which every step of every clone reads) becomes root's and
+    # read-only before the template is saved: no step of a clone, the tree's build
+    # scripts included, can alter it, and with /tmp's sticky bit none can remove or
+    # rename an entry it does not own. busybox's -R follows no link; a link itself is
+    # given to root, never followed.
+    for f in "$R"/tmp/* "$R"/tmp/.[!.]* "$R"/tmp/..?*; do
+        if [ -L "$f" ]; then chown -h 0:0 "$f" || fail "cannot seal ${f#"$R"}"
+        elif [ -e "$f" ]; then chown -R 0:0 "$f" && chmod -R go-w "$f" || fail "cannot seal ${f#"$R"}"
+        fi
+    done
     port_dev job || fail "no job port"
     status template-ready
     LEN=

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import roteiro_py.lint
-from roteiro_py.clippy.command import RUSTC_INFO_VARIABLE
+from roteiro_py.clippy.command import RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE, SYSROOT_FILE
 from roteiro_py.vm.api import JobOutcome
 from tests.integration.lint.lint_support import Image
 
@@ -87,27 +87,91 @@ def test_an_empty_crates_lint_runs_no_rustc_probe(tmp_path: Path,
     assert len(probes) >= 2 and any("-vV" in line for line in probes), probes
 
 
-def test_a_tree_that_poisons_the_warm_file_reaches_no_later_lint(
+def test_a_trees_build_script_can_change_nothing_the_template_left(
         tmp_path: Path, lint_logged: Callable[[Path, bool], JobOutcome]) -> None:
-    """The warm file is the guest user's, in the clone's RAM: a tree's build script can
-    replace it (as it can write the target directory's own file), but only in its own
-    clone. Each lint restores the template's memory privately (copy-on-write, share=off),
-    so the next lint finds the template's file again: a garbage file would be a cache miss
-    there (cargo ignores a file it cannot read, and probes)."""
+    """Guest init seals what the template's steps left in /tmp before the template is saved
+    (guest_init.sh): the warm file and the sysroot every pinned step reads are root's and
+    read-only in every clone, and /tmp's sticky bit keeps the guest user from renaming the
+    directory holding them. A tree's build script tries each way to change them (it panics,
+    failing the lint, where one succeeds) and says it ran; the next lint from the same
+    template still finds the warm file. (tests/unit/clippy/test_pinned.py shows the pin
+    reads the sysroot only from a file sealed so, and asks rustc otherwise.)"""
     hostile = empty_crate(tmp_path / "hostile")
     (hostile / "Cargo.toml").write_text('[package]\nname = "empty"\nversion = "0.1.0"\n'
                                         'edition = "2021"\nbuild = "build.rs"\n')
     (hostile / "build.rs").write_text(
+        'use std::os::unix::fs::MetadataExt;\n'
         'fn main() {\n'
         f'    let dir = std::env::var("{RUSTC_INFO_VARIABLE}").unwrap();\n'
-        '    let file = format!("{dir}/rustc_info.json");\n'
-        '    assert!(std::fs::read(&file).unwrap().starts_with(b"{"));\n'
-        '    std::fs::write(&file, "poisoned").unwrap();\n'
-        '    assert_eq!(std::fs::read(&file).unwrap(), b"poisoned");\n'
+        f'    for name in ["", "/{RUSTC_INFO_FILE}", "/{SYSROOT_FILE}"] {{\n'
+        '        let meta = std::fs::symlink_metadata(format!("{dir}{name}")).unwrap();\n'
+        '        assert_eq!((meta.uid(), meta.mode() & 0o022), (0, 0), "{name}");\n'
+        '    }\n'
+        f'    assert!(std::fs::read(format!("{{dir}}/{RUSTC_INFO_FILE}")).unwrap().starts_with(b"{{"));\n'
+        f'    assert!(std::fs::read(format!("{{dir}}/{SYSROOT_FILE}")).unwrap().starts_with(b"/"));\n'
+        f'    assert!(std::fs::write(format!("{{dir}}/{RUSTC_INFO_FILE}"), "poisoned").is_err());\n'
+        f'    assert!(std::fs::write(format!("{{dir}}/{SYSROOT_FILE}"), "/poisoned\\n").is_err());\n'
+        f'    assert!(std::fs::remove_file(format!("{{dir}}/{SYSROOT_FILE}")).is_err());\n'
+        '    assert!(std::fs::write(format!("{dir}/new"), "x").is_err());\n'
+        '    assert!(std::fs::rename(&dir, format!("{dir}.moved")).is_err());\n'
+        '    println!("cargo:warning=roteiro-seal-checked");\n'
         '}\n')
-    poisoner = lint_logged(hostile, True)  # the build script ran (it panics if it cannot write)
+    poisoner = lint_logged(hostile, True)
+    assert b"roteiro-seal-checked" in poisoner.steps[-1].stderr, poisoner.steps[-1].stderr[-3000:]
     assert rustc_runs(poisoner.steps[-1].stderr) == []
     after = lint_logged(empty_crate(tmp_path / "empty"), True)
     assert after.template == poisoner.template
     assert rustc_runs(after.steps[-1].stderr) == [], after.steps[-1].stderr.decode(errors="replace")[-3000:]
     assert b"rustc info cache hit" in after.steps[-1].stderr
+
+
+def test_a_clones_lint_step_asks_no_rustc_for_its_sysroot(
+        tmp_path: Path, clippy_image: Image, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lint step of a template's clone takes the image's sysroot from the file guest init
+    sealed (clippy/command.py `_SYSROOT`), not from `rustc --print sysroot`: with `rustc`
+    off the lint step's PATH (the probes keep theirs, so the template is the ordinary one)
+    the lint still runs, cargo-clippy, cargo and the compiler being named by absolute path
+    from that sysroot. Control: without the variable naming the sealed directory the same
+    step has to ask rustc, finds none, and fails with the pin's own words."""
+    import dataclasses
+
+    real_steps_for, real_guest_env = roteiro_py.lint.steps_for, roteiro_py.lint.guest_env
+    warm = [True]
+    outcomes: list[JobOutcome] = []
+    real_run_job = roteiro_py.lint.run_job
+
+    def steps_without_rustc(*args: Any, **kwargs: Any) -> list[Any]:
+        steps = real_steps_for(*args, **kwargs)
+        lint_step = steps[-1]
+        env = {**lint_step.env, "PATH": "/usr/bin:/bin"}
+        return [*steps[:-1], dataclasses.replace(lint_step, env=env)]
+
+    def env_of(image: Any) -> dict[str, str]:
+        env = real_guest_env(image)
+        if not warm[0]:
+            del env[RUSTC_INFO_VARIABLE]
+        return env
+
+    def spy(*args: Any, **kwargs: Any) -> JobOutcome:
+        outcomes.append(real_run_job(*args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(roteiro_py.lint, "steps_for", steps_without_rustc)
+    monkeypatch.setattr(roteiro_py.lint, "guest_env", env_of)
+    monkeypatch.setattr(roteiro_py.lint, "run_job", spy)
+    flags: dict[str, tuple[Any, str]] = {
+        "lint.image": (clippy_image.reference, "--image"), "vm.accel": ("tcg", "--accel")}
+    tree = empty_crate(tmp_path / "empty")
+    assert real_guest_env  # the image's PATH holds rustc (/usr/local/bin): the probes use it
+    report, _ = roteiro_py.lint.lint(roteiro_py.lint.LintRequest(path=tree, flags=flags))
+    job = outcomes[-1]
+    assert job.template is not None and job.completed
+    assert job.steps[-1].exit == 0, job.steps[-1].stderr[-3000:]
+    assert not report.findings
+    warm[0] = False
+    with pytest.raises(Exception):  # noqa: B017 - whichever refusal names the failed step
+        roteiro_py.lint.lint(roteiro_py.lint.LintRequest(path=tree, flags=flags))
+    control = outcomes[-1]
+    assert control.template is not None and control.template != job.template
+    assert control.steps[-1].exit == 127, (control.steps[-1].exit, control.steps[-1].stderr[-3000:])
+    assert b"`rustc --print sysroot` failed outside the tree" in control.steps[-1].stderr

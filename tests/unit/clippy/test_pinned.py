@@ -11,6 +11,7 @@ is live (the forged version, or the tree's program leaving its marker).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,7 @@ from roteiro_py.clippy.command import (
     PROBE_CWD,
     PROBE_PREFIX,
     RUSTC_INFO_VARIABLE,
+    pinned,
     unpinned,
 )
 from roteiro_py.config import Settings
@@ -401,7 +403,7 @@ def test_the_clippy_probe_leaves_cargos_rustc_answers_for_the_lint(tmp_path: Pat
     it into its empty target directory and cargo runs rustc no more (issue 25). Real cargo
     1.95 on the host, the steps' argv and environment as lint/run.py builds them; only the
     guest's places are moved under tmp_path. The answer the probe prints is unchanged."""
-    from roteiro_py.clippy.command import RUSTC_INFO_DIR, RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE
+    from roteiro_py.clippy.command import RUSTC_INFO_DIR, RUSTC_INFO_FILE, RUSTC_INFO_VARIABLE, SYSROOT_FILE
 
     tree = empty_crate(tmp_path / "tree")
     settings = Settings()
@@ -421,7 +423,7 @@ def test_the_clippy_probe_leaves_cargos_rustc_answers_for_the_lint(tmp_path: Pat
                              capture_output=True, text=True, timeout=240, check=False)
     assert probed_.returncode == 0 and probed_.stdout.startswith("clippy 0.1."), probed_
     assert probed_.stderr == ""
-    assert sorted(p.name for p in info.iterdir()) == [RUSTC_INFO_FILE]  # the rest removed
+    assert sorted(p.name for p in info.iterdir()) == [RUSTC_INFO_FILE, SYSROOT_FILE]  # the rest removed
     argv, env = lint_step_.argv, {**lint_step_.env, RUSTC_INFO_VARIABLE: str(info),
                                   "CARGO_LOG": "cargo::util::rustc=debug"}
     prefilled = run(argv, tree, env, tmp_path)
@@ -466,3 +468,116 @@ def test_the_lint_step_copies_the_warm_file_only_into_a_target_directory_without
     expected = {"none": "warm\n", "own": "own\n"}.get(present, "absent\n")
     assert (done.returncode, done.stdout, done.stderr) == (0, expected, ""), done
     assert not (tmp_path / "elsewhere").exists()
+
+
+#: The uid the sealing test runs the pinned step as: not root, not the file owner.
+UNPRIVILEGED = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sealing is root's: the test gives files to root and runs as another uid")
+@pytest.mark.parametrize("state", ["sealed", "user-dir", "user-file", "writable-file", "writable-dir",
+                                   "no-variable", "empty", "relative", "linked-dir", "linked-file",
+                                   "relative-variable"])
+def test_the_pin_reads_the_sysroot_only_from_a_sealed_file(state: str) -> None:
+    """The sysroot a template's clippy probe found is read back, with no rustc run, only from
+    a file and directory the step's user neither owns nor can write (what guest init seals in
+    a VM template); anything else is asked of `rustc --print sysroot` as before, and the
+    sealed answer is checked as that one is. The sealed file names one toolchain, the
+    image's PATH another: which cargo-clippy ran says which answer the pin took. The step
+    runs as an unprivileged uid under a real /bin/sh, as in the guest.
+
+    A link is never sealed, whatever it points at: where the directory is the user's (a
+    cold boot: the clippy probe made it) or absent, an earlier step's build script can
+    put a link in its place, to any directory it does not own holding a file named as
+    SYSROOT_FILE with the text it chooses (a share's, every file of which is the host
+    user's and read-only: root's when the lint runs as root), and `-O`/`-w` follow the
+    link (linked-dir). A relative variable would be read from the step's working
+    directory, the tree."""
+    import tempfile
+
+    from roteiro_py.clippy.command import SYSROOT_FILE, pinned
+
+    with tempfile.TemporaryDirectory() as name:
+        top = Path(name)
+        top.chmod(0o755)
+        log = top / "log"
+        log.mkdir(mode=0o777)
+        log.chmod(0o777)
+        for which in ("sealed", "asked"):
+            (top / which / "bin").mkdir(parents=True)
+            clippy = top / which / "bin" / "cargo-clippy"
+            clippy.write_text(f"#!/bin/sh\necho {which}\n")
+            clippy.chmod(0o755)
+        rustc = top / "asked" / "bin" / "rustc"
+        rustc.write_text(f'#!/bin/sh\necho "$*" >> {log}/rustc\necho {top / "asked"}\n')
+        rustc.chmod(0o755)
+        info = top / ("sealed-elsewhere" if state == "linked-dir" else "info")
+        info.mkdir()
+        answer = {"empty": "", "relative": "sealed"}.get(state, str(top / "sealed"))
+        (info / SYSROOT_FILE).write_text(answer + "\n")
+        (info / SYSROOT_FILE).chmod(0o644)
+        if state == "user-dir":
+            os.chown(info, UNPRIVILEGED, UNPRIVILEGED)
+        if state == "user-file":
+            os.chown(info / SYSROOT_FILE, UNPRIVILEGED, UNPRIVILEGED)
+        if state == "writable-file":
+            (info / SYSROOT_FILE).chmod(0o666)
+        if state == "writable-dir":
+            info.chmod(0o777)
+        if state == "linked-dir":  # the user's link where the directory was
+            (top / "info").symlink_to(info)
+            os.chown(top / "info", UNPRIVILEGED, UNPRIVILEGED, follow_symlinks=False)
+            info = top / "info"
+        if state == "linked-file":  # the sealed directory's file a link to a sealed file
+            (info / SYSROOT_FILE).rename(top / "sealed-file")
+            (info / SYSROOT_FILE).symlink_to(top / "sealed-file")
+        env = {"PATH": f"{top / 'asked' / 'bin'}:/usr/bin:/bin"}
+        if state == "relative-variable":
+            env[RUSTC_INFO_VARIABLE] = info.name  # the cwd is `top`: ./info is the sealed one
+        elif state != "no-variable":
+            env[RUSTC_INFO_VARIABLE] = str(info)
+        done = subprocess.run(["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
+                               "--clear-groups", *pinned(("cargo-clippy", "--version"))],
+                              env=env, cwd=top, capture_output=True, text=True, timeout=30, check=False)
+        asked = (log / "rustc").read_text() if (log / "rustc").exists() else ""
+        if state == "sealed":
+            assert (done.returncode, done.stdout, done.stderr, asked) == (0, "sealed\n", "", ""), done
+        elif state == "relative":  # sealed, but not an absolute path: refused as rustc's would be
+            assert done.returncode == 127 and "is not an absolute path" in done.stderr, done
+            assert asked == ""
+        else:  # control: the same step with the file not sealed asks rustc
+            assert (done.returncode, done.stdout, done.stderr) == (0, "asked\n", ""), done
+            assert asked == "--print sysroot\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("rustup") is None,
+                    reason="needs root (a private /tmp in its own mount namespace) and rustup")
+def test_a_toolchain_file_an_earlier_step_left_in_tmp_chooses_no_sysroot(tmp_path: Path) -> None:
+    """/tmp is the guest's for a whole boot, not each step's: in a VM whose later steps are
+    pinned after a tree's build scripts ran (the dependency cache's build, its second
+    selection), one of them can leave `/tmp/rust-toolchain.toml` naming a toolchain of its
+    own. Where the sysroot is asked of rustc (a cold boot; a clone reads the sealed one)
+    and the environment names no RUSTUP_TOOLCHAIN (an image without RUST_VERSION), rustup
+    obeys a toolchain file in the working directory or above it. Real rustup, real /bin/sh,
+    a private tmpfs on /tmp as the guest's; the planting step runs as an unprivileged uid,
+    the pinned step as root here only because rustup's home is under /root (which
+    toolchain it picks does not depend on the uid). Control: the same file makes rustc in
+    /tmp answer the planted toolchain, so the attack is live."""
+    proxy = shutil.which("rustc")
+    assert proxy is not None
+    plant = ('mkdir -p /tmp/evil/bin && printf "#!/bin/sh\\necho /tmp/evil\\n" > /tmp/evil/bin/rustc && '
+             'printf "#!/bin/sh\\necho tree\\n" > /tmp/evil/bin/cargo-clippy && chmod 755 /tmp/evil/bin/* && '
+             'printf "[toolchain]\\npath = \\"/tmp/evil\\"\\n" > /tmp/rust-toolchain.toml')
+    inner = ('mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 3\n'
+             f'setpriv --reuid={UNPRIVILEGED} --regid={UNPRIVILEGED} --clear-groups '
+             f'sh -c {shlex.quote(plant)} || exit 4\n'
+             'echo "control: $(cd /tmp && rustc --print sysroot)"\n'
+             'exec "$@"\n')
+    env = {"PATH": f"{Path(proxy).parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+           **{k: v for k, v in os.environ.items() if k in ("RUSTUP_HOME", "CARGO_HOME")}}
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", inner, "sh",
+                           *pinned(("cargo-clippy", "--version"))],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    control, _, answer = done.stdout.partition("\n")
+    assert control == "control: /tmp/evil", done
+    assert done.returncode == 0 and answer.startswith("clippy 0.1.") and "tree" not in answer, done
