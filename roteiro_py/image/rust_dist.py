@@ -17,8 +17,10 @@ Guarantees:
   parser (untrusted.parse_toml), its v2 shape checked; nothing in it is trusted but the
   hashes and URLs the signature covers.
 - A signed manifest that is not the one asked for is refused (`replayed`): a release's
-  must be of that rustc version, a dated channel's of that date. Its `date` must be a
-  calendar date written YYYY-MM-DD (2026-02-30 is refused, not compared).
+  must be of that rustc version, a dated channel's of that date, and a channel's (dated
+  or not) of a rustc of that channel (`CHANNEL_RUSTC`: no manifest names its channel, so
+  today's nightly served as stable's was taken, and its date became stable's floor). Its
+  `date` must be a calendar date written YYYY-MM-DD (2026-02-30 is refused, not compared).
 - An undated channel (`stable`, `beta`, `nightly`) names no date to compare with, so a
   mirror or the network could replay an older manifest, validly signed, and the image
   would silently be an old toolchain (a freeze attack). Its manifest is refused
@@ -383,19 +385,35 @@ def _day(text: str) -> datetime.date | None:
         return None
 
 
+#: The rustc version (`[pkg.rustc] version`, before the space) of each channel's manifest,
+#: as Rust writes it: `1.95.0`, `1.96.0-beta.3` (`1.2.0-beta` before betas were numbered),
+#: `1.97.0-nightly`. A manifest names no channel; this is how its own is told.
+CHANNEL_RUSTC: dict[str, re.Pattern[str]] = {
+    "stable": re.compile(r"\d{1,3}\.\d{1,4}\.\d{1,4}"),
+    "beta": re.compile(r"\d{1,3}\.\d{1,4}\.\d{1,4}-beta(\.\d{1,3})?"),
+    "nightly": re.compile(r"\d{1,3}\.\d{1,4}\.\d{1,4}-nightly"),
+}
+
+
 def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
     """Why `manifest` is not the one `spec` asked for, or None. A signature says Rust made
     the manifest, not which one it is: a mirror could serve 1.38.0's, validly signed, as
-    channel-rust-1.95.0.toml, or an older nightly's under a newer date. A release must be
-    the rustc version asked for (`1.95` any 1.95.x), a dated channel the date asked for.
-    An undated channel (`stable`) names no version to compare with."""
+    channel-rust-1.95.0.toml, an older nightly's under a newer date, or today's nightly
+    as channel-rust-stable.toml (no manifest names its channel; the nightly's date would
+    have become stable's floor, refusing the real stable as stale). A release must be the
+    rustc version asked for (`1.95` any 1.95.x release), a dated channel the date asked
+    for, and a channel's manifest, dated or not, a rustc of that channel (CHANNEL_RUSTC)."""
     if spec.date is not None and manifest.date != spec.date:
         return f"it is the manifest of {manifest.date}, not of {spec.date} (an older one, replayed?)"
+    rustc = manifest.versions.get("rustc", "").split(" ")[0]
     if _VERSION.fullmatch(spec.channel):
-        rustc = manifest.versions.get("rustc", "").split(" ")[0]
-        wanted = spec.channel.count(".") == 1 and rustc.startswith(spec.channel + ".")
+        wanted = (spec.channel.count(".") == 1 and rustc.startswith(spec.channel + ".")
+                  and CHANNEL_RUSTC["stable"].fullmatch(rustc) is not None)
         if rustc != spec.channel and not wanted:
             return f"it is the manifest of rustc {rustc or '(no version)'}, not {spec.channel} (replayed?)"
+    elif spec.channel in CHANNEL_RUSTC and not CHANNEL_RUSTC[spec.channel].fullmatch(rustc):
+        return (f"it is the manifest of rustc {rustc or '(no version)'}, not of a {spec.channel} rustc "
+                f"(another channel's manifest, served as {spec.channel}'s?)")
     return None
 
 
