@@ -425,10 +425,11 @@ def recorded_floors(store: Path) -> dict[str, dict[str, str]]:
     `record_floor` writes. A record that cannot be read (absent, a link, larger than
     MAX_FLOOR_RECORD_BYTES, not JSON) is no record, as an unreadable manifest is for the
     VM assets (vm/assets/assets.py): MAX_AGE_DAYS still holds, and the next accepted
-    manifest writes it whole again."""
+    manifest writes it whole again. json.loads raises RecursionError on arrays nested a
+    few thousand deep, which fit in the bound (store/manifest.py load_json)."""
     try:
         document = json.loads(read_bounded(store / FLOOR_RECORD, MAX_FLOOR_RECORD_BYTES))
-    except (FileNotFoundError, FileRefused, ValueError):
+    except (FileNotFoundError, FileRefused, ValueError, RecursionError):
         return {}
     channels = document.get("channels") if isinstance(document, dict) else None
     found: dict[str, dict[str, str]] = {}

@@ -671,16 +671,28 @@ def test_a_floor_record_that_is_not_one_is_no_floor_and_is_rewritten(
         gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
     """The record is the tool's own state, read bounded; one it cannot read (truncated,
     altered, a link) is as no record: the maximum age still holds, and the next accepted
-    manifest writes it whole again."""
+    manifest writes it whole again. Arrays nested 60,000 deep (within its bound) raised
+    RecursionError from json.loads: exit 4 on every build of an undated channel."""
     now = time.time()
     record = tmp_path / "cache" / rust_dist.FLOOR_RECORD
     record.parent.mkdir()
     dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-beta.toml", rustc=RUSTC["beta"])
-    for text in ("{", '{"channels": {"beta": {"date": "2026-02-30", "server": "x"}}}', "[]", "x" * (1 << 20)):
+    for text in ("{", '{"channels": {"beta": {"date": "2026-02-30", "server": "x"}}}', "[]", "x" * (1 << 20),
+                 "[" * 60_000, "1" * 5000):
         record.write_text(text)
         got = rust_dist.fetch_toolchain("beta", tmp_path / "t", server=dist.url, cache=tmp_path / "cache", now=now)
         shutil.rmtree(got)
         assert json.loads(record.read_text())["channels"]["beta"] == {"date": day(now, 2), "server": dist.url}
+    far = tmp_path / "far-future.json"  # a link is not followed, to a record or anywhere; nor a FIFO opened
+    far.write_text('{"channels": {"beta": {"date": "2999-01-01", "server": "x"}}}')
+    for plant in (lambda: record.symlink_to(far), lambda: os.mkfifo(record)):
+        record.unlink()
+        plant()
+        got = rust_dist.fetch_toolchain("beta", tmp_path / "t", server=dist.url, cache=tmp_path / "cache", now=now)
+        shutil.rmtree(got)
+        assert not record.is_symlink() and record.is_file()
+        assert json.loads(record.read_text())["channels"]["beta"] == {"date": day(now, 2), "server": dist.url}
+    assert far.read_text() == '{"channels": {"beta": {"date": "2999-01-01", "server": "x"}}}'
 
 
 def test_a_loopback_server_is_reached_past_the_environments_proxy(
