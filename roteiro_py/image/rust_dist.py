@@ -824,11 +824,15 @@ def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) ->
     source = archive.extractfile(member)
     assert source is not None  # a regular member always has a file object
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    mode = 0o755 if member.mode & 0o111 else 0o644
     try:
-        fd = os.open(target, flags, 0o755 if member.mode & 0o111 else 0o644)
+        fd = os.open(target, flags, mode)
     except FileExistsError:
         raise _Unsafe(f"the member {member.name[:100]!r} appears twice") from None
     with os.fdopen(fd, "wb") as out:
+        # not left to the umask: one that takes the owner's x bit (0o177) made rustc 0600,
+        # and the layer 0644 (toolchain._file_mode), under the key of the good one (Pinned.key)
+        os.fchmod(out.fileno(), mode)
         left = member.size
         while left > 0:
             chunk = source.read(min(_CHUNK, left))

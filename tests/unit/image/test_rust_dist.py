@@ -232,6 +232,24 @@ def test_a_verified_toolchain_is_laid_out_as_rustup_lays_one(
     assert len(dist.asked) == 2
 
 
+def test_a_files_mode_is_the_archives_whatever_the_umask(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """The image build's key for a toolchain from the distribution is what the manifest
+    pins (rust_dist.Pinned.key), not the unpacked files' modes, and the layer takes a
+    file's mode from whether it is executable (toolchain._file_mode). A umask that takes
+    the owner's x bit (0o177) made rustc 0644 on disk, so a layer whose rustc cannot run
+    was built, and cached, under the same key as the good one. Red before: 0o600."""
+    dist.publish(gpg)
+    old = os.umask(0o177)
+    try:
+        dest = fetch(dist, tmp_path)
+    finally:
+        os.umask(old)
+    assert os.stat(dest / "bin/rustc").st_mode & 0o777 == 0o755
+    assert os.stat(dest / "lib/librustc_driver-0123.so").st_mode & 0o777 == 0o644
+    assert toolchain.toolchain_layer(dest).entries["usr/local/bin/rustc"].mode == 0o755
+
+
 def test_the_shipped_rust_key_is_what_is_trusted_by_default(gpg: Gpg, dist: Dist, tmp_path: Path) -> None:
     """Control for `trust_test_key`: without it, the test's signature is refused."""
     dist.publish(gpg)
