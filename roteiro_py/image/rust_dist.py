@@ -35,7 +35,9 @@ Guarantees:
   refuses a current manifest, and the refusal says what the clock said; one that is
   behind lets an older manifest past the age (the record still holds it back), and past
   `openpgp.MAX_CLOCK_SKEW_S` refuses a current manifest's signature as made in the
-  future. A dated spec or a release is taken as named, however old: the user chose it.
+  future. A release line (`1.95`, the newest 1.95.x: `RELEASE_LINE`) moves too, at a
+  point release: it is held to the record alone, which names the release accepted. A
+  dated spec or a release is taken as named, however old: the user chose it.
 - Every package (rustc, cargo, rust-std for the host and each requested target, clippy by
   its `[renames]` name, plus requested components) is downloaded bounded
   (`MAX_PACKAGE_BYTES`, `NETWORK_TIMEOUT_S` + an average of `MIN_BYTES_PER_S`, a
@@ -136,6 +138,11 @@ MAX_SIGNATURE_BYTES = 64 << 10
 #: several days (and a mirror synced weekly, as Debian's security index is valid a week),
 #: and past it the way forward is a dated nightly, as rustup users pin one anyway.
 MAX_AGE_DAYS: dict[str, int] = {"stable": 56, "beta": 56, "nightly": 7}
+#: A release line (`1.95`): channel-rust-1.95.toml is the newest 1.95.x, so it moves when
+#: a point release comes out, as stable does, and 1.95.0's replayed after 1.95.1's is a
+#: downgrade. It has no maximum age (it stops moving once 1.96 is out): only the record
+#: holds it, with the release accepted, which a refusal names (a line is never dated).
+RELEASE_LINE = re.compile(r"\d{1,3}\.\d{1,4}")
 #: In the download cache: per channel, the newest manifest date accepted and the server
 #: that served it (`check_floor`). Losing it (the cache removed) leaves MAX_AGE_DAYS.
 FLOOR_RECORD = "channels.json"
@@ -420,12 +427,17 @@ def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
 # -- the date floor of an undated channel -----------------------------------------------------
 
 
+def _floored(channel: str) -> bool:
+    """Whether `channel` moves, so has a date floor: stable, beta, nightly or a release line."""
+    return channel in MAX_AGE_DAYS or RELEASE_LINE.fullmatch(channel) is not None
+
+
 def recorded_floors(store: Path) -> dict[str, dict[str, str]]:
-    """FLOOR_RECORD in `store`: channel -> {"date", "server"}, only entries that are what
-    `record_floor` writes. A record that cannot be read (absent, a link, larger than
-    MAX_FLOOR_RECORD_BYTES, not JSON) is no record, as an unreadable manifest is for the
-    VM assets (vm/assets/assets.py): MAX_AGE_DAYS still holds, and the next accepted
-    manifest writes it whole again. json.loads raises RecursionError on arrays nested a
+    """FLOOR_RECORD in `store`: channel -> {"date", "server"} (and a release line's
+    "release"), only entries that are what `record_floor` writes. A record that cannot be
+    read (absent, a link, larger than MAX_FLOOR_RECORD_BYTES, not JSON) is no record, as
+    an unreadable manifest is for the VM assets (vm/assets/assets.py): MAX_AGE_DAYS still
+    holds, and the next accepted manifest writes it whole again. json.loads raises RecursionError on arrays nested a
     few thousand deep, which fit in the bound (store/manifest.py load_json)."""
     try:
         document = json.loads(read_bounded(store / FLOOR_RECORD, MAX_FLOOR_RECORD_BYTES))
@@ -436,9 +448,12 @@ def recorded_floors(store: Path) -> dict[str, dict[str, str]]:
     for name, entry in (channels.items() if isinstance(channels, dict) else ()):
         date = entry.get("date") if isinstance(entry, dict) else None
         server = entry.get("server") if isinstance(entry, dict) else None
-        if name in MAX_AGE_DAYS and isinstance(date, str) and _day(date) is not None \
+        release = entry.get("release") if isinstance(entry, dict) else None
+        if _floored(name) and isinstance(date, str) and _day(date) is not None \
                 and isinstance(server, str) and len(server) <= 2048:
             found[name] = {"date": date, "server": server}
+            if isinstance(release, str) and CHANNEL_RUSTC["stable"].fullmatch(release):
+                found[name]["release"] = release
     return found
 
 
@@ -447,11 +462,13 @@ def check_floor(spec: ChannelSpec, manifest: Manifest, server: str, store: Path,
     the newest date recorded for it in `store`, or before MAX_AGE_DAYS[channel] days before
     `now` (UTC), whichever floor is higher; the refusal names that floor and where it came
     from. A dated spec or a release returns: `replayed` holds it to exactly what it names."""
-    if spec.date is not None or spec.channel not in MAX_AGE_DAYS:
+    if spec.date is not None or not _floored(spec.channel):
         return
-    most = MAX_AGE_DAYS[spec.channel]
+    most = MAX_AGE_DAYS.get(spec.channel, 0)
     today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
-    floor, recorded_from = (today - datetime.timedelta(days=most)).isoformat(), None
+    floor, recorded_from = "0000-00-00", None  # a release line: the record alone
+    if spec.channel in MAX_AGE_DAYS:
+        floor = (today - datetime.timedelta(days=most)).isoformat()
     recorded = recorded_floors(store).get(spec.channel)
     if recorded is not None and recorded["date"] >= floor:  # ISO dates sort as they are written
         floor, recorded_from = recorded["date"], recorded["server"]
@@ -459,15 +476,17 @@ def check_floor(spec: ChannelSpec, manifest: Manifest, server: str, store: Path,
         return
     raise errors.ToolchainStale(spec.channel, server, manifest.date, floor, today=today.isoformat(),
                                 max_age_days=most, recorded_from=recorded_from,
-                                record=store / FLOOR_RECORD if recorded_from is not None else None)
+                                record=store / FLOOR_RECORD if recorded_from is not None else None,
+                                release=recorded.get("release") if recorded is not None else None)
 
 
-def record_floor(store: Path, channel: str, date: str, server: str) -> None:
-    """Raise the floor of `channel` (stable, beta, nightly; anything else is not recorded)
-    to `date`, served by `server`, if it is newer than the one recorded. Under a lock: two
+def record_floor(store: Path, channel: str, date: str, server: str, release: str | None = None) -> None:
+    """Raise the floor of `channel` (stable, beta, nightly, a release line with the
+    `release` it was; anything else is not recorded) to `date`, served by `server`, if it
+    is newer than the one recorded. Under a lock: two
     builds at once must not write back each other's older record. `store` is made if it
     is absent: a build whose image was cached downloaded nothing into it."""
-    if channel not in MAX_AGE_DAYS:
+    if not _floored(channel):
         return
     store.mkdir(parents=True, exist_ok=True)
     with FileLock(str(store / (FLOOR_RECORD + ".lock"))):
@@ -475,6 +494,8 @@ def record_floor(store: Path, channel: str, date: str, server: str) -> None:
         if channel in floors and floors[channel]["date"] >= date:
             return
         floors[channel] = {"date": date, "server": server}
+        if release is not None and RELEASE_LINE.fullmatch(channel):
+            floors[channel]["release"] = release
         text = json.dumps({"channels": floors}, indent=2, sort_keys=True) + "\n"
         replace_file(store / FLOOR_RECORD, text.encode(), 0o644)
 
@@ -532,7 +553,8 @@ class Pinned:
         Were it recorded by `install` alone, a host building from its cached images
         would never learn a date it used, and an older manifest replayed to it within
         the channel's maximum age would pass."""
-        record_floor(self.floors, self.channel, self.date, self.server)
+        record_floor(self.floors, self.channel, self.date, self.server,
+                     toolchain.manifest_version(self.manifest, self.channel))
 
 
 def read_manifest(spec: str | ChannelSpec, *, server: str | None = None, host: str = DEFAULT_HOST,

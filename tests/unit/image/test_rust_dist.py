@@ -631,6 +631,48 @@ def test_a_signed_manifest_of_another_channel_is_refused_and_raises_no_floor(
     assert (got / "bin" / "clippy-driver").exists()
 
 
+def test_an_older_release_of_a_release_line_after_a_newer_was_accepted_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """`1.95` is channel-rust-1.95.toml, the newest 1.95.x: it moves when a point release
+    comes out, as stable does, so 1.95.0's manifest replayed after 1.95.1's was accepted
+    is a downgrade (a point release is often a fix). Red before: it was taken, since only
+    stable, beta and nightly had a floor. A line has no maximum age (it stops moving once
+    the next minor is out): an old one with nothing newer recorded is taken, and the
+    refusal names the release this host accepted, which can be built by name."""
+    now = time.time()
+    line = "dist/channel-rust-1.95.toml"
+
+    def get(name: str) -> Path:
+        return rust_dist.fetch_toolchain("1.95", tmp_path / name, server=dist.url, cache=tmp_path / "cache", now=now)
+
+    dist.publish(gpg, date="2026-01-10", at=line, rustc="1.95.0")  # control: years old, nothing recorded
+    assert (get("old") / "bin/clippy-driver").exists()
+    dist.publish(gpg, date="2026-01-24", at=line, rustc="1.95.1")
+    assert (get("newer") / "bin/clippy-driver").exists()
+    dist.publish(gpg, date="2026-01-10", at=line, rustc="1.95.0")
+    dist.asked.clear()
+    with pytest.raises(errors.ToolchainStale) as refused:
+        get("replayed")
+    assert dist.asked == [line, line + ".asc"]
+    record = tmp_path / "cache" / rust_dist.FLOOR_RECORD
+    guidance = refused.value.guidance()
+    assert guidance.summary == (
+        f"Refused the Rust toolchain 1.95 from {dist.url}: its signed manifest is of 2026-01-10, older than "
+        f"2026-01-24, the newest 1.95 manifest this host already accepted (from {dist.url}, recorded in "
+        f"{record}).")
+    assert guidance.commands == ("pylint-sandbox image build --from-dist 1.95.1",)
+    assert 'channel = "1.95.1"' in guidance.render_text() and "1.95-2026" not in guidance.render_text()
+    shutil.rmtree(tmp_path / "old")
+    shutil.rmtree(tmp_path / "newer")
+    nothing_stored(tmp_path / "replayed", tmp_path / "cache")
+    # the release it names builds (a release is taken as named, and records nothing)
+    dist.publish(gpg, date="2026-01-24", at="dist/channel-rust-1.95.1.toml", rustc="1.95.1")
+    assert (rust_dist.fetch_toolchain("1.95.1", tmp_path / "named", server=dist.url, cache=tmp_path / "cache",
+                                      now=now) / "bin/clippy-driver").exists()
+    assert json.loads(record.read_text())["channels"] == {
+        "1.95": {"date": "2026-01-24", "server": dist.url, "release": "1.95.1"}}
+
+
 @pytest.mark.parametrize("channel", ["stable", "beta", "nightly"])
 def test_an_undated_manifest_older_than_its_channels_age_is_refused_and_a_dated_one_is_not(
         gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, channel: str) -> None:
