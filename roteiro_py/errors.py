@@ -1161,13 +1161,16 @@ class ToolchainStale(ToolchainRefused):
     """An undated channel's manifest, validly signed, dated before the floor this host
     holds it to (image/rust_dist.py `check_floor`): the newest date already accepted for
     the channel (`recorded_from` the server that served it, `record` the file that says
-    so), or `max_age_days` before `today` by this host's clock. A signature says Rust made
-    a manifest, not that it is the newest: an older one replayed is a downgrade."""
+    so), or `max_age_days` before `today` by this host's clock. A release line (`1.95`) has
+    the record alone, and `release` is the one accepted (`1.95.1`): a line is never dated,
+    so the way forward names that release. A signature says Rust made a manifest, not that
+    it is the newest: an older one replayed is a downgrade."""
 
     code = "toolchain-stale"
 
     def __init__(self, channel: str, server: str, date: str, floor: str, *, today: str, max_age_days: int,
-                 recorded_from: str | None = None, record: Path | None = None) -> None:
+                 recorded_from: str | None = None, record: Path | None = None,
+                 release: str | None = None) -> None:
         super().__init__(channel, server, f"its signed manifest is of {date}, older than {floor}")
         self.channel = channel
         self.date = date
@@ -1176,6 +1179,7 @@ class ToolchainStale(ToolchainRefused):
         self.max_age_days = max_age_days
         self.recorded_from = recorded_from
         self.record = record
+        self.release = release
 
     def guidance(self) -> Guidance:
         if self.recorded_from is not None:
@@ -1192,11 +1196,16 @@ class ToolchainStale(ToolchainRefused):
             cause = (f"{_p(self.server)} has stopped syncing or replays an old manifest, or this host's "
                      f"clock is ahead (it says today is {_p(self.today)})")
             pin = self.date
-        pinned = f"{self.channel}-{pin}"
-        way = (f"To build the {_p(pin)} toolchain this host already accepted" if self.recorded_from is not None
-               else f"To build from this manifest of {_p(pin)} anyway")
-        way += (f", name it by its date: `--from-dist {_p(pinned)}`, or `channel = \"{_p(pinned)}\"` in "
-                "rust-toolchain.toml (or name a release, `1.95.0`)")
+        if self.release is not None:  # a release line: never dated, its release is named
+            pinned = self.release
+            way = (f"To build the {_p(pinned)} toolchain this host already accepted, name that release: "
+                   f"`--from-dist {_p(pinned)}`, or `channel = \"{_p(pinned)}\"` in rust-toolchain.toml")
+        else:
+            pinned = f"{self.channel}-{pin}"
+            way = (f"To build the {_p(pin)} toolchain this host already accepted" if self.recorded_from is not None
+                   else f"To build from this manifest of {_p(pin)} anyway")
+            way += (f", name it by its date: `--from-dist {_p(pinned)}`, or `channel = \"{_p(pinned)}\"` in "
+                    "rust-toolchain.toml (or name a release, `1.95.0`)")
         if self.recorded_from is not None and self.recorded_from != self.server:
             way += (f"; or fetch from the server that served it: `RUSTUP_DIST_SERVER={_q(self.recorded_from)} "
                     f"pylint-sandbox image build --from-dist {_q(self.channel)}`")
@@ -1206,7 +1215,8 @@ class ToolchainStale(ToolchainRefused):
             notes=(f"A signature says Rust made a manifest, not that it is the newest: {cause}. "
                    "An undated channel (stable, beta, nightly) is taken only if its manifest is "
                    "no older than the newest this host accepted for it, nor than the channel's "
-                   "maximum age; a dated channel or a release is taken as named, however old.",
+                   "maximum age, and a release line (1.95) if no older than the newest accepted; "
+                   "a dated channel or a release is taken as named, however old.",
                    way + ".", RUST_DIST_CHECKED),
             commands=(f"pylint-sandbox image build --from-dist {_q(pinned)}",),
         )

@@ -17,8 +17,10 @@ Guarantees:
   parser (untrusted.parse_toml), its v2 shape checked; nothing in it is trusted but the
   hashes and URLs the signature covers.
 - A signed manifest that is not the one asked for is refused (`replayed`): a release's
-  must be of that rustc version, a dated channel's of that date. Its `date` must be a
-  calendar date written YYYY-MM-DD (2026-02-30 is refused, not compared).
+  must be of that rustc version, a dated channel's of that date, and a channel's (dated
+  or not) of a rustc of that channel (`CHANNEL_RUSTC`: no manifest names its channel, so
+  today's nightly served as stable's was taken, and its date became stable's floor). Its
+  `date` must be a calendar date written YYYY-MM-DD (2026-02-30 is refused, not compared).
 - An undated channel (`stable`, `beta`, `nightly`) names no date to compare with, so a
   mirror or the network could replay an older manifest, validly signed, and the image
   would silently be an old toolchain (a freeze attack). Its manifest is refused
@@ -33,7 +35,9 @@ Guarantees:
   refuses a current manifest, and the refusal says what the clock said; one that is
   behind lets an older manifest past the age (the record still holds it back), and past
   `openpgp.MAX_CLOCK_SKEW_S` refuses a current manifest's signature as made in the
-  future. A dated spec or a release is taken as named, however old: the user chose it.
+  future. A release line (`1.95`, the newest 1.95.x: `RELEASE_LINE`) moves too, at a
+  point release: it is held to the record alone, which names the release accepted. A
+  dated spec or a release is taken as named, however old: the user chose it.
 - Every package (rustc, cargo, rust-std for the host and each requested target, clippy by
   its `[renames]` name, plus requested components) is downloaded bounded
   (`MAX_PACKAGE_BYTES`, `NETWORK_TIMEOUT_S` + an average of `MIN_BYTES_PER_S`, a
@@ -134,6 +138,11 @@ MAX_SIGNATURE_BYTES = 64 << 10
 #: several days (and a mirror synced weekly, as Debian's security index is valid a week),
 #: and past it the way forward is a dated nightly, as rustup users pin one anyway.
 MAX_AGE_DAYS: dict[str, int] = {"stable": 56, "beta": 56, "nightly": 7}
+#: A release line (`1.95`): channel-rust-1.95.toml is the newest 1.95.x, so it moves when
+#: a point release comes out, as stable does, and 1.95.0's replayed after 1.95.1's is a
+#: downgrade. It has no maximum age (it stops moving once 1.96 is out): only the record
+#: holds it, with the release accepted, which a refusal names (a line is never dated).
+RELEASE_LINE = re.compile(r"\d{1,3}\.\d{1,4}")
 #: In the download cache: per channel, the newest manifest date accepted and the server
 #: that served it (`check_floor`). Losing it (the cache removed) leaves MAX_AGE_DAYS.
 FLOOR_RECORD = "channels.json"
@@ -383,43 +392,68 @@ def _day(text: str) -> datetime.date | None:
         return None
 
 
+#: The rustc version (`[pkg.rustc] version`, before the space) of each channel's manifest,
+#: as Rust writes it: `1.95.0`, `1.96.0-beta.3` (`1.2.0-beta` before betas were numbered),
+#: `1.97.0-nightly`. A manifest names no channel; this is how its own is told.
+CHANNEL_RUSTC: dict[str, re.Pattern[str]] = {
+    "stable": re.compile(r"\d{1,3}\.\d{1,4}\.\d{1,4}"),
+    "beta": re.compile(r"\d{1,3}\.\d{1,4}\.\d{1,4}-beta(\.\d{1,3})?"),
+    "nightly": re.compile(r"\d{1,3}\.\d{1,4}\.\d{1,4}-nightly"),
+}
+
+
 def replayed(spec: ChannelSpec, manifest: Manifest) -> str | None:
     """Why `manifest` is not the one `spec` asked for, or None. A signature says Rust made
     the manifest, not which one it is: a mirror could serve 1.38.0's, validly signed, as
-    channel-rust-1.95.0.toml, or an older nightly's under a newer date. A release must be
-    the rustc version asked for (`1.95` any 1.95.x), a dated channel the date asked for.
-    An undated channel (`stable`) names no version to compare with."""
+    channel-rust-1.95.0.toml, an older nightly's under a newer date, or today's nightly
+    as channel-rust-stable.toml (no manifest names its channel; the nightly's date would
+    have become stable's floor, refusing the real stable as stale). A release must be the
+    rustc version asked for (`1.95` any 1.95.x release), a dated channel the date asked
+    for, and a channel's manifest, dated or not, a rustc of that channel (CHANNEL_RUSTC)."""
     if spec.date is not None and manifest.date != spec.date:
         return f"it is the manifest of {manifest.date}, not of {spec.date} (an older one, replayed?)"
+    rustc = manifest.versions.get("rustc", "").split(" ")[0]
     if _VERSION.fullmatch(spec.channel):
-        rustc = manifest.versions.get("rustc", "").split(" ")[0]
-        wanted = spec.channel.count(".") == 1 and rustc.startswith(spec.channel + ".")
+        wanted = (spec.channel.count(".") == 1 and rustc.startswith(spec.channel + ".")
+                  and CHANNEL_RUSTC["stable"].fullmatch(rustc) is not None)
         if rustc != spec.channel and not wanted:
             return f"it is the manifest of rustc {rustc or '(no version)'}, not {spec.channel} (replayed?)"
+    elif spec.channel in CHANNEL_RUSTC and not CHANNEL_RUSTC[spec.channel].fullmatch(rustc):
+        return (f"it is the manifest of rustc {rustc or '(no version)'}, not of a {spec.channel} rustc "
+                f"(another channel's manifest, served as {spec.channel}'s?)")
     return None
 
 
 # -- the date floor of an undated channel -----------------------------------------------------
 
 
+def _floored(channel: str) -> bool:
+    """Whether `channel` moves, so has a date floor: stable, beta, nightly or a release line."""
+    return channel in MAX_AGE_DAYS or RELEASE_LINE.fullmatch(channel) is not None
+
+
 def recorded_floors(store: Path) -> dict[str, dict[str, str]]:
-    """FLOOR_RECORD in `store`: channel -> {"date", "server"}, only entries that are what
-    `record_floor` writes. A record that cannot be read (absent, a link, larger than
-    MAX_FLOOR_RECORD_BYTES, not JSON) is no record, as an unreadable manifest is for the
-    VM assets (vm/assets/assets.py): MAX_AGE_DAYS still holds, and the next accepted
-    manifest writes it whole again."""
+    """FLOOR_RECORD in `store`: channel -> {"date", "server"} (and a release line's
+    "release"), only entries that are what `record_floor` writes. A record that cannot be
+    read (absent, a link, larger than MAX_FLOOR_RECORD_BYTES, not JSON) is no record, as
+    an unreadable manifest is for the VM assets (vm/assets/assets.py): MAX_AGE_DAYS still
+    holds, and the next accepted manifest writes it whole again. json.loads raises RecursionError on arrays nested a
+    few thousand deep, which fit in the bound (store/manifest.py load_json)."""
     try:
         document = json.loads(read_bounded(store / FLOOR_RECORD, MAX_FLOOR_RECORD_BYTES))
-    except (FileNotFoundError, FileRefused, ValueError):
+    except (FileNotFoundError, FileRefused, ValueError, RecursionError):
         return {}
     channels = document.get("channels") if isinstance(document, dict) else None
     found: dict[str, dict[str, str]] = {}
     for name, entry in (channels.items() if isinstance(channels, dict) else ()):
         date = entry.get("date") if isinstance(entry, dict) else None
         server = entry.get("server") if isinstance(entry, dict) else None
-        if name in MAX_AGE_DAYS and isinstance(date, str) and _day(date) is not None \
+        release = entry.get("release") if isinstance(entry, dict) else None
+        if _floored(name) and isinstance(date, str) and _day(date) is not None \
                 and isinstance(server, str) and len(server) <= 2048:
             found[name] = {"date": date, "server": server}
+            if isinstance(release, str) and CHANNEL_RUSTC["stable"].fullmatch(release):
+                found[name]["release"] = release
     return found
 
 
@@ -428,11 +462,13 @@ def check_floor(spec: ChannelSpec, manifest: Manifest, server: str, store: Path,
     the newest date recorded for it in `store`, or before MAX_AGE_DAYS[channel] days before
     `now` (UTC), whichever floor is higher; the refusal names that floor and where it came
     from. A dated spec or a release returns: `replayed` holds it to exactly what it names."""
-    if spec.date is not None or spec.channel not in MAX_AGE_DAYS:
+    if spec.date is not None or not _floored(spec.channel):
         return
-    most = MAX_AGE_DAYS[spec.channel]
+    most = MAX_AGE_DAYS.get(spec.channel, 0)
     today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
-    floor, recorded_from = (today - datetime.timedelta(days=most)).isoformat(), None
+    floor, recorded_from = "0000-00-00", None  # a release line: the record alone
+    if spec.channel in MAX_AGE_DAYS:
+        floor = (today - datetime.timedelta(days=most)).isoformat()
     recorded = recorded_floors(store).get(spec.channel)
     if recorded is not None and recorded["date"] >= floor:  # ISO dates sort as they are written
         floor, recorded_from = recorded["date"], recorded["server"]
@@ -440,15 +476,17 @@ def check_floor(spec: ChannelSpec, manifest: Manifest, server: str, store: Path,
         return
     raise errors.ToolchainStale(spec.channel, server, manifest.date, floor, today=today.isoformat(),
                                 max_age_days=most, recorded_from=recorded_from,
-                                record=store / FLOOR_RECORD if recorded_from is not None else None)
+                                record=store / FLOOR_RECORD if recorded_from is not None else None,
+                                release=recorded.get("release") if recorded is not None else None)
 
 
-def record_floor(store: Path, channel: str, date: str, server: str) -> None:
-    """Raise the floor of `channel` (stable, beta, nightly; anything else is not recorded)
-    to `date`, served by `server`, if it is newer than the one recorded. Under a lock: two
+def record_floor(store: Path, channel: str, date: str, server: str, release: str | None = None) -> None:
+    """Raise the floor of `channel` (stable, beta, nightly, a release line with the
+    `release` it was; anything else is not recorded) to `date`, served by `server`, if it
+    is newer than the one recorded. Under a lock: two
     builds at once must not write back each other's older record. `store` is made if it
     is absent: a build whose image was cached downloaded nothing into it."""
-    if channel not in MAX_AGE_DAYS:
+    if not _floored(channel):
         return
     store.mkdir(parents=True, exist_ok=True)
     with FileLock(str(store / (FLOOR_RECORD + ".lock"))):
@@ -456,6 +494,8 @@ def record_floor(store: Path, channel: str, date: str, server: str) -> None:
         if channel in floors and floors[channel]["date"] >= date:
             return
         floors[channel] = {"date": date, "server": server}
+        if release is not None and RELEASE_LINE.fullmatch(channel):
+            floors[channel]["release"] = release
         text = json.dumps({"channels": floors}, indent=2, sort_keys=True) + "\n"
         replace_file(store / FLOOR_RECORD, text.encode(), 0o644)
 
@@ -513,7 +553,8 @@ class Pinned:
         Were it recorded by `install` alone, a host building from its cached images
         would never learn a date it used, and an older manifest replayed to it within
         the channel's maximum age would pass."""
-        record_floor(self.floors, self.channel, self.date, self.server)
+        record_floor(self.floors, self.channel, self.date, self.server,
+                     toolchain.manifest_version(self.manifest, self.channel))
 
 
 def read_manifest(spec: str | ChannelSpec, *, server: str | None = None, host: str = DEFAULT_HOST,
@@ -805,11 +846,15 @@ def _extract(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) ->
     source = archive.extractfile(member)
     assert source is not None  # a regular member always has a file object
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    mode = 0o755 if member.mode & 0o111 else 0o644
     try:
-        fd = os.open(target, flags, 0o755 if member.mode & 0o111 else 0o644)
+        fd = os.open(target, flags, mode)
     except FileExistsError:
         raise _Unsafe(f"the member {member.name[:100]!r} appears twice") from None
     with os.fdopen(fd, "wb") as out:
+        # not left to the umask: one that takes the owner's x bit (0o177) made rustc 0600,
+        # and the layer 0644 (toolchain._file_mode), under the key of the good one (Pinned.key)
+        os.fchmod(out.fileno(), mode)
         left = member.size
         while left > 0:
             chunk = source.read(min(_CHUNK, left))

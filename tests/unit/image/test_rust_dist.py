@@ -36,6 +36,8 @@ ARM = "aarch64-unknown-linux-gnu"
 DATE = "2026-11-01"
 VERSION = "1.95.0"
 RELEASE = "release@example.org"
+#: The rustc version a manifest of each undated channel says, as Rust's do.
+RUSTC = {"stable": VERSION, "beta": "1.96.0-beta.3", "nightly": "1.97.0-nightly"}
 
 
 @pytest.fixture(scope="module")
@@ -113,20 +115,21 @@ class Dist:
                 unavailable: tuple[tuple[str, str], ...] = (),
                 replace: dict[tuple[str, str], bytes] | None = None,
                 other: dict[tuple[str, str], bytes] | None = None, tamper: bool = False,
-                date: str = DATE, at: str = f"dist/channel-rust-{VERSION}.toml") -> None:
+                date: str = DATE, at: str = f"dist/channel-rust-{VERSION}.toml", rustc: str = VERSION) -> None:
         """The manifest for `packages()` (less `drop`, `unavailable` marked so), each
         package under the default server's URL (as Rust's manifests name them), signed by
         `signer`; `replace` serves other bytes than the manifest's hash describes; `other`
         publishes other bytes, the manifest listing their hash (a new build of a package);
         `tamper` alters the manifest after signing; `date` is its date field, `at` the
-        path it is served at."""
+        path it is served at, `rustc` the version its packages say (a channel's own:
+        RUSTC)."""
         lines = ['manifest-version = "2"', f'date = "{date}"']
         for (name, target), (_component, tarball, xz) in packages().items():
             if (name, target) in drop:
                 continue
             tarball = (other or {}).get((name, target), tarball)
             if not any(line == f"[pkg.{name}]" for line in lines):
-                lines += [f"[pkg.{name}]", f'version = "{VERSION} (abcdef012 {DATE})"']
+                lines += [f"[pkg.{name}]", f'version = "{rustc} (abcdef012 {DATE})"']
             shown = '"*"' if target == "*" else target
             lines.append(f"[pkg.{name}.target.{shown}]")
             if (name, target) in unavailable:
@@ -227,6 +230,24 @@ def test_a_verified_toolchain_is_laid_out_as_rustup_lays_one(
                                       targets=[ARM], components=["rust-src"])
     assert list(rust_dist.files_of(again)) == list(rust_dist.files_of(dest))
     assert len(dist.asked) == 2
+
+
+def test_a_files_mode_is_the_archives_whatever_the_umask(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """The image build's key for a toolchain from the distribution is what the manifest
+    pins (rust_dist.Pinned.key), not the unpacked files' modes, and the layer takes a
+    file's mode from whether it is executable (toolchain._file_mode). A umask that takes
+    the owner's x bit (0o177) made rustc 0644 on disk, so a layer whose rustc cannot run
+    was built, and cached, under the same key as the good one. Red before: 0o600."""
+    dist.publish(gpg)
+    old = os.umask(0o177)
+    try:
+        dest = fetch(dist, tmp_path)
+    finally:
+        os.umask(old)
+    assert os.stat(dest / "bin/rustc").st_mode & 0o777 == 0o755
+    assert os.stat(dest / "lib/librustc_driver-0123.so").st_mode & 0o777 == 0o644
+    assert toolchain.toolchain_layer(dest).entries["usr/local/bin/rustc"].mode == 0o755
 
 
 def test_the_shipped_rust_key_is_what_is_trusted_by_default(gpg: Gpg, dist: Dist, tmp_path: Path) -> None:
@@ -496,11 +517,12 @@ def test_a_signed_manifest_of_another_release_or_date_is_refused(
     nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
     # control: the same bytes under the names they belong to are taken
     serve_as(dist, "dist/channel-rust-1.95.toml", ours)
-    serve_as(dist, "dist/2026-11-01/channel-rust-nightly.toml", ours)
     assert (get("1.95", "a") / "bin/clippy-driver").exists()
+    dist.publish(gpg, at="dist/2026-11-01/channel-rust-nightly.toml", rustc=RUSTC["nightly"])
     assert (get("nightly-2026-11-01", "b") / "bin/clippy-driver").exists()
     # undated: no date to compare with; but this manifest is older than an undated nightly
     # may be (the date floor's tests below take it further)
+    serve_as(dist, "dist/channel-rust-nightly.toml", "dist/2026-11-01/channel-rust-nightly.toml")
     with pytest.raises(errors.ToolchainStale, match=f"more than the {rust_dist.MAX_AGE_DAYS['nightly']} days"):
         get("nightly", "c")
 
@@ -569,15 +591,86 @@ def test_a_newer_dated_manifest_raises_the_floor_of_its_channel(
     """`nightly-D` verified proves a nightly of D exists: an undated nightly older than it
     is a stale one, whichever way this host learned of D."""
     now = time.time()
-    dist.publish(gpg, date=day(now, 1), at=f"dist/{day(now, 1)}/channel-rust-nightly.toml")
+    dist.publish(gpg, date=day(now, 1), at=f"dist/{day(now, 1)}/channel-rust-nightly.toml", rustc=RUSTC["nightly"])
     rust_dist.fetch_toolchain(f"nightly-{day(now, 1)}", tmp_path / "dated", server=dist.url,
                               cache=tmp_path / "cache", now=now)
-    dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-nightly.toml")
+    dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-nightly.toml", rustc=RUSTC["nightly"])
     with pytest.raises(errors.ToolchainStale, match=f"of {day(now, 2)}, older than {day(now, 1)}"):
         rust_dist.fetch_toolchain("nightly", tmp_path / "undated", server=dist.url, cache=tmp_path / "cache", now=now)
     # control: with no record (another cache) the same manifest is within nightly's age
     assert (rust_dist.fetch_toolchain("nightly", tmp_path / "undated", server=dist.url, cache=tmp_path / "other",
                                       now=now) / "bin/cargo").exists()
+
+
+@pytest.mark.parametrize(("spec", "served"), [
+    ("stable", RUSTC["nightly"]), ("stable", RUSTC["beta"]), ("beta", RUSTC["nightly"]), ("beta", VERSION),
+    ("nightly", VERSION), ("nightly", RUSTC["beta"]), ("stable-{day}", RUSTC["nightly"]),
+    ("nightly-{day}", VERSION), ("1.95", "1.95.0-beta.3"), ("1.95", "1.95.0-nightly")])
+def test_a_signed_manifest_of_another_channel_is_refused_and_raises_no_floor(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path, spec: str, served: str) -> None:
+    """A manifest does not name its channel, and Rust signs every channel's: a mirror could
+    serve today's nightly manifest as channel-rust-stable.toml (or `1.95.0-nightly`'s as
+    1.95's). Red before: it was taken, the image was a nightly toolchain where stable was
+    asked for, and its date became stable's floor, so the real stable (weeks older than
+    any nightly) was refused as stale until the next stable release. The rustc version
+    says the channel (`1.95.0`, `1.96.0-beta.3`, `1.97.0-nightly`): another's is refused,
+    and records nothing."""
+    now = time.time()
+    parsed = rust_dist.parse_spec(spec.format(day=day(now, 1)))
+    own = RUSTC.get(parsed.channel, "1.95.2")
+    dist.publish(gpg, date=day(now, 1), at=parsed.manifest_path, rustc=served)
+    with pytest.raises(errors.ToolchainRefused) as refused:
+        rust_dist.fetch_toolchain(parsed, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache", now=now)
+    assert not isinstance(refused.value, errors.ToolchainStale)
+    assert f"is signed, but it is the manifest of rustc {served}, not " in refused.value.guidance().summary
+    nothing_stored(tmp_path / "toolchain", tmp_path / "cache")
+    assert not (tmp_path / "cache" / rust_dist.FLOOR_RECORD).exists()
+    # control: the channel's own manifest, however older than the one refused, is taken
+    dist.publish(gpg, date=day(now, 1 if parsed.date else 5), at=parsed.manifest_path, rustc=own)
+    got = rust_dist.fetch_toolchain(parsed, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache", now=now)
+    assert (got / "bin" / "clippy-driver").exists()
+
+
+def test_an_older_release_of_a_release_line_after_a_newer_was_accepted_is_refused(
+        gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
+    """`1.95` is channel-rust-1.95.toml, the newest 1.95.x: it moves when a point release
+    comes out, as stable does, so 1.95.0's manifest replayed after 1.95.1's was accepted
+    is a downgrade (a point release is often a fix). Red before: it was taken, since only
+    stable, beta and nightly had a floor. A line has no maximum age (it stops moving once
+    the next minor is out): an old one with nothing newer recorded is taken, and the
+    refusal names the release this host accepted, which can be built by name."""
+    now = time.time()
+    line = "dist/channel-rust-1.95.toml"
+
+    def get(name: str) -> Path:
+        return rust_dist.fetch_toolchain("1.95", tmp_path / name, server=dist.url, cache=tmp_path / "cache", now=now)
+
+    dist.publish(gpg, date="2026-01-10", at=line, rustc="1.95.0")  # control: years old, nothing recorded
+    assert (get("old") / "bin/clippy-driver").exists()
+    dist.publish(gpg, date="2026-01-24", at=line, rustc="1.95.1")
+    assert (get("newer") / "bin/clippy-driver").exists()
+    dist.publish(gpg, date="2026-01-10", at=line, rustc="1.95.0")
+    dist.asked.clear()
+    with pytest.raises(errors.ToolchainStale) as refused:
+        get("replayed")
+    assert dist.asked == [line, line + ".asc"]
+    record = tmp_path / "cache" / rust_dist.FLOOR_RECORD
+    guidance = refused.value.guidance()
+    assert guidance.summary == (
+        f"Refused the Rust toolchain 1.95 from {dist.url}: its signed manifest is of 2026-01-10, older than "
+        f"2026-01-24, the newest 1.95 manifest this host already accepted (from {dist.url}, recorded in "
+        f"{record}).")
+    assert guidance.commands == ("pylint-sandbox image build --from-dist 1.95.1",)
+    assert 'channel = "1.95.1"' in guidance.render_text() and "1.95-2026" not in guidance.render_text()
+    shutil.rmtree(tmp_path / "old")
+    shutil.rmtree(tmp_path / "newer")
+    nothing_stored(tmp_path / "replayed", tmp_path / "cache")
+    # the release it names builds (a release is taken as named, and records nothing)
+    dist.publish(gpg, date="2026-01-24", at="dist/channel-rust-1.95.1.toml", rustc="1.95.1")
+    assert (rust_dist.fetch_toolchain("1.95.1", tmp_path / "named", server=dist.url, cache=tmp_path / "cache",
+                                      now=now) / "bin/clippy-driver").exists()
+    assert json.loads(record.read_text())["channels"] == {
+        "1.95": {"date": "2026-01-24", "server": dist.url, "release": "1.95.1"}}
 
 
 @pytest.mark.parametrize("channel", ["stable", "beta", "nightly"])
@@ -589,7 +682,7 @@ def test_an_undated_manifest_older_than_its_channels_age_is_refused_and_a_dated_
     now = time.time()
     most = rust_dist.MAX_AGE_DAYS[channel]
     undated = f"dist/channel-rust-{channel}.toml"
-    dist.publish(gpg, date=day(now, most + 1), at=undated)
+    dist.publish(gpg, date=day(now, most + 1), at=undated, rustc=RUSTC[channel])
     with pytest.raises(errors.ToolchainStale) as refused:
         rust_dist.fetch_toolchain(channel, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache", now=now)
     assert refused.value.guidance().summary == (
@@ -604,7 +697,7 @@ def test_an_undated_manifest_older_than_its_channels_age_is_refused_and_a_dated_
     dated = rust_dist.fetch_toolchain(f"{channel}-{day(now, most + 1)}", tmp_path / "dated", server=dist.url,
                                       cache=tmp_path / "cache", now=now)
     assert (dated / "bin/clippy-driver").exists()
-    dist.publish(gpg, date=day(now, most), at=undated)  # control: the boundary is taken
+    dist.publish(gpg, date=day(now, most), at=undated, rustc=RUSTC[channel])  # control: the boundary is taken
     assert (rust_dist.fetch_toolchain(channel, tmp_path / "toolchain", server=dist.url, cache=tmp_path / "cache",
                                       now=now) / "bin/clippy-driver").exists()
 
@@ -638,16 +731,28 @@ def test_a_floor_record_that_is_not_one_is_no_floor_and_is_rewritten(
         gpg: Gpg, dist: Dist, trust_test_key: None, tmp_path: Path) -> None:
     """The record is the tool's own state, read bounded; one it cannot read (truncated,
     altered, a link) is as no record: the maximum age still holds, and the next accepted
-    manifest writes it whole again."""
+    manifest writes it whole again. Arrays nested 60,000 deep (within its bound) raised
+    RecursionError from json.loads: exit 4 on every build of an undated channel."""
     now = time.time()
     record = tmp_path / "cache" / rust_dist.FLOOR_RECORD
     record.parent.mkdir()
-    dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-beta.toml")
-    for text in ("{", '{"channels": {"beta": {"date": "2026-02-30", "server": "x"}}}', "[]", "x" * (1 << 20)):
+    dist.publish(gpg, date=day(now, 2), at="dist/channel-rust-beta.toml", rustc=RUSTC["beta"])
+    for text in ("{", '{"channels": {"beta": {"date": "2026-02-30", "server": "x"}}}', "[]", "x" * (1 << 20),
+                 "[" * 60_000, "1" * 5000):
         record.write_text(text)
         got = rust_dist.fetch_toolchain("beta", tmp_path / "t", server=dist.url, cache=tmp_path / "cache", now=now)
         shutil.rmtree(got)
         assert json.loads(record.read_text())["channels"]["beta"] == {"date": day(now, 2), "server": dist.url}
+    far = tmp_path / "far-future.json"  # a link is not followed, to a record or anywhere; nor a FIFO opened
+    far.write_text('{"channels": {"beta": {"date": "2999-01-01", "server": "x"}}}')
+    for plant in (lambda: record.symlink_to(far), lambda: os.mkfifo(record)):
+        record.unlink()
+        plant()
+        got = rust_dist.fetch_toolchain("beta", tmp_path / "t", server=dist.url, cache=tmp_path / "cache", now=now)
+        shutil.rmtree(got)
+        assert not record.is_symlink() and record.is_file()
+        assert json.loads(record.read_text())["channels"]["beta"] == {"date": day(now, 2), "server": dist.url}
+    assert far.read_text() == '{"channels": {"beta": {"date": "2999-01-01", "server": "x"}}}'
 
 
 def test_a_loopback_server_is_reached_past_the_environments_proxy(
