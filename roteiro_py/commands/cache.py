@@ -59,9 +59,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from roteiro_py import paths
-from roteiro_py.errors import ImageInUse, ImageNotInStore, UsageError
+from roteiro_py.errors import ImageInUse, ImageNotInStore, MalformedReference, UsageError
 from roteiro_py.eviction import evict, last_use, used_record
-from roteiro_py.untrusted import guard, sanitise
+from roteiro_py.reference import ImageReference, parse
+from roteiro_py.untrusted import FileRefused, guard, read_bounded, sanitise
 
 if TYPE_CHECKING:
     from roteiro_py.store.layout import ImageRemoval
@@ -640,30 +641,27 @@ def run_remove_image(*, reference: str) -> int:
 
 #: The most bytes of an image-build layout's record (image/build.py INPUTS_FILE) read.
 RECORD_MAX_BYTES = 64 << 10
-_PINNED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def built_reference(layout: Path) -> str | None:
-    """The reference the image-build layout at `layout` built, as its record
+def built_reference(layout: Path) -> ImageReference | None:
+    """The pinned reference the image-build layout at `layout` built, as its record
     (image/build.py INPUTS_FILE, written in the same rename as the layout) says; None when
-    the record is missing, larger than RECORD_MAX_BYTES, unreadable or names no pinned
-    reference (such a layout is never reused: a build with it builds again)."""
+    the record is missing, not a regular file, larger than RECORD_MAX_BYTES, not JSON or
+    names no pinned reference (such a layout is never reused: a build with it builds again).
+    A CI cache brings the record back as whoever saved it wrote it, so it comes through the
+    one bounded reader (untrusted.read_bounded) and the one reference parser: a record
+    nested past json's recursion limit raised RecursionError (exit 4) here, and a digest
+    after a name that is no image's (`@sha256:...`, a terminal escape) was believed."""
     # lazy: see _DependencyCaches.entries
     from roteiro_py.image.build import INPUTS_FILE
 
-    record = layout / INPUTS_FILE
     try:
-        if not stat.S_ISREG(record.lstat().st_mode):
-            return None
-        with record.open("rb") as handle:
-            data = handle.read(RECORD_MAX_BYTES + 1)
-        document = json.loads(data) if len(data) <= RECORD_MAX_BYTES else None
-    except (OSError, ValueError):
+        document = json.loads(read_bounded(layout / INPUTS_FILE, RECORD_MAX_BYTES))
+        text = document.get("reference") if isinstance(document, dict) else None
+        reference = parse(text) if isinstance(text, str) else None
+    except (OSError, FileRefused, ValueError, RecursionError, MalformedReference):
         return None
-    reference = document.get("reference") if isinstance(document, dict) else None
-    if not isinstance(reference, str) or not _PINNED_DIGEST.fullmatch(reference.rpartition("@")[2]):
-        return None
-    return reference
+    return reference if reference is not None and reference.pinned else None
 
 
 @dataclass
@@ -713,7 +711,7 @@ def remove_all_except(reference: str) -> KeptOnly:
     layouts_in_use: list[Path] = []
     for entry in builds.entries():
         built = built_reference(entry.path)
-        if built is not None and built.rpartition("@")[2] == digest:
+        if built is not None and built.digest == digest:
             kept_layouts.append(entry.path)
             continue
         with taken_if_free(builds.lock_path(entry)) as free:

@@ -638,3 +638,34 @@ def test_remove_image_takes_one_reference_or_all_except_not_both_nor_neither() -
         assert result.returncode == 2 and "--all-except" in result.stderr, args
     assert len(Store.default().references()) == 3
     assert "--all-except" in run("remove-image", "--help").stdout
+
+
+def test_a_hostile_build_record_ties_its_layout_to_no_image(tmp_path: Path) -> None:
+    """A layout's record comes back from a CI cache as written by whoever saved it: it is
+    read through the one bounded reader and names an image only with a whole pinned
+    reference. A record nested past the JSON parser's recursion limit raised
+    RecursionError (exit 4) here, and a digest after a name that is no image's (a
+    terminal escape, nothing at all) tied the layout to that digest's image."""
+    digest = "sha256:" + "a" * 64
+    good = built_layout("1.95.0", f"localhost/roteiro/clippy:1.95.0@{digest}")
+    built = cache_report.built_reference(good)
+    assert built is not None and built.digest == digest  # control: a good record names it
+    record = "roteiro-build.json"
+    hostile = {
+        "deep": "[" * 60_000,
+        "large": json.dumps({"reference": f"localhost/a@{digest}", "pad": " " * (64 << 10)}),
+        "escape": json.dumps({"reference": f"\x1b]8;;evil\x07@{digest}"}),
+        "no name": json.dumps({"reference": f"@{digest}"}),
+        "tag only": json.dumps({"reference": "localhost/roteiro/clippy:1.95.0"}),
+    }
+    for what, text in hostile.items():
+        layout = built_layout(what.replace(" ", "-"), None)
+        (layout / record).write_text(text)
+        assert cache_report.built_reference(layout) is None, what
+    fifo, link = built_layout("fifo", None), built_layout("link", None)
+    (fifo / record).unlink()
+    os.mkfifo(fifo / record)  # no writer: an open that waits for one never returns
+    (link / record).unlink()
+    (link / record).symlink_to(good / record)
+    assert cache_report.built_reference(fifo) is None
+    assert cache_report.built_reference(link) is None
