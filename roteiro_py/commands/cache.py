@@ -540,14 +540,25 @@ def list_json(entries: Sequence[CacheEntry]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
+def _kept_in_use(what: str, then: str, *, by: str | None = None) -> str:
+    """What each command says of something it left because a run holds its lock:
+    `kept <what>: in use[ by <by>] (its lock is held); <then> once that has finished`.
+    `by` names the run where the caller says one (a prune and an image: a running lint);
+    a root filesystem or VM template is held by a benchmark or `doctor --verify` too, an
+    image-build layout by a build, so theirs name none."""
+    holder = "" if by is None else f" by {by}"
+    return f"kept {what}: in use{holder} (its lock is held); {then} once that has finished"
+
+
 def prune_text(pruned: Pruned, now: float) -> str:
     did = "would remove" if pruned.dry_run else "removed"
     rows = [[did, *_row(entry, now)] for entry in pruned.removed]
     rows += [["in use", *_row(entry, now)] for entry in pruned.in_use]
     out = _columns(rows) if rows else ["nothing to remove"]
     if pruned.in_use:
-        out.append(f"kept {len(pruned.in_use)} in use by a running lint (its lock is held); "
-                   "prune again once it has finished")
+        held = len(pruned.in_use)
+        out.append(_kept_in_use(f"{held} cache{'s' if held != 1 else ''}", "prune again",
+                                by="a running lint"))
     out.append(f"{'would free' if pruned.dry_run else 'freed'} {size_text(pruned.freed)} "
                f"({len(pruned.removed)} cache{'s' if len(pruned.removed) != 1 else ''})")
     return "\n".join(out) + "\n"
@@ -623,12 +634,12 @@ def remove_text(done: ImageRemoved) -> str:
     if image.blobs_kept_reason is not None:
         out.append(f"    {sanitise(image.blobs_kept_reason)}")
     out += [f"removed root filesystem {sanitise(str(path))}" for path in done.rootfs_removed]
-    out += [f"kept root filesystem {sanitise(str(path))}: in use (its lock is held); "
-            "`pylint-sandbox cache prune --kind rootfs` removes it once that has finished"
+    out += [_kept_in_use(f"root filesystem {sanitise(str(path))}",
+                         "`pylint-sandbox cache prune --kind rootfs` removes it")
             for path in done.rootfs_in_use]
     out += [f"removed VM template {sanitise(str(path))}" for path in done.templates_removed]
-    out += [f"kept VM template {sanitise(str(path))}: in use (its lock is held); "
-            "`pylint-sandbox cache prune --kind template` removes it once that has finished"
+    out += [_kept_in_use(f"VM template {sanitise(str(path))}",
+                         "`pylint-sandbox cache prune --kind template` removes it")
             for path in done.templates_in_use]
     return "\n".join(out) + "\n"
 
@@ -725,12 +736,12 @@ def remove_all_except(reference: str) -> KeptOnly:
 
 def kept_only_text(done: KeptOnly) -> str:
     out = [remove_text(image).rstrip("\n") for image in done.images_removed]
-    out += [f"kept image {sanitise(name)}: in use by a running lint (its lock is held); "
-            "`pylint-sandbox cache remove-image` removes it once that has finished"
+    out += [_kept_in_use(f"image {sanitise(name)}",
+                         "`pylint-sandbox cache remove-image` removes it", by="a running lint")
             for name in done.images_in_use]
     out += [f"removed image build {sanitise(str(path))}" for path in done.layouts_removed]
-    out += [f"kept image build {sanitise(str(path))}: in use (its lock is held); "
-            "`pylint-sandbox cache prune --kind image-build` removes it once that has finished"
+    out += [_kept_in_use(f"image build {sanitise(str(path))}",
+                         "`pylint-sandbox cache prune --kind image-build` removes it")
             for path in done.layouts_in_use]
     out.append(f"kept image {sanitise(done.kept)}" + "".join(
         f" and the image build {sanitise(str(path))}" for path in done.kept_layouts))

@@ -227,7 +227,8 @@ def test_prune_never_takes_what_a_running_lint_holds(kind: str) -> None:
     assert [k for k, path in made.items() if os.path.lexists(path)] == [kind]
     held = [line for line in result.stdout.splitlines() if line.startswith("in use")]
     assert len(held) == 1 and held[0].endswith(str(made[kind]))
-    assert "in use by a running lint" in result.stdout
+    assert ("kept 1 cache: in use by a running lint (its lock is held); prune again once "
+            "that has finished") in result.stdout.splitlines()
     # control: released, the same prune removes it
     assert run("prune", "--all").returncode == 0 and not os.path.lexists(made[kind])
 
@@ -425,6 +426,25 @@ def test_remove_image_takes_its_own_blobs_root_filesystem_and_template_and_keeps
     assert again.returncode == 2 and str(second) in again.stderr
 
 
+def test_remove_image_keeps_a_root_filesystem_and_template_a_run_holds_and_says_so() -> None:
+    first, _, _ = two_images_sharing_a_layer()
+    built = rootfs(str(first.digest).partition(":")[2], days_by_time=0)
+    booted = template_of(built, "8" * 32)
+    with FileLock(str(rootfs_record.lock_path(built))), \
+            FileLock(str(template.templates_root() / f"{booted.name}.lock")):
+        result = run("remove-image", str(first))
+    assert result.returncode == 0, result.stderr
+    assert built.exists() and booted.exists()
+    assert result.stdout.splitlines()[-2:] == [
+        f"kept root filesystem {built}: in use (its lock is held); `pylint-sandbox cache "
+        "prune --kind rootfs` removes it once that has finished",
+        f"kept VM template {booted}: in use (its lock is held); `pylint-sandbox cache prune "
+        "--kind template` removes it once that has finished"]
+    # control: released, the prune it names removes them
+    assert run("prune", "--all", "--kind", "rootfs", "--kind", "template").returncode == 0
+    assert not built.exists() and not booted.exists()
+
+
 def test_remove_image_refuses_an_unknown_reference_naming_a_bounded_few() -> None:
     refs = [image_in_store(f"localhost/many/n{index}", {"f": bytes([index]) * 100})
             for index in range(5)]
@@ -599,7 +619,8 @@ def test_all_except_never_takes_an_image_a_running_lint_holds() -> None:
     assert result.returncode == 0, result.stderr
     assert sorted(ref.name for ref in store_.references()) == sorted([str(old), str(new)])
     assert store_.is_present(old) and old_root.exists()
-    assert f"kept image {old}: in use by a running lint" in result.stdout
+    assert (f"kept image {old}: in use by a running lint (its lock is held); `pylint-sandbox "
+            "cache remove-image` removes it once that has finished") in result.stdout.splitlines()
     assert f"removed image {pinned}:" in result.stdout
     assert not old_layout.exists()  # a layout is held by a build, not by a lint of its image
     # control: once that lint is gone, the same command removes it
@@ -613,7 +634,9 @@ def test_all_except_never_takes_a_layout_a_build_holds() -> None:
     with FileLock(str(paths.cache_root() / "images" / ".clippy-1.94.0.lock")):
         held = run("remove-image", "--all-except", str(new))
     assert held.returncode == 0, held.stderr
-    assert old_layout.exists() and f"kept image build {old_layout}: in use" in held.stdout
+    assert old_layout.exists() and (
+        f"kept image build {old_layout}: in use (its lock is held); `pylint-sandbox cache prune "
+        "--kind image-build` removes it once that has finished") in held.stdout.splitlines()
     assert run("remove-image", "--all-except", str(new)).returncode == 0  # control: released
     assert not old_layout.exists()
 
