@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import socket
+import ssl
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -91,14 +92,17 @@ def armed_connection(base: type[http.client.HTTPConnection],
 
 def armed_opener(arm: Callable[[socket.socket], None], redirects: urllib.request.BaseHandler, *,
                  proxies: dict[str, str] | None = None,
-                 check_plain: Callable[[str], object] | None = None) -> urllib.request.OpenerDirector:
+                 check_plain: Callable[[str], object] | None = None,
+                 context: ssl.SSLContext | None = None) -> urllib.request.OpenerDirector:
     """An opener that speaks HTTP and HTTPS only (build_opener would add ftp:, file: and
     data: handlers), each connection's socket given to `arm` the moment it exists
     (armed_connection: the TLS handshake and every read under the deadline), redirects
     handled by the caller's `redirects` (each new connection armed too). `proxies` as
     urllib.request.ProxyHandler takes them: None, the environment's; {}, none.
     `check_plain` is called with the URL of every plain-http request, redirects
-    included, before it is opened (it raises to refuse)."""
+    included, before it is opened (it raises to refuse). `context`: the TLS context of
+    every HTTPS connection (the crate fetcher's verifies with the CA the host's cargo is
+    told of); None, Python's default."""
     plain = armed_connection(http.client.HTTPConnection, arm)
     tls = armed_connection(http.client.HTTPSConnection, arm)
 
@@ -110,7 +114,7 @@ def armed_opener(arm: Callable[[socket.socket], None], redirects: urllib.request
 
     class Https(urllib.request.HTTPSHandler):
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(tls, req)
+            return self.do_open(tls, req, context=context)
 
     opener = urllib.request.OpenerDirector()
     for handler in (urllib.request.ProxyHandler(proxies), urllib.request.UnknownHandler(),

@@ -11,7 +11,8 @@
 
 What is guaranteed of a download:
 - https only, end to end: the index, the `dl` URL, every redirect (plain http, ftp, file:
-  and data: are never spoken: the opener has an https handler and nothing else). A
+  and data: are never spoken: the opener, socket_deadline.armed_opener, has no ftp:,
+  file: or data: handler, and refuses a plain-http request before it connects). A
   host `[source]` mirror (`replace-with`, cargo/sources.py) is followed, https only.
 - Bounded in time: each request ends by the caller's `until` and by NETWORK_TIMEOUT_S +
   its size limit / MIN_BYTES_PER_S (a watchdog shuts its socket down, the TLS handshake
@@ -63,7 +64,7 @@ from roteiro_py.cargo.lockfile import Pin
 from roteiro_py.cargo.sources import HostSources, host_sources
 from roteiro_py.guidance import printable
 from roteiro_py.redirects import UnreadRedirectHandler
-from roteiro_py.socket_deadline import SocketDeadline, armed_connection
+from roteiro_py.socket_deadline import SocketDeadline, armed_opener
 from roteiro_py.untrusted import FileRefused, parse_toml, read_bounded
 
 #: Where a pin's `.crate` came from; "missing": not in the store or the cargo cache, and
@@ -651,24 +652,22 @@ class _Redirects(UnreadRedirectHandler):
 
 
 def _opener(host: HostCargo, watch: _Watch) -> urllib.request.OpenerDirector:
-    """An opener speaking https and nothing else (build_opener would add http:, ftp:,
-    file: and data:), through cargo's proxy or the environment's, every connection
-    registered with `watch` the moment it exists."""
-    context = host.ssl_context()
+    """An opener through cargo's proxy or the environment's, verifying with the CA the
+    host's cargo is told of, every connection registered with `watch` the moment it exists
+    (socket_deadline.armed_opener: the TLS handshake under the deadline). It speaks https
+    and nothing else: armed_opener has no ftp:, file: or data: handler, and its plain-http
+    handler refuses every request before it connects (get() and _Redirects refuse one
+    before it gets there)."""
+    return armed_opener(watch.arm, _Redirects(),
+                        proxies={"https": host.proxy} if host.proxy else None,
+                        check_plain=_require_https, context=host.ssl_context())
 
-    Tls = armed_connection(http.client.HTTPSConnection, watch.arm)
 
-    class TlsHandler(urllib.request.HTTPSHandler):
-        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-            return self.do_open(Tls, req, context=context)
-
-    opener = urllib.request.OpenerDirector()
-    proxies = {"https": host.proxy} if host.proxy else None
-    for handler in (urllib.request.ProxyHandler(proxies), urllib.request.UnknownHandler(),
-                    TlsHandler(), urllib.request.HTTPDefaultErrorHandler(), _Redirects(),
-                    urllib.request.HTTPErrorProcessor()):
-        opener.add_handler(handler)
-    return opener
+def _require_https(url: str) -> None:
+    """_Refused, naming `url`, unless it is one get() requests (_not_https)."""
+    why = _not_https(url)
+    if why:
+        raise _Refused(f"{_short(url)!r} {why}")
 
 
 def get(url: str, host: HostCargo, token: Token | None, until: float, limit: int,
@@ -676,9 +675,7 @@ def get(url: str, host: HostCargo, token: Token | None, until: float, limit: int
     """GET `url` over https, its body (at most `limit` bytes) given to `sink`; how many
     bytes came. _HttpStatus for an HTTP error, _Refused for a body too large or a redirect
     that is not https, _Unreachable for the rest (the deadline included)."""
-    why = _not_https(url)
-    if why:
-        raise _Refused(f"{_short(url)!r} {why}")
+    _require_https(url)
     left = min(until - time.monotonic(), NETWORK_TIMEOUT_S + limit / MIN_BYTES_PER_S)
     if left <= 0:
         raise _Unreachable(f"the fetch's deadline passed before {what} was asked for")

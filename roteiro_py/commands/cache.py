@@ -59,9 +59,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from roteiro_py import paths
-from roteiro_py.errors import ImageInUse, ImageNotInStore, UsageError
+from roteiro_py.errors import ImageInUse, ImageNotInStore, MalformedReference, UsageError
 from roteiro_py.eviction import evict, last_use, used_record
-from roteiro_py.untrusted import guard, sanitise
+from roteiro_py.reference import ImageReference, parse
+from roteiro_py.untrusted import FileRefused, guard, read_bounded, sanitise
 
 if TYPE_CHECKING:
     from roteiro_py.store.layout import ImageRemoval
@@ -539,14 +540,25 @@ def list_json(entries: Sequence[CacheEntry]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
+def _kept_in_use(what: str, then: str, *, by: str | None = None) -> str:
+    """What each command says of something it left because a run holds its lock:
+    `kept <what>: in use[ by <by>] (its lock is held); <then> once that has finished`.
+    `by` names the run where the caller says one (a prune and an image: a running lint);
+    a root filesystem or VM template is held by a benchmark or `doctor --verify` too, an
+    image-build layout by a build, so theirs name none."""
+    holder = "" if by is None else f" by {by}"
+    return f"kept {what}: in use{holder} (its lock is held); {then} once that has finished"
+
+
 def prune_text(pruned: Pruned, now: float) -> str:
     did = "would remove" if pruned.dry_run else "removed"
     rows = [[did, *_row(entry, now)] for entry in pruned.removed]
     rows += [["in use", *_row(entry, now)] for entry in pruned.in_use]
     out = _columns(rows) if rows else ["nothing to remove"]
     if pruned.in_use:
-        out.append(f"kept {len(pruned.in_use)} in use by a running lint (its lock is held); "
-                   "prune again once it has finished")
+        held = len(pruned.in_use)
+        out.append(_kept_in_use(f"{held} cache{'s' if held != 1 else ''}", "prune again",
+                                by="a running lint"))
     out.append(f"{'would free' if pruned.dry_run else 'freed'} {size_text(pruned.freed)} "
                f"({len(pruned.removed)} cache{'s' if len(pruned.removed) != 1 else ''})")
     return "\n".join(out) + "\n"
@@ -622,12 +634,12 @@ def remove_text(done: ImageRemoved) -> str:
     if image.blobs_kept_reason is not None:
         out.append(f"    {sanitise(image.blobs_kept_reason)}")
     out += [f"removed root filesystem {sanitise(str(path))}" for path in done.rootfs_removed]
-    out += [f"kept root filesystem {sanitise(str(path))}: in use (its lock is held); "
-            "`pylint-sandbox cache prune --kind rootfs` removes it once that has finished"
+    out += [_kept_in_use(f"root filesystem {sanitise(str(path))}",
+                         "`pylint-sandbox cache prune --kind rootfs` removes it")
             for path in done.rootfs_in_use]
     out += [f"removed VM template {sanitise(str(path))}" for path in done.templates_removed]
-    out += [f"kept VM template {sanitise(str(path))}: in use (its lock is held); "
-            "`pylint-sandbox cache prune --kind template` removes it once that has finished"
+    out += [_kept_in_use(f"VM template {sanitise(str(path))}",
+                         "`pylint-sandbox cache prune --kind template` removes it")
             for path in done.templates_in_use]
     return "\n".join(out) + "\n"
 
@@ -640,30 +652,27 @@ def run_remove_image(*, reference: str) -> int:
 
 #: The most bytes of an image-build layout's record (image/build.py INPUTS_FILE) read.
 RECORD_MAX_BYTES = 64 << 10
-_PINNED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def built_reference(layout: Path) -> str | None:
-    """The reference the image-build layout at `layout` built, as its record
+def built_reference(layout: Path) -> ImageReference | None:
+    """The pinned reference the image-build layout at `layout` built, as its record
     (image/build.py INPUTS_FILE, written in the same rename as the layout) says; None when
-    the record is missing, larger than RECORD_MAX_BYTES, unreadable or names no pinned
-    reference (such a layout is never reused: a build with it builds again)."""
+    the record is missing, not a regular file, larger than RECORD_MAX_BYTES, not JSON or
+    names no pinned reference (such a layout is never reused: a build with it builds again).
+    A CI cache brings the record back as whoever saved it wrote it, so it comes through the
+    one bounded reader (untrusted.read_bounded) and the one reference parser: a record
+    nested past json's recursion limit raised RecursionError (exit 4) here, and a digest
+    after a name that is no image's (`@sha256:...`, a terminal escape) was believed."""
     # lazy: see _DependencyCaches.entries
     from roteiro_py.image.build import INPUTS_FILE
 
-    record = layout / INPUTS_FILE
     try:
-        if not stat.S_ISREG(record.lstat().st_mode):
-            return None
-        with record.open("rb") as handle:
-            data = handle.read(RECORD_MAX_BYTES + 1)
-        document = json.loads(data) if len(data) <= RECORD_MAX_BYTES else None
-    except (OSError, ValueError):
+        document = json.loads(read_bounded(layout / INPUTS_FILE, RECORD_MAX_BYTES))
+        text = document.get("reference") if isinstance(document, dict) else None
+        reference = parse(text) if isinstance(text, str) else None
+    except (OSError, FileRefused, ValueError, RecursionError, MalformedReference):
         return None
-    reference = document.get("reference") if isinstance(document, dict) else None
-    if not isinstance(reference, str) or not _PINNED_DIGEST.fullmatch(reference.rpartition("@")[2]):
-        return None
-    return reference
+    return reference if reference is not None and reference.pinned else None
 
 
 @dataclass
@@ -713,7 +722,7 @@ def remove_all_except(reference: str) -> KeptOnly:
     layouts_in_use: list[Path] = []
     for entry in builds.entries():
         built = built_reference(entry.path)
-        if built is not None and built.rpartition("@")[2] == digest:
+        if built is not None and built.digest == digest:
             kept_layouts.append(entry.path)
             continue
         with taken_if_free(builds.lock_path(entry)) as free:
@@ -727,12 +736,12 @@ def remove_all_except(reference: str) -> KeptOnly:
 
 def kept_only_text(done: KeptOnly) -> str:
     out = [remove_text(image).rstrip("\n") for image in done.images_removed]
-    out += [f"kept image {sanitise(name)}: in use by a running lint (its lock is held); "
-            "`pylint-sandbox cache remove-image` removes it once that has finished"
+    out += [_kept_in_use(f"image {sanitise(name)}",
+                         "`pylint-sandbox cache remove-image` removes it", by="a running lint")
             for name in done.images_in_use]
     out += [f"removed image build {sanitise(str(path))}" for path in done.layouts_removed]
-    out += [f"kept image build {sanitise(str(path))}: in use (its lock is held); "
-            "`pylint-sandbox cache prune --kind image-build` removes it once that has finished"
+    out += [_kept_in_use(f"image build {sanitise(str(path))}",
+                         "`pylint-sandbox cache prune --kind image-build` removes it")
             for path in done.layouts_in_use]
     out.append(f"kept image {sanitise(done.kept)}" + "".join(
         f" and the image build {sanitise(str(path))}" for path in done.kept_layouts))

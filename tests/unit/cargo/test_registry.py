@@ -415,6 +415,26 @@ def test_the_deadline_bounds_a_registry_that_trickles_its_headers(registry: Regi
     assert "did not arrive within" in text(caught.value)
 
 
+def test_the_opener_itself_refuses_plain_http_before_connecting(
+        plain_listener: tuple[int, list[str]]) -> None:
+    """get() and _Redirects refuse a URL that is not https before the opener sees it; the
+    opener (socket_deadline.armed_opener, whose http handler the other clients use) refuses
+    one too, before any connection is made."""
+    port, seen = plain_listener
+    watch = reg._Watch(5.0)
+    try:
+        with pytest.raises(reg._Refused, match="is not https"):
+            reg._opener(reg.HostCargo.read(), watch).open(f"http://127.0.0.1:{port}/config.json",
+                                                          timeout=5.0)
+    finally:
+        watch.close()
+    socket.create_connection(("127.0.0.1", port)).close()  # control: a connection is seen
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen == ["connection"]
+
+
 def test_a_body_slower_than_the_minimum_rate_is_given_up(registry: Registry,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     def trickle(handler: BaseHTTPRequestHandler) -> bool:

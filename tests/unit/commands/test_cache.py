@@ -227,7 +227,8 @@ def test_prune_never_takes_what_a_running_lint_holds(kind: str) -> None:
     assert [k for k, path in made.items() if os.path.lexists(path)] == [kind]
     held = [line for line in result.stdout.splitlines() if line.startswith("in use")]
     assert len(held) == 1 and held[0].endswith(str(made[kind]))
-    assert "in use by a running lint" in result.stdout
+    assert ("kept 1 cache: in use by a running lint (its lock is held); prune again once "
+            "that has finished") in result.stdout.splitlines()
     # control: released, the same prune removes it
     assert run("prune", "--all").returncode == 0 and not os.path.lexists(made[kind])
 
@@ -425,6 +426,25 @@ def test_remove_image_takes_its_own_blobs_root_filesystem_and_template_and_keeps
     assert again.returncode == 2 and str(second) in again.stderr
 
 
+def test_remove_image_keeps_a_root_filesystem_and_template_a_run_holds_and_says_so() -> None:
+    first, _, _ = two_images_sharing_a_layer()
+    built = rootfs(str(first.digest).partition(":")[2], days_by_time=0)
+    booted = template_of(built, "8" * 32)
+    with FileLock(str(rootfs_record.lock_path(built))), \
+            FileLock(str(template.templates_root() / f"{booted.name}.lock")):
+        result = run("remove-image", str(first))
+    assert result.returncode == 0, result.stderr
+    assert built.exists() and booted.exists()
+    assert result.stdout.splitlines()[-2:] == [
+        f"kept root filesystem {built}: in use (its lock is held); `pylint-sandbox cache "
+        "prune --kind rootfs` removes it once that has finished",
+        f"kept VM template {booted}: in use (its lock is held); `pylint-sandbox cache prune "
+        "--kind template` removes it once that has finished"]
+    # control: released, the prune it names removes them
+    assert run("prune", "--all", "--kind", "rootfs", "--kind", "template").returncode == 0
+    assert not built.exists() and not booted.exists()
+
+
 def test_remove_image_refuses_an_unknown_reference_naming_a_bounded_few() -> None:
     refs = [image_in_store(f"localhost/many/n{index}", {"f": bytes([index]) * 100})
             for index in range(5)]
@@ -599,7 +619,8 @@ def test_all_except_never_takes_an_image_a_running_lint_holds() -> None:
     assert result.returncode == 0, result.stderr
     assert sorted(ref.name for ref in store_.references()) == sorted([str(old), str(new)])
     assert store_.is_present(old) and old_root.exists()
-    assert f"kept image {old}: in use by a running lint" in result.stdout
+    assert (f"kept image {old}: in use by a running lint (its lock is held); `pylint-sandbox "
+            "cache remove-image` removes it once that has finished") in result.stdout.splitlines()
     assert f"removed image {pinned}:" in result.stdout
     assert not old_layout.exists()  # a layout is held by a build, not by a lint of its image
     # control: once that lint is gone, the same command removes it
@@ -613,7 +634,9 @@ def test_all_except_never_takes_a_layout_a_build_holds() -> None:
     with FileLock(str(paths.cache_root() / "images" / ".clippy-1.94.0.lock")):
         held = run("remove-image", "--all-except", str(new))
     assert held.returncode == 0, held.stderr
-    assert old_layout.exists() and f"kept image build {old_layout}: in use" in held.stdout
+    assert old_layout.exists() and (
+        f"kept image build {old_layout}: in use (its lock is held); `pylint-sandbox cache prune "
+        "--kind image-build` removes it once that has finished") in held.stdout.splitlines()
     assert run("remove-image", "--all-except", str(new)).returncode == 0  # control: released
     assert not old_layout.exists()
 
@@ -638,3 +661,34 @@ def test_remove_image_takes_one_reference_or_all_except_not_both_nor_neither() -
         assert result.returncode == 2 and "--all-except" in result.stderr, args
     assert len(Store.default().references()) == 3
     assert "--all-except" in run("remove-image", "--help").stdout
+
+
+def test_a_hostile_build_record_ties_its_layout_to_no_image(tmp_path: Path) -> None:
+    """A layout's record comes back from a CI cache as written by whoever saved it: it is
+    read through the one bounded reader and names an image only with a whole pinned
+    reference. A record nested past the JSON parser's recursion limit raised
+    RecursionError (exit 4) here, and a digest after a name that is no image's (a
+    terminal escape, nothing at all) tied the layout to that digest's image."""
+    digest = "sha256:" + "a" * 64
+    good = built_layout("1.95.0", f"localhost/roteiro/clippy:1.95.0@{digest}")
+    built = cache_report.built_reference(good)
+    assert built is not None and built.digest == digest  # control: a good record names it
+    record = "roteiro-build.json"
+    hostile = {
+        "deep": "[" * 60_000,
+        "large": json.dumps({"reference": f"localhost/a@{digest}", "pad": " " * (64 << 10)}),
+        "escape": json.dumps({"reference": f"\x1b]8;;evil\x07@{digest}"}),
+        "no name": json.dumps({"reference": f"@{digest}"}),
+        "tag only": json.dumps({"reference": "localhost/roteiro/clippy:1.95.0"}),
+    }
+    for what, text in hostile.items():
+        layout = built_layout(what.replace(" ", "-"), None)
+        (layout / record).write_text(text)
+        assert cache_report.built_reference(layout) is None, what
+    fifo, link = built_layout("fifo", None), built_layout("link", None)
+    (fifo / record).unlink()
+    os.mkfifo(fifo / record)  # no writer: an open that waits for one never returns
+    (link / record).unlink()
+    (link / record).symlink_to(good / record)
+    assert cache_report.built_reference(fifo) is None
+    assert cache_report.built_reference(link) is None
