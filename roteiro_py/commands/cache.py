@@ -650,21 +650,18 @@ def run_remove_image(*, reference: str) -> int:
     return 0
 
 
-#: The most bytes of an image-build layout's record (image/build.py INPUTS_FILE) read.
-RECORD_MAX_BYTES = 64 << 10
-
-
 def built_reference(layout: Path) -> ImageReference | None:
     """The pinned reference the image-build layout at `layout` built, as its record
     (image/build.py INPUTS_FILE, written in the same rename as the layout) says; None when
-    the record is missing, not a regular file, larger than RECORD_MAX_BYTES, not JSON or
-    names no pinned reference (such a layout is never reused: a build with it builds again).
+    the record is missing, not a regular file, larger than RECORD_MAX_BYTES (image/build.py),
+    not JSON or names no pinned reference (such a layout is never reused: a build with it
+    builds again).
     A CI cache brings the record back as whoever saved it wrote it, so it comes through the
     one bounded reader (untrusted.read_bounded) and the one reference parser: a record
     nested past json's recursion limit raised RecursionError (exit 4) here, and a digest
     after a name that is no image's (`@sha256:...`, a terminal escape) was believed."""
     # lazy: see _DependencyCaches.entries
-    from roteiro_py.image.build import INPUTS_FILE
+    from roteiro_py.image.build import INPUTS_FILE, RECORD_MAX_BYTES
 
     try:
         document = json.loads(read_bounded(layout / INPUTS_FILE, RECORD_MAX_BYTES))

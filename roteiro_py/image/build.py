@@ -34,11 +34,18 @@ from pathlib import Path
 from typing import Protocol
 
 from roteiro_py import eviction, locks, paths
+from roteiro_py.errors import MalformedReference
 from roteiro_py.image import debian_root, layers, toolchain
+from roteiro_py.reference import parse
+from roteiro_py.untrusted import FileRefused, read_bounded
 from roteiro_py.vm.assets import debian_archive, debpkg
 
 DEFAULT_NAME = "localhost/roteiro/clippy"
 INPUTS_FILE = "roteiro-build.json"
+#: The most bytes of a layout's record (INPUTS_FILE) read, here and by `cache` (commands/
+#: cache.py built_reference): a digest, a reference and a `name=version` a package, tens of
+#: bytes each, so a root of hundreds of packages is a few kB.
+RECORD_MAX_BYTES = 64 << 10
 #: How long a build waits for another build of the same tag to finish.
 LOCK_WAIT_S = 3600.0
 
@@ -125,14 +132,25 @@ def inputs_digest(request: BuildRequest) -> str:
 
 
 def _recorded(layout: Path, inputs: str) -> tuple[str, tuple[str, ...]] | None:
+    """The reference and packages of the layout built from `inputs`, as its record says;
+    None (build again) when there is none or it is not one this module wrote. The record
+    comes back from a CI cache as whoever saved it wrote it, so it is read through the one
+    bounded reader: a record nested past json's recursion limit raised RecursionError
+    (exit 4), a FIFO there blocked the build for good, a large one was read whole, and a
+    link was followed out of the layout. Its reference must be a whole pinned one."""
     try:
-        record = json.loads((layout / INPUTS_FILE).read_text())
-    except (OSError, ValueError):
+        record = json.loads(read_bounded(layout / INPUTS_FILE, RECORD_MAX_BYTES))
+    except (OSError, FileRefused, ValueError, RecursionError):
         return None
     if not isinstance(record, dict) or record.get("inputs") != inputs or not (layout / "index.json").is_file():
         return None
     reference, packages = record.get("reference"), record.get("packages", [])
     if not isinstance(reference, str) or not isinstance(packages, list):
+        return None
+    try:
+        if not parse(reference).pinned:
+            return None
+    except MalformedReference:
         return None
     return reference, tuple(str(p) for p in packages)
 

@@ -235,3 +235,39 @@ def test_a_toolchain_file_name_that_is_not_utf8_is_no_crash(tmp_path: Path, rote
     digest = layers.write_layer(tools, tmp_path / "blobs").digest.removeprefix("sha256:")
     with tarfile.open(tmp_path / "blobs" / digest, encoding="utf-8") as tar:
         assert "usr/local/lib/odd-\udcff" in tar.getnames()
+
+
+def test_a_hostile_build_record_is_no_cache_hit_and_the_image_is_built_again(
+        gpg: archive_support.Gpg, pinned: None, tmp_path: Path, roteiro_home: Path) -> None:
+    """The layout's record comes back from a CI cache as whoever saved it wrote it, and is
+    read through the one bounded reader: one nested past json's recursion limit raised
+    RecursionError (exit 4), a FIFO blocked the build for good, a large one was read whole,
+    a link was followed to a record outside the layout, and a digest after a terminal
+    escape was taken as the reference. Each is no hit: the image is built again, the same
+    image, and its new record is a hit (so a hit is observable)."""
+    archive = make_archive(gpg, tmp_path / "archive", PACKAGES)
+    toolchain_dir = make_toolchain(tmp_path / "rustup")
+    first = build.build(request(archive, toolchain_dir))
+    record = first.layout / build.INPUTS_FILE
+    good = json.loads(record.read_text())
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(record.read_text())
+    hostile = {
+        "deep": lambda: record.write_text("[" * 60_000),
+        "large": lambda: record.write_text(json.dumps({**good, "pad": " " * build.RECORD_MAX_BYTES})),
+        "fifo": lambda: (record.unlink(), os.mkfifo(record)),  # no writer: an open for one waits
+        "link": lambda: (record.unlink(), record.symlink_to(elsewhere)),
+        "escape": lambda: record.write_text(json.dumps(
+            {**good, "reference": "\x1b]8;;evil\x07@" + first.reference.rpartition("@")[2]})),
+    }
+    for what, make in hostile.items():
+        assert build.build(request(archive, toolchain_dir)).cached, what  # control: a hit
+        make()
+        again = build.build(request(archive, toolchain_dir))
+        assert (again.cached, again.reference) == (False, first.reference), what
+        assert record.is_file() and not record.is_symlink(), what
+    # control: a record just under the bound, with the inputs, is a hit
+    padded = json.dumps({**good, "pad": ""})
+    record.write_text(json.dumps({**good, "pad": " " * (build.RECORD_MAX_BYTES - len(padded))}))
+    assert len(record.read_bytes()) == build.RECORD_MAX_BYTES
+    assert build.build(request(archive, toolchain_dir)).cached
