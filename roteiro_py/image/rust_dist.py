@@ -77,6 +77,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tarfile
 import tempfile
 import time
@@ -93,6 +94,7 @@ from typing import IO, Any, BinaryIO, cast
 from filelock import FileLock
 
 from roteiro_py import errors
+from roteiro_py.guidance import printable
 from roteiro_py.image import toolchain
 from roteiro_py.image.channel import MAX_REQUESTED as MAX_REQUESTED
 from roteiro_py.image.channel import NAME as NAME
@@ -485,19 +487,32 @@ def record_floor(store: Path, channel: str, date: str, server: str, release: str
     `release` it was; anything else is not recorded) to `date`, served by `server`, if it
     is newer than the one recorded. Under a lock: two
     builds at once must not write back each other's older record. `store` is made if it
-    is absent: a build whose image was cached downloaded nothing into it."""
+    is absent: a build whose image was cached downloaded nothing into it.
+
+    A record that cannot be written (FLOOR_RECORD a directory, `store` read-only) is a
+    warning on stderr, not a refusal: the manifest was verified and held to the floor
+    read before this, so the build is as safe as with the record written; what is lost
+    is the higher floor for later builds, which the warning names with the way to get it
+    back. It escaped as an OSError (exit 4, "a bug") after the image was built."""
     if not _floored(channel):
         return
-    store.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(store / (FLOOR_RECORD + ".lock"))):
-        floors = recorded_floors(store)
-        if channel in floors and floors[channel]["date"] >= date:
-            return
-        floors[channel] = {"date": date, "server": server}
-        if release is not None and RELEASE_LINE.fullmatch(channel):
-            floors[channel]["release"] = release
-        text = json.dumps({"channels": floors}, indent=2, sort_keys=True) + "\n"
-        replace_file(store / FLOOR_RECORD, text.encode(), 0o644)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(store / (FLOOR_RECORD + ".lock"))):
+            floors = recorded_floors(store)
+            if channel in floors and floors[channel]["date"] >= date:
+                return
+            floors[channel] = {"date": date, "server": server}
+            if release is not None and RELEASE_LINE.fullmatch(channel):
+                floors[channel]["release"] = release
+            text = json.dumps({"channels": floors}, indent=2, sort_keys=True) + "\n"
+            replace_file(store / FLOOR_RECORD, text.encode(), 0o644)
+    except OSError as error:
+        record = store / FLOOR_RECORD
+        sys.stderr.write(printable(
+            f"pylint-sandbox: warning: the date floor of {channel} ({date}) was not recorded in "
+            f"{record} ({error.strerror or error}), so a later build could take a manifest older "
+            f"than it; remove {record} if it is not a file, or make {store} writable") + "\n")
 
 
 # -- the toolchain ----------------------------------------------------------------------------

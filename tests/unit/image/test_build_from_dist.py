@@ -281,3 +281,26 @@ def test_a_build_from_its_cached_image_records_the_date_it_accepted(
     served.publish(release, date=rustdist.day(now, 10), at=STABLE)
     with pytest.raises(errors.ToolchainStale, match=f"older than {rustdist.day(now, 3)}, the newest stable"):
         run_image_build(**options, from_dist="stable")  # type: ignore[arg-type]
+
+
+def test_a_floor_record_that_cannot_be_written_is_a_warning_and_the_build_completes(
+        options: dict[str, object], served: rustdist.Dist, release: Gpg, roteiro_home: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The toolchain was verified and accepted before its date is recorded; the record only
+    raises the floor for later builds. With channels.json a directory the write raised
+    IsADirectoryError out of the build (exit 4, "a bug"): now the build completes and says,
+    on stderr, which record was not written and that removing it is the way forward."""
+    now = time.time()
+    served.publish(release, date=rustdist.day(now, 3), at=STABLE)
+    record = roteiro_home / "cache" / "rust-dist" / rust_dist.FLOOR_RECORD
+    record.mkdir(parents=True)
+    assert run_image_build(**options, from_dist="stable") == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert out.strip().startswith("localhost/roteiro/clippy:")
+    assert f"the date floor of stable ({rustdist.day(now, 3)}) was not recorded in {record}" in err
+    assert f"remove {record}" in err
+    # control: with the directory gone, the same (cached) build records the floor, silently
+    record.rmdir()
+    assert run_image_build(**options, from_dist="stable") == 0  # type: ignore[arg-type]
+    assert "not recorded" not in capsys.readouterr().err
+    assert json.loads(record.read_text())["channels"]["stable"]["date"] == rustdist.day(now, 3)
